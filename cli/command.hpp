@@ -1,0 +1,32 @@
+// The `osdp` front end: each subcommand is a small unit in its own file that registers its
+// options on the CLI11 app and returns the action to run when it is selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace osdp::cli {
+
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;  // returns the process exit code
+};
+
+// Exit codes, documented in README.md.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_input_error = 2;  // bad input: file, JSON path, value, what was expected
+inline constexpr int exit_infeasible = 3;   // well-formed, but no plan fits in memory
+
+Subcommand add_plan_command(CLI::App& root);
+Subcommand add_sweep_command(CLI::App& root);
+Subcommand add_explain_command(CLI::App& root);
+#ifdef OSDP_WITH_SIM
+Subcommand add_simulate_command(CLI::App& root);
+#endif
+#ifdef OSDP_WITH_VALIDATE
+Subcommand add_calibrate_command(CLI::App& root);
+Subcommand add_validate_command(CLI::App& root);
+#endif
+
+}  // namespace osdp::cli

@@ -1,0 +1,141 @@
+#include "model/cluster.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace osdp {
+
+std::string_view node_kind_name(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::pcie:
+      return "pcie";
+    case NodeKind::nvlink_mesh:
+      return "nvlink_mesh";
+    case NodeKind::nvswitch:
+      return "nvswitch";
+  }
+  return "?";
+}
+
+AlphaBeta CollectiveTiming::at(double step_bytes) const {
+  const Segment* chosen = nullptr;
+  for (const auto& segment : by_size) {
+    if (segment.min_step_bytes <= step_bytes &&
+        (chosen == nullptr || segment.min_step_bytes > chosen->min_step_bytes)) {
+      chosen = &segment;
+    }
+  }
+  return chosen != nullptr ? chosen->alpha_beta : alpha_beta;
+}
+
+GroupTiming GroupTiming::uniform(AlphaBeta alpha_beta) {
+  return {{alpha_beta, {}}, {alpha_beta, {}}, {alpha_beta, {}}};
+}
+
+const CollectiveTiming& GroupTiming::of(CollectiveKind kind) const {
+  switch (kind) {
+    case CollectiveKind::all_gather:
+      return all_gather;
+    case CollectiveKind::reduce_scatter:
+      return reduce_scatter;
+    case CollectiveKind::all_reduce:
+      return all_reduce;
+  }
+  return all_reduce;
+}
+
+double GroupTiming::time_s(CollectiveKind kind, double full_bytes, int ranks) const {
+  const double step_bytes = ring_step_bytes(full_bytes, ranks);
+  return ring_steps(kind, ranks) * of(kind).at(step_bytes).step_time_s(step_bytes);
+}
+
+namespace {
+
+struct RingEdge {
+  double latency_s = 0;
+  double bandwidth_Bps = std::numeric_limits<double>::infinity();
+};
+
+// The slowest edge of a ring: longest latency and narrowest bandwidth (both taken as worst case;
+// exact when one edge is worst in both, as in every shipped topology).
+struct RingBottleneck {
+  double latency_s = 0;
+  double bandwidth_Bps = std::numeric_limits<double>::infinity();
+  void add(const RingEdge& edge) {
+    latency_s = std::max(latency_s, edge.latency_s);
+    bandwidth_Bps = std::min(bandwidth_Bps, edge.bandwidth_Bps);
+  }
+  AlphaBeta alpha_beta() const {
+    return {latency_s, std::isfinite(bandwidth_Bps) ? 1.0 / bandwidth_Bps : 0.0};
+  }
+};
+
+RingBottleneck intra_node_ring(const NodeTopology& node) {
+  RingBottleneck ring;
+  if (node.gpus <= 1) return ring;
+  switch (node.kind) {
+    case NodeKind::nvlink_mesh:
+      ring.add({node.gpu_link.latency_s, node.gpu_link.bandwidth_Bps});
+      break;
+    case NodeKind::nvswitch:
+      ring.add({2 * node.gpu_link.latency_s, node.gpu_link.bandwidth_Bps});
+      break;
+    case NodeKind::pcie: {
+      const PcieTree& tree = node.pcie;
+      const Link& port = tree.gpu_link;
+      if (tree.gpus_per_switch > 1) ring.add({2 * port.latency_s, port.bandwidth_Bps});
+      const int switches = tree.sockets * tree.switches_per_socket;
+      if (switches > 1) {
+        // Between switches: port, uplink, (root complex), uplink, port. Each uplink direction
+        // carries one ring flow.
+        const Link& up = tree.switch_uplink;
+        RingEdge across{2 * port.latency_s + 2 * up.latency_s,
+                        std::min(port.bandwidth_Bps, up.bandwidth_Bps)};
+        if (tree.sockets > 1) {
+          across.latency_s += tree.inter_socket.latency_s;
+          across.bandwidth_Bps = std::min(across.bandwidth_Bps, tree.inter_socket.bandwidth_Bps);
+        }
+        ring.add(across);
+      }
+      break;
+    }
+  }
+  return ring;
+}
+
+// Latency from a GPU to its node's NIC: through the node's fabric (one hop on NVLink / NVSwitch
+// nodes, GPU port + uplink on PCIe nodes).
+double gpu_to_nic_latency_s(const NodeTopology& node) {
+  if (node.kind == NodeKind::pcie) {
+    return node.pcie.gpu_link.latency_s + node.pcie.switch_uplink.latency_s;
+  }
+  return node.gpu_link.latency_s;
+}
+
+}  // namespace
+
+DerivedTimings derive_timings(const Topology& topology) {
+  const RingBottleneck intra = intra_node_ring(topology.node);
+  DerivedTimings timings;
+  timings.intra_node = intra.alpha_beta();
+  if (topology.nodes <= 1) {
+    timings.world = timings.intra_node;
+    return timings;
+  }
+  // Crossing nodes: GPU -> NIC -> switch -> NIC -> GPU.
+  const double cross_latency_s =
+      2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
+  // The world ring is split into one channel per NIC; each crosses every node boundary once.
+  RingBottleneck world = intra;
+  world.add({cross_latency_s, topology.nic.bandwidth_Bps * topology.nics_per_node});
+  timings.world = world.alpha_beta();
+  // HSDP's cross-node groups: one per local rank, all running at once over the node's NICs.
+  RingBottleneck inter;
+  const double shared = static_cast<double>(topology.node.gpus) / topology.nics_per_node;
+  inter.add({cross_latency_s, topology.nic.bandwidth_Bps / std::max(1.0, shared)});
+  timings.inter_node = inter.alpha_beta();
+  return timings;
+}
+
+}  // namespace osdp

@@ -1,0 +1,109 @@
+// A cluster: its GPUs, their topology and the collective timing the analytic model uses.
+// The topology is what the simulator builds a platform from; the analytic model reduces it to
+// alpha (seconds per ring step) and beta (seconds per byte) per process group.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/collectives.hpp"
+
+namespace osdp {
+
+struct Link {
+  double bandwidth_Bps = 0;
+  double latency_s = 0;
+};
+
+enum class NodeKind { pcie, nvlink_mesh, nvswitch };
+std::string_view node_kind_name(NodeKind kind);
+
+// GPU x16 port -> PCIe switch -> CPU root complex -> inter-socket link.
+struct PcieTree {
+  int sockets = 1;
+  int switches_per_socket = 1;
+  int gpus_per_switch = 8;
+  Link gpu_link;       // GPU <-> its PCIe switch
+  Link switch_uplink;  // PCIe switch <-> CPU root complex
+  Link inter_socket;   // CPU <-> CPU (QPI / UPI)
+};
+
+struct NodeTopology {
+  NodeKind kind = NodeKind::nvswitch;
+  int gpus = 8;
+  PcieTree pcie;   // kind == pcie
+  Link gpu_link;   // nvlink_mesh: each GPU pair; nvswitch: each GPU <-> the switch
+};
+
+struct Topology {
+  int nodes = 1;
+  NodeTopology node;
+  int nics_per_node = 1;  // NICs shared by the node's GPUs (set to gpus for a NIC per GPU)
+  Link nic;               // NIC <-> network switch
+  bool split_duplex = true;
+
+  int ranks() const { return nodes * node.gpus; }
+};
+
+// Alpha-beta of a collective, optionally by message size (calibrated clusters): the entry with
+// the largest min_step_bytes not above the step size applies.
+struct CollectiveTiming {
+  struct Segment {
+    double min_step_bytes = 0;
+    AlphaBeta alpha_beta;
+  };
+  AlphaBeta alpha_beta;
+  std::vector<Segment> by_size;
+
+  AlphaBeta at(double step_bytes) const;
+};
+
+// Timings of the three ring collectives within one process group.
+struct GroupTiming {
+  CollectiveTiming all_gather;
+  CollectiveTiming reduce_scatter;
+  CollectiveTiming all_reduce;
+
+  static GroupTiming uniform(AlphaBeta alpha_beta);
+  const CollectiveTiming& of(CollectiveKind kind) const;
+  // Ring collective over `ranks` ranks of a buffer of `full_bytes`.
+  double time_s(CollectiveKind kind, double full_bytes, int ranks) const;
+};
+
+struct Gpu {
+  std::string name = "gpu";
+  std::optional<double> memory_bytes;
+  // Sustained (not peak) FLOP/s on this model's kernels; gamma_i = FLOPs / this rate.
+  std::optional<double> compute_flops_per_s;
+  std::optional<double> memory_bandwidth_Bps;
+  double kernel_launch_s = 5e-6;
+  // Compute runs this many times slower while a collective overlaps it (simulator; calibrated).
+  double overlap_slowdown = 1.0;
+};
+
+struct Cluster {
+  std::string name = "cluster";
+  int ranks = 1;
+  int gpus_per_node = 1;  // the HSDP shard group
+  Gpu gpu;
+  std::optional<Topology> topology;
+  GroupTiming world;       // all ranks
+  GroupTiming intra_node;  // the ranks of one node
+  GroupTiming inter_node;  // one rank per node, all local ranks' groups running at once
+
+  int nodes() const { return ranks / gpus_per_node; }
+};
+
+// Ring alpha-beta of the world, intra-node and inter-node groups, derived from the ring
+// bottleneck: alpha is the longest neighbour-to-neighbour path latency, beta the inverse of the
+// narrowest bandwidth a ring flow gets when every ring edge is busy at once (rings are laid as
+// NCCL does: neighbours on the fastest links, each shared uplink crossed once per direction).
+struct DerivedTimings {
+  AlphaBeta world;
+  AlphaBeta intra_node;
+  AlphaBeta inter_node;
+};
+DerivedTimings derive_timings(const Topology& topology);
+
+}  // namespace osdp

@@ -1,0 +1,238 @@
+#include "model/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "model/input_error.hpp"
+
+namespace osdp {
+
+std::string_view cost_model_name(CostModelKind kind) {
+  return kind == CostModelKind::paper ? "paper" : "extended";
+}
+
+std::string PeakBreakdown::dominant_part() const {
+  const std::array<std::pair<double, const char*>, 4> parts{{
+      {model_state_bytes, "model states"},
+      {activation_bytes, "activations"},
+      {extra_bytes, "extra buffers"},
+      {transient_bytes, "transient buffers"},
+  }};
+  return std::max_element(parts.begin(), parts.end(),
+                          [](const auto& a, const auto& b) { return a.first < b.first; })
+      ->second;
+}
+
+int shard_degree(Mode mode, const Cluster& cluster) {
+  switch (mode) {
+    case Mode::dp:
+      return 1;
+    case Mode::zdp:
+    case Mode::z2:
+      return cluster.ranks;
+    case Mode::hsdp:
+      return cluster.gpus_per_node;
+  }
+  return 1;
+}
+
+CostModel::CostModel(const Workload& workload, const Cluster& cluster, const Training& training,
+                     CostSettings settings)
+    : workload_(&workload), cluster_(&cluster), training_(&training), settings_(settings) {}
+
+double CostModel::memory_limit_bytes() const {
+  if (training_->memory_limit_bytes) return *training_->memory_limit_bytes;
+  if (cluster_->gpu.memory_bytes) return *cluster_->gpu.memory_bytes;
+  throw InputError("", "$.training.memory_limit", "nothing",
+                   "a memory limit (in the training setup, or the GPU's memory in the cluster)");
+}
+
+double CostModel::compute_s_per_sample(int index) const {
+  const Operator& op = workload_->op(index);
+  if (op.compute_s_per_sample) return *op.compute_s_per_sample;
+  if (cluster_->gpu.compute_flops_per_s) {
+    return (op.forward_flops_per_sample + op.backward_flops_per_sample) /
+           *cluster_->gpu.compute_flops_per_s;
+  }
+  throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index), "nothing",
+                   "compute seconds per sample, or a GPU compute rate in the cluster");
+}
+
+double CostModel::forward_compute_s_per_sample(int index) const {
+  const Operator& op = workload_->op(index);
+  if (op.forward_compute_s_per_sample) return *op.forward_compute_s_per_sample;
+  if (op.compute_s_per_sample) {
+    // Backward costs about twice the forward (two MatMuls per forward MatMul).
+    return *op.compute_s_per_sample / 3.0;
+  }
+  return op.forward_flops_per_sample / cluster_->gpu.compute_flops_per_s.value_or(1.0);
+}
+
+bool CostModel::valid(int index, const OperatorChoice& choice) const {
+  const Operator& op = workload_->op(index);
+  if (choice.slices < 1 || choice.sharded_slices < 0 || choice.sharded_slices > choice.slices) {
+    return false;
+  }
+  if ((choice.mode == Mode::dp) != (choice.sharded_slices == 0)) return false;
+  if (choice.slices > 1 && !op.splittable) return false;
+  if (choice.checkpoint != Checkpoint::none && !op.input_activation_bytes_per_sample) return false;
+  if (choice.mode == Mode::hsdp && (cluster_->nodes() < 2 || cluster_->gpus_per_node < 2)) {
+    return false;
+  }
+  return true;
+}
+
+double CostModel::model_state_bytes(int index, const OperatorChoice& choice) const {
+  const Operator& op = workload_->op(index);
+  const double all_states = op.model_state_bytes();
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  double sharded_states = all_states;
+  switch (choice.mode) {
+    case Mode::dp:
+      break;
+    case Mode::zdp:
+    case Mode::hsdp:
+      sharded_states = all_states / shard_degree(choice.mode, *cluster_);
+      break;
+    case Mode::z2:
+      // Parameters stay whole from forward to backward; gradients and optimizer are sharded.
+      sharded_states = op.parameter_bytes +
+                       (op.gradient_bytes + op.optimizer_bytes) / shard_degree(Mode::z2, *cluster_);
+      break;
+  }
+  return (1.0 - sharded_fraction) * all_states + sharded_fraction * sharded_states;
+}
+
+double CostModel::sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
+                                          Checkpoint checkpoint) const {
+  (void)op;
+  const int recompute_gathers = checkpoint == Checkpoint::unfused ? 1 : 0;
+  const Cluster& cluster = *cluster_;
+  switch (mode) {
+    case Mode::dp:
+      return 0.0;
+    case Mode::zdp: {
+      const int n = cluster.ranks;
+      const double gather = cluster.world.time_s(CollectiveKind::all_gather, slice_bytes, n);
+      const double scatter = cluster.world.time_s(CollectiveKind::reduce_scatter, slice_bytes, n);
+      return (2 + recompute_gathers) * gather + scatter;
+    }
+    case Mode::z2: {
+      // Parameters gathered once in forward and kept, so a recompute needs no gather.
+      const int n = cluster.ranks;
+      return cluster.world.time_s(CollectiveKind::all_gather, slice_bytes, n) +
+             cluster.world.time_s(CollectiveKind::reduce_scatter, slice_bytes, n);
+    }
+    case Mode::hsdp: {
+      const int local = cluster.gpus_per_node;
+      const int nodes = cluster.nodes();
+      const double gather = cluster.intra_node.time_s(CollectiveKind::all_gather, slice_bytes, local);
+      const double scatter =
+          cluster.intra_node.time_s(CollectiveKind::reduce_scatter, slice_bytes, local);
+      const double across =
+          cluster.inter_node.time_s(CollectiveKind::all_reduce, slice_bytes / local, nodes);
+      return (2 + recompute_gathers) * gather + scatter + across;
+    }
+  }
+  return 0.0;
+}
+
+double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) const {
+  if (settings_.kind == CostModelKind::paper || !cluster_->gpu.memory_bandwidth_Bps) return 0.0;
+  // The update reads and writes every local state once (memory bound).
+  return 2.0 * model_state_bytes(index, choice) / *cluster_->gpu.memory_bandwidth_Bps;
+}
+
+OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const {
+  if (!valid(index, choice)) {
+    throw InputError("", fmt::format("operator {}", workload_->op(index).name), describe(choice),
+                     "a choice this operator and cluster allow");
+  }
+  const Operator& op = workload_->op(index);
+  const bool extended = settings_.kind == CostModelKind::extended;
+  const int k = choice.slices;
+  const int j = choice.sharded_slices;
+  const double slice_bytes = op.parameter_bytes / k;
+  const bool checkpointed = choice.checkpoint != Checkpoint::none;
+
+  OptionCost cost;
+  cost.persistent_bytes.fixed = model_state_bytes(index, choice) + op.extra_bytes;
+  cost.persistent_bytes.per_sample = checkpointed ? *op.input_activation_bytes_per_sample
+                                                  : op.activation_bytes_per_sample;
+
+  cost.compute_s.per_sample =
+      compute_s_per_sample(index) + (checkpointed ? forward_compute_s_per_sample(index) : 0.0);
+
+  double communication_s = 0.0;
+  if (j < k) {
+    // The DP slices' gradients are all-reduced together after the operator's backward.
+    const double dp_bytes = op.parameter_bytes * (k - j) / k;
+    communication_s +=
+        cluster_->world.time_s(CollectiveKind::all_reduce, dp_bytes, cluster_->ranks);
+  }
+  communication_s += j * sharded_communication_s(op, choice.mode, slice_bytes, choice.checkpoint);
+  cost.communication_s = communication_s;
+
+  Linear slicing;
+  if (extended && k > 1) {
+    // Each extra slice launches its forward, backward-data and backward-weight kernels again
+    // and adds its partial sums into the output (forward) and input gradient (backward):
+    // read two operands, write one.
+    slicing.fixed = (k - 1) * 3.0 * cluster_->gpu.kernel_launch_s;
+    if (cluster_->gpu.memory_bandwidth_Bps) {
+      slicing.per_sample =
+          (k - 1) * 2.0 * 3.0 * op.output_bytes_per_sample / *cluster_->gpu.memory_bandwidth_Bps;
+    }
+  }
+  cost.slicing_overhead_s = slicing.fixed;
+
+  cost.time_s.fixed = communication_s + slicing.fixed + optimizer_step_s(index, choice);
+  cost.time_s.per_sample = cost.compute_s.per_sample + slicing.per_sample;
+
+  if (extended) {
+    const bool gathers = j > 0 && (choice.mode == Mode::zdp || choice.mode == Mode::hsdp);
+    const double gathered_bytes = gathers ? slice_bytes * settings_.units_in_flight : 0.0;
+    // Sharded modes hold a slice's full gradient until its reduce-scatter.
+    const double full_gradient_bytes = j > 0 ? op.gradient_bytes / k : 0.0;
+    cost.transient_bytes.fixed = gathered_bytes + full_gradient_bytes;
+    cost.transient_bytes.per_sample =
+        op.workspace_bytes_per_sample +
+        (checkpointed
+             ? op.activation_bytes_per_sample - *op.input_activation_bytes_per_sample
+             : 0.0);
+  }
+  return cost;
+}
+
+PlanCost CostModel::plan_cost(const Plan& plan) const {
+  const int b = plan.batch_size;
+  PlanCost result;
+  result.batch_size = b;
+  double largest_transient = 0.0;
+  for (int i = 0; i < workload_->size(); ++i) {
+    const OperatorChoice& choice = plan.choices.at(i);
+    const OptionCost cost = option_cost(i, choice);
+    result.iteration_time_s += cost.time_s.at(b);
+    result.compute_s += cost.compute_s.at(b);
+    result.communication_s += cost.communication_s;
+    result.optimizer_step_s += optimizer_step_s(i, choice);
+    result.peak.model_state_bytes += model_state_bytes(i, choice);
+    result.peak.extra_bytes += workload_->op(i).extra_bytes;
+    result.peak.activation_bytes += b * cost.persistent_bytes.per_sample;
+    const double transient = cost.transient_bytes.at(b);
+    if (transient > largest_transient) {
+      largest_transient = transient;
+      result.peak.transient_operator = i;
+    }
+  }
+  result.peak.transient_bytes = largest_transient;
+  result.peak_memory_bytes = result.peak.model_state_bytes + result.peak.extra_bytes +
+                             result.peak.activation_bytes + result.peak.transient_bytes;
+  result.throughput_samples_per_s =
+      result.iteration_time_s > 0 ? cluster_->ranks * b / result.iteration_time_s : 0.0;
+  return result;
+}
+
+}  // namespace osdp

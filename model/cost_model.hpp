@@ -1,0 +1,123 @@
+// Analytic cost models: the time and memory of one operator under one choice, and of a whole
+// plan. Costs are linear in the batch size b, so they are kept as (fixed, per-sample) pairs that
+// the search evaluates for every b without recomputing.
+//
+// `paper` is DESIGN section 1 exactly:
+//   M_i(DP,b)  = M_i^model + b*M_i^act + M_i^extra      T_i(DP,b)  = 2(N-1)(a + S_i/N*beta) + b*g_i
+//   M_i(ZDP,b) = M_i^model/N + b*M_i^act + M_i^extra    T_i(ZDP,b) = 3(N-1)(a + S_i/N*beta) + b*g_i
+//   with no transient term and no overlap.
+// `extended` adds: the transient peak while an operator runs (its gathered slice, the prefetched
+// next unit, its full-size gradient before reduce-scatter, recomputed activations, workspace),
+// the cost of each extra slice (kernel launches + partial-sum adds), checkpointing with unfused
+// and fused recompute gathers, Z2 and HSDP, and the optimizer step.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/cluster.hpp"
+#include "model/plan.hpp"
+#include "model/training.hpp"
+#include "model/workload.hpp"
+
+namespace osdp {
+
+enum class CostModelKind { paper, extended };
+std::string_view cost_model_name(CostModelKind kind);
+
+struct CostSettings {
+  CostModelKind kind = CostModelKind::extended;
+  // Units in flight (FSDP's rate limiter): 2 means the next unit's gather buffer is live while an
+  // operator computes. The transient term counts it as a second buffer of the operator's own
+  // size; since max_i 2*buf_i >= max_i (buf_i + buf_i+1) this never underestimates the peak.
+  int units_in_flight = 2;
+};
+
+// A quantity linear in the batch size: fixed + b * per_sample.
+struct Linear {
+  double fixed = 0;
+  double per_sample = 0;
+  double at(int batch) const { return fixed + batch * per_sample; }
+  Linear& operator+=(const Linear& other) {
+    fixed += other.fixed;
+    per_sample += other.per_sample;
+    return *this;
+  }
+};
+
+// Cost of one operator under one choice.
+struct OptionCost {
+  Linear time_s;            // compute + communication + slicing overhead
+  Linear persistent_bytes;  // live for the whole iteration: model states, saved activations
+  Linear transient_bytes;   // live only while this operator runs; peak adds the largest one
+  // Breakdown, for explanations.
+  Linear compute_s;
+  double communication_s = 0;
+  double slicing_overhead_s = 0;
+};
+
+// Where the peak memory comes from.
+struct PeakBreakdown {
+  double model_state_bytes = 0;
+  double activation_bytes = 0;
+  double extra_bytes = 0;
+  double transient_bytes = 0;
+  int transient_operator = -1;  // operator whose transient sets the peak
+  // "model states", "activations", ... : the largest part.
+  std::string dominant_part() const;
+};
+
+struct PlanCost {
+  int batch_size = 0;
+  double iteration_time_s = 0;
+  double compute_s = 0;
+  double communication_s = 0;
+  double optimizer_step_s = 0;
+  double peak_memory_bytes = 0;
+  double throughput_samples_per_s = 0;  // all ranks: ranks * b / iteration time
+  PeakBreakdown peak;
+};
+
+class CostModel {
+ public:
+  CostModel(const Workload& workload, const Cluster& cluster, const Training& training,
+            CostSettings settings);
+
+  const Workload& workload() const { return *workload_; }
+  const Cluster& cluster() const { return *cluster_; }
+  const Training& training() const { return *training_; }
+  const CostSettings& settings() const { return settings_; }
+  int ranks() const { return cluster_->ranks; }
+  double memory_limit_bytes() const;
+
+  // Throws InputError when the choice is not valid for the operator (e.g. slices on an
+  // unsplittable operator, checkpointing an operator without an input size).
+  OptionCost option_cost(int op, const OperatorChoice& choice) const;
+  // Time of the optimizer step for this operator's local states (extended model only).
+  double optimizer_step_s(int op, const OperatorChoice& choice) const;
+  // Whether the choice is allowed for the operator in this cluster.
+  bool valid(int op, const OperatorChoice& choice) const;
+
+  PlanCost plan_cost(const Plan& plan) const;
+
+  // gamma_i: compute seconds per sample, forward + backward; and forward alone.
+  double compute_s_per_sample(int op) const;
+  double forward_compute_s_per_sample(int op) const;
+
+  // The memory parts of one choice, persistent model states only (for explanations).
+  double model_state_bytes(int op, const OperatorChoice& choice) const;
+
+ private:
+  double sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
+                                 Checkpoint checkpoint) const;
+
+  const Workload* workload_;
+  const Cluster* cluster_;
+  const Training* training_;
+  CostSettings settings_;
+};
+
+// Ranks must divide this many ways for the sharded mode's state.
+int shard_degree(Mode mode, const Cluster& cluster);
+
+}  // namespace osdp

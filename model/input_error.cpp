@@ -1,0 +1,42 @@
+#include "model/input_error.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace osdp {
+namespace {
+std::string describe(const std::string& file, const std::string& json_path,
+                     const std::string& value, const std::string& expected) {
+  std::string message = file.empty() ? std::string("input") : file;
+  if (!json_path.empty()) message += ": " + json_path;
+  if (!value.empty()) message += ": got " + value;
+  message += ": expected " + expected;
+  return message;
+}
+}  // namespace
+
+InputError::InputError(std::string file, std::string json_path, std::string value,
+                       std::string expected)
+    : std::runtime_error(describe(file, json_path, value, expected)),
+      file_(std::move(file)),
+      json_path_(std::move(json_path)),
+      value_(std::move(value)),
+      expected_(std::move(expected)) {}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      const std::size_t substitution = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      row[j] = std::min({above + 1, row[j - 1] + 1, substitution});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace osdp

@@ -1,0 +1,81 @@
+// Strict reading of JSON input objects: exact key sets (unknown keys are errors with a
+// "did you mean" hint), typed getters that name the file and JSON path of a bad value, and
+// quantities with units. Every loader in osdp reads through this.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/input_error.hpp"
+#include "model/units.hpp"
+
+namespace osdp {
+
+using Json = nlohmann::json;
+
+// Parses JSON text; syntax errors become InputErrors that name the file and byte offset.
+Json parse_json_text(const std::string& text, const std::string& file);
+// Reads and parses a file.
+Json read_json_file(const std::string& path);
+
+// A short rendering of a JSON value for error messages.
+std::string render_value(const Json& value);
+
+class JsonReader {
+ public:
+  // `file` names the input for messages; `path` is the JSON path of `object` ("$" for root).
+  JsonReader(const Json& object, std::string file, std::string path = "$");
+
+  bool has(const std::string& key) const;
+  const Json& raw(const std::string& key) const;
+  std::string child_path(const std::string& key) const;
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+
+  double number(const std::string& key) const;
+  std::optional<double> optional_number(const std::string& key) const;
+  double positive_number(const std::string& key) const;
+  double non_negative_number(const std::string& key) const;
+  std::optional<double> optional_non_negative_number(const std::string& key) const;
+  long long integer(const std::string& key, long long min_value, long long max_value) const;
+  std::optional<long long> optional_integer(const std::string& key, long long min_value,
+                                            long long max_value) const;
+  std::string string(const std::string& key) const;
+  std::optional<std::string> optional_string(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+  std::optional<bool> optional_boolean(const std::string& key) const;
+  // A string among `choices`.
+  std::string choice(const std::string& key, const std::vector<std::string>& choices) const;
+
+  // A quantity: a number in SI units or a string with a unit; must be >= 0 (> 0 if positive).
+  double quantity(const std::string& key, units::Dimension dimension, bool positive = true) const;
+  std::optional<double> optional_quantity(const std::string& key, units::Dimension dimension,
+                                          bool positive = true) const;
+
+  JsonReader object(const std::string& key) const;
+  std::vector<JsonReader> objects(const std::string& key) const;  // an array of objects
+
+  // Errors about this object.
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+  [[noreturn]] void fail_value(const std::string& key, const std::string& value,
+                               const std::string& expected) const;
+
+  // Throws if the object has a key outside `allowed`, suggesting the nearest allowed key.
+  void require_only(const std::vector<std::string>& allowed) const;
+
+ private:
+  const Json& require(const std::string& key) const;
+
+  const Json* object_;
+  std::string file_;
+  std::string path_;
+};
+
+// Parses a quantity from a JSON value (number or string with unit). nullopt when malformed.
+std::optional<double> quantity_from_json(const Json& value, units::Dimension dimension);
+
+}  // namespace osdp

@@ -1,0 +1,53 @@
+// What a plan says for each operator: its parallel mode, how it is split into slices, how many
+// slices are sharded, and whether it is checkpointed. Plans are values; JSON I/O in plan_io.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace osdp {
+
+// Parallel modes (DESIGN section 1).
+//   dp   - replicated parameters, gradients and optimizer states; gradient all-reduce
+//   zdp  - ZeRO-3 / FSDP FULL_SHARD: everything sharded; gather for forward and backward
+//   z2   - ZeRO-2 / FSDP SHARD_GRAD_OP: gather once in forward, keep until backward
+//   hsdp - hybrid: shard inside a node, replicate across nodes
+enum class Mode { dp, zdp, z2, hsdp };
+
+// Activation checkpointing of one operator.
+//   none     - keep all activations for backward
+//   unfused  - checkpoint(FSDP(op)): recompute re-gathers parameters (an extra all-gather)
+//   fused    - FSDP(checkpoint(op)): the recompute gather is kept for backward
+enum class Checkpoint { none, unfused, fused };
+
+std::string_view mode_name(Mode mode);
+std::optional<Mode> mode_from_name(std::string_view name);
+std::string_view checkpoint_name(Checkpoint checkpoint);
+std::optional<Checkpoint> checkpoint_from_name(std::string_view name);
+
+// The choice for one operator. `slices` is the split granularity k; `sharded_slices` (j) of
+// them run in `mode` and the other k - j in DP. mode == dp exactly when sharded_slices == 0.
+struct OperatorChoice {
+  Mode mode = Mode::dp;
+  int slices = 1;
+  int sharded_slices = 0;
+  Checkpoint checkpoint = Checkpoint::none;
+
+  static OperatorChoice whole(Mode mode, Checkpoint checkpoint = Checkpoint::none) {
+    return {mode, 1, mode == Mode::dp ? 0 : 1, checkpoint};
+  }
+  bool operator==(const OperatorChoice&) const = default;
+};
+
+// Short label for tables: "zdp", "zdp 2/4", "dp+ckpt", "zdp+fused".
+std::string describe(const OperatorChoice& choice);
+
+// A plan: one choice per operator (indexed like Workload::operators) and the batch size per rank.
+struct Plan {
+  int batch_size = 1;
+  std::vector<OperatorChoice> choices;
+};
+
+}  // namespace osdp

@@ -1,0 +1,60 @@
+// Loading the JSON inputs: model, cluster, training, plan, and the scenario that names or embeds
+// them. Everything is converted to SI units here, once; unknown keys and bad values are
+// InputErrors naming the file and JSON path.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/cluster.hpp"
+#include "model/cost_model.hpp"
+#include "model/json_reader.hpp"
+#include "model/plan.hpp"
+#include "model/training.hpp"
+#include "model/workload.hpp"
+
+namespace osdp {
+
+// What the search may choose from, as a scenario or the command line states it.
+struct SearchSpec {
+  std::vector<Mode> modes{Mode::dp, Mode::zdp};
+  std::vector<int> granularities{1};  // split granularities allowed besides 1
+  enum class CheckpointPolicy { off, on, automatic } checkpoint = CheckpointPolicy::off;
+};
+std::optional<std::vector<Mode>> parse_modes(const std::string& text);          // "dp,zdp,z2"
+std::optional<std::vector<int>> parse_split(const std::string& text);           // "4", "auto"
+std::optional<SearchSpec::CheckpointPolicy> parse_checkpoint_policy(const std::string& text);
+
+struct Scenario {
+  std::string file;  // where it was read from ("" when built in code)
+  std::string name;
+  std::string description;
+  std::shared_ptr<const Workload> workload;
+  Cluster cluster;
+  Training training;
+  CostSettings cost;
+  SearchSpec search;
+  Json simulation = Json::object();  // options of the simulator, read by sim/
+  Json validation = Json::object();  // options of the validator, read by validate/
+
+  CostModel cost_model() const { return CostModel(*workload, cluster, training, cost); }
+};
+
+Scenario load_scenario(const std::string& path);
+Scenario scenario_from_json(const Json& document, const std::string& file);
+
+Cluster load_cluster(const JsonReader& reader);
+Training load_training(const JsonReader& reader);
+// A GPT generator spec or an explicit operator list; sizes depend on the training precision.
+Workload load_model(const JsonReader& reader, const Training& training);
+
+// A plan: {"batch_size": b, "operators": [{"name", "mode", "slices", "sharded_slices",
+// "checkpoint"}]}. Every operator of the workload must appear exactly once, by name.
+Plan load_plan(const JsonReader& reader, const Workload& workload, const CostModel& cost_model);
+Plan load_plan_file(const std::string& path, const Workload& workload, const CostModel& cost_model);
+Json plan_to_json(const Plan& plan, const Workload& workload);
+
+Json cluster_to_json(const Cluster& cluster);
+
+}  // namespace osdp

@@ -1,0 +1,163 @@
+#include "model/workload.hpp"
+
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "model/input_error.hpp"
+
+namespace osdp {
+
+std::string_view operator_kind_name(OperatorKind kind) {
+  switch (kind) {
+    case OperatorKind::embedding:
+      return "embedding";
+    case OperatorKind::attention:
+      return "attention";
+    case OperatorKind::mlp:
+      return "mlp";
+    case OperatorKind::head:
+      return "head";
+    case OperatorKind::generic:
+      return "generic";
+  }
+  return "?";
+}
+
+Workload::Workload(std::string name, std::vector<Operator> operators,
+                   std::vector<std::pair<int, int>> edges, std::string source_file)
+    : name_(std::move(name)), operators_(std::move(operators)), graph_(operators_.size()) {
+  for (const auto& [from, to] : edges) boost::add_edge(from, to, graph_);
+  std::vector<OperatorGraph::vertex_descriptor> reversed;
+  try {
+    boost::topological_sort(graph_, std::back_inserter(reversed));
+  } catch (const boost::not_a_dag&) {
+    throw InputError(source_file, "$.model.operators", "operator inputs that form a cycle",
+                     "an acyclic graph of operators");
+  }
+  order_.assign(reversed.rbegin(), reversed.rend());
+}
+
+Workload Workload::chain(std::string name, std::vector<Operator> operators,
+                         std::string source_file) {
+  std::vector<std::pair<int, int>> edges;
+  for (int i = 0; i + 1 < static_cast<int>(operators.size()); ++i) edges.emplace_back(i, i + 1);
+  return Workload(std::move(name), std::move(operators), std::move(edges), std::move(source_file));
+}
+
+std::optional<int> Workload::find(const std::string& name) const {
+  for (int i = 0; i < size(); ++i) {
+    if (operators_[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+double Workload::parameter_count() const {
+  double total = 0;
+  for (const auto& op : operators_) total += op.parameter_count;
+  return total;
+}
+
+double Workload::model_state_bytes() const {
+  double total = 0;
+  for (const auto& op : operators_) total += op.model_state_bytes();
+  return total;
+}
+
+namespace {
+
+// Fills the byte sizes that follow from the parameter count and the training precision.
+void set_model_states(Operator& op, const BytesPerParameter& bytes) {
+  op.parameter_bytes = op.parameter_count * bytes.parameter;
+  op.gradient_bytes = op.parameter_count * bytes.gradient;
+  op.optimizer_bytes = op.parameter_count * bytes.optimizer;
+}
+
+}  // namespace
+
+// Activation sizes follow Korthikanti et al., "Reducing Activation Recomputation in Large
+// Transformer Models" (MLSys 2023), section 4.1: per layer s*b*h*(34 + 5*a*s/h) bytes with
+// 2-byte activations and 1-byte dropout masks. We generalise to an element size e (4 in fp32,
+// 2 in mixed precision) and split the layer into our two operators, each with its LayerNorm:
+//   attention: s*h*(6e + 1) + a*s^2*(2e + 1)   (LN in, QKV in, Q, K, V, proj in, masks, scores)
+//   mlp:       s*h*(10e + 1)                   (LN in, fc in, GeLU in, proj in, dropout mask)
+// FLOPs per sample (forward; backward is twice that): attention 8*s*h^2 + 4*s^2*h, mlp 16*s*h^2,
+// LM head 2*s*h*V (Narayanan et al., SC'21, appendix).
+Workload make_gpt(const GptSpec& spec, const Training& training) {
+  const BytesPerParameter bytes = bytes_per_parameter(training.precision, training.optimizer);
+  const double e = activation_element_bytes(training.precision);
+  const double s = spec.sequence_length;
+  const double a = spec.heads;
+  const double vocabulary = spec.vocabulary;
+
+  std::vector<Operator> operators;
+  operators.reserve(2 * spec.layers + 2);
+
+  const double h0 = spec.hidden_of_layer(0);
+  Operator embedding;
+  embedding.name = "embedding";
+  embedding.kind = OperatorKind::embedding;
+  embedding.parameter_count = vocabulary * h0 + s * h0;  // token + position tables
+  embedding.activation_bytes_per_sample = 8.0 * s + s * h0;  // token ids + dropout mask
+  embedding.input_activation_bytes_per_sample = 8.0 * s;
+  embedding.output_bytes_per_sample = e * s * h0;
+  embedding.splittable = false;  // a table lookup has no reduction dimension to split
+  set_model_states(embedding, bytes);
+  operators.push_back(embedding);
+
+  double previous_hidden = h0;
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    const double h = spec.hidden_of_layer(layer);
+    Operator attention;
+    attention.name = fmt::format("layer{}.attention", layer);
+    attention.kind = OperatorKind::attention;
+    attention.parameter_count = 4.0 * h * h + 6.0 * h;  // LN, QKV and output projection
+    double projection_flops = 0.0;
+    if (previous_hidden != h) {
+      // Width change between layers (I&C family): a projection from the previous width.
+      attention.parameter_count += previous_hidden * h + h;
+      projection_flops = 2.0 * s * previous_hidden * h;
+    }
+    attention.activation_bytes_per_sample =
+        s * h * (6.0 * e + 1.0) + a * s * s * (2.0 * e + 1.0) + e * s * (previous_hidden - h);
+    attention.input_activation_bytes_per_sample = e * s * previous_hidden;
+    attention.output_bytes_per_sample = e * s * h;
+    attention.forward_flops_per_sample = 8.0 * s * h * h + 4.0 * s * s * h + projection_flops;
+    attention.backward_flops_per_sample = 2.0 * attention.forward_flops_per_sample;
+    set_model_states(attention, bytes);
+    operators.push_back(attention);
+
+    Operator mlp;
+    mlp.name = fmt::format("layer{}.mlp", layer);
+    mlp.kind = OperatorKind::mlp;
+    mlp.parameter_count = 8.0 * h * h + 7.0 * h;  // LN, fc (h -> 4h) and projection (4h -> h)
+    mlp.activation_bytes_per_sample = s * h * (10.0 * e + 1.0);
+    mlp.input_activation_bytes_per_sample = e * s * h;
+    mlp.output_bytes_per_sample = e * s * h;
+    mlp.forward_flops_per_sample = 16.0 * s * h * h;
+    mlp.backward_flops_per_sample = 2.0 * mlp.forward_flops_per_sample;
+    set_model_states(mlp, bytes);
+    operators.push_back(mlp);
+    previous_hidden = h;
+  }
+
+  const double h = previous_hidden;
+  Operator head;
+  head.name = "head";
+  head.kind = OperatorKind::head;
+  head.parameter_count = 2.0 * h + h * vocabulary;  // final LN + LM head (no bias, untied)
+  // LN input, head input, logits and the fp32 softmax the cross-entropy keeps.
+  head.activation_bytes_per_sample = 2.0 * e * s * h + (e + 4.0) * s * vocabulary;
+  head.input_activation_bytes_per_sample = e * s * h;
+  head.output_bytes_per_sample = e * s * vocabulary;
+  head.forward_flops_per_sample = 2.0 * s * h * vocabulary;
+  head.backward_flops_per_sample = 2.0 * head.forward_flops_per_sample;
+  set_model_states(head, bytes);
+  operators.push_back(head);
+
+  return Workload::chain(spec.name, std::move(operators));
+}
+
+}  // namespace osdp

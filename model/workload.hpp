@@ -1,0 +1,95 @@
+// A model as the planner sees it: operators with their sizes and costs, held in a Boost.Graph
+// DAG and executed in topological order. Generated for GPT families or given explicitly.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/training.hpp"
+
+namespace osdp {
+
+enum class OperatorKind { embedding, attention, mlp, head, generic };
+std::string_view operator_kind_name(OperatorKind kind);
+
+struct Operator {
+  std::string name;
+  OperatorKind kind = OperatorKind::generic;
+  double parameter_count = 0;
+  // S_i: bytes of parameters as communicated (parameter dtype).
+  double parameter_bytes = 0;
+  double gradient_bytes = 0;
+  // Optimizer moments, plus the fp32 master copy in mixed precision.
+  double optimizer_bytes = 0;
+  // Activations saved for backward, per sample.
+  double activation_bytes_per_sample = 0;
+  // What a checkpointed operator keeps instead (its input), per sample; unset: not checkpointable.
+  std::optional<double> input_activation_bytes_per_sample;
+  // Output activation per sample (sizes the partial-sum add of split operators).
+  double output_bytes_per_sample = 0;
+  // M_i^extra: memory the operator holds whatever the mode (e.g. buffers).
+  double extra_bytes = 0;
+  // Transient workspace while the operator computes, per sample.
+  double workspace_bytes_per_sample = 0;
+  double forward_flops_per_sample = 0;
+  double backward_flops_per_sample = 0;
+  // gamma_i: measured or given compute seconds per sample (forward + backward). When unset the
+  // cost model derives it from the FLOPs and the GPU's sustained compute rate.
+  std::optional<double> compute_s_per_sample;
+  std::optional<double> forward_compute_s_per_sample;
+  // Whether the operator may be split along its reduction dimension (MatMuls).
+  bool splittable = true;
+
+  double model_state_bytes() const { return parameter_bytes + gradient_bytes + optimizer_bytes; }
+};
+
+using OperatorGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;
+
+class Workload {
+ public:
+  // `edges` are (producer, consumer) operator indices. Throws InputError on a cycle.
+  Workload(std::string name, std::vector<Operator> operators,
+           std::vector<std::pair<int, int>> edges, std::string source_file = "");
+  // A chain: operator i feeds operator i + 1.
+  static Workload chain(std::string name, std::vector<Operator> operators,
+                        std::string source_file = "");
+
+  const std::string& name() const { return name_; }
+  const std::vector<Operator>& operators() const { return operators_; }
+  const Operator& op(int index) const { return operators_[index]; }
+  int size() const { return static_cast<int>(operators_.size()); }
+  const OperatorGraph& graph() const { return graph_; }
+  // Operator indices in execution (topological) order.
+  const std::vector<int>& execution_order() const { return order_; }
+  std::optional<int> find(const std::string& name) const;
+
+  double parameter_count() const;
+  double model_state_bytes() const;
+
+ private:
+  std::string name_;
+  std::vector<Operator> operators_;
+  OperatorGraph graph_;
+  std::vector<int> order_;
+};
+
+// GPT (minGPT-shaped) family. hidden_sizes has one entry per layer (I&C family) or one for all.
+struct GptSpec {
+  std::string name = "gpt";
+  int layers = 12;
+  std::vector<int> hidden_sizes{768};
+  int heads = 12;
+  int sequence_length = 1024;
+  int vocabulary = 50257;
+
+  int hidden_of_layer(int layer) const {
+    return hidden_sizes.size() == 1 ? hidden_sizes[0] : hidden_sizes[layer];
+  }
+};
+
+// Operators: embedding, per layer attention and MLP, final norm + LM head (2 x layers + 2).
+Workload make_gpt(const GptSpec& spec, const Training& training);
+
+}  // namespace osdp

@@ -1,0 +1,56 @@
+// The exact plan search: for one batch size, the plan of least iteration time whose peak memory
+// (sum of persistent terms plus the largest transient term) fits the limit; and the batch-size
+// scheduler that tries b = min..max and keeps the plan of highest throughput.
+//
+// Method: a multiple-choice knapsack solved by branch and bound over operators grouped into
+// equivalence classes (identical operators: only counts matter), with Lagrangian / LP bounds
+// from each class's lower convex hull; the max-term of peak memory is handled exactly by
+// enumerating its value (each candidate threshold restricts options and lowers the budget).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "model/cost_model.hpp"
+#include "model/scenario.hpp"
+#include "search/options.hpp"
+
+namespace osdp {
+
+struct SolveStats {
+  long long nodes = 0;       // branch-and-bound nodes visited
+  long long thresholds = 0;  // max-term thresholds solved (not pruned by bound)
+};
+
+// A plan and its cost at one batch size.
+struct ScheduledPlan {
+  Plan plan;
+  PlanCost cost;
+};
+
+// Least-time plan for batch size `batch` under `memory_limit_bytes`; nullopt if none fits.
+std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpec& spec, int batch,
+                                         double memory_limit_bytes, SolveStats* stats = nullptr);
+
+struct BatchPoint {
+  int batch_size = 0;
+  std::optional<ScheduledPlan> best;  // nullopt: nothing fits at this b
+};
+
+struct SearchResult {
+  std::optional<ScheduledPlan> best;  // highest throughput over all batch sizes
+  std::vector<BatchPoint> per_batch;  // every b tried, in order
+  // When nothing fits: the least peak memory any plan needs at the smallest batch size.
+  double min_memory_needed_bytes = 0;
+  SolveStats stats;
+};
+
+// The batch-size scheduler: b = training.min_batch_size, ..., up to max_batch_size or until no
+// plan fits; returns the (plan, b) of highest throughput.
+SearchResult search(const CostModel& model, const SearchSpec& spec,
+                    std::optional<double> memory_limit_bytes = std::nullopt);
+
+// Least peak memory of any plan at this batch size (ignoring time).
+double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch);
+
+}  // namespace osdp
