@@ -34,7 +34,9 @@ std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpe
 
 struct BatchPoint {
   int batch_size = 0;
-  std::optional<ScheduledPlan> best;  // nullopt: nothing fits at this b
+  std::optional<ScheduledPlan> best;  // nullopt: nothing fits, or pruned
+  // Not solved: even the fastest plan at this b could not beat the best throughput found.
+  bool pruned_by_bound = false;
 };
 
 struct SearchResult {

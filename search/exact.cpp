@@ -1,0 +1,482 @@
+#include "search/exact.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace osdp {
+namespace {
+
+constexpr double infinity = std::numeric_limits<double>::infinity();
+
+// Identical operators (same options at the same costs) form one class: only how many of them
+// take each option matters, which removes the symmetry the search would otherwise explore.
+struct OperatorClass {
+  std::vector<int> members;
+  std::vector<CostedOption> options;
+};
+
+std::vector<OperatorClass> group_into_classes(const CostModel& model, const SearchSpec& spec) {
+  std::vector<OperatorClass> classes;
+  std::map<std::vector<double>, int> index_of_key;
+  for (int op : model.workload().execution_order()) {
+    std::vector<CostedOption> options = costed_options(model, op, spec);
+    std::vector<double> key;
+    key.reserve(options.size() * 10);
+    for (const auto& option : options) {
+      const OptionCost& c = option.cost;
+      key.insert(key.end(), {c.time_s.fixed, c.time_s.per_sample, c.persistent_bytes.fixed,
+                             c.persistent_bytes.per_sample, c.transient_bytes.fixed,
+                             c.transient_bytes.per_sample,
+                             static_cast<double>(option.choice.mode),
+                             static_cast<double>(option.choice.slices),
+                             static_cast<double>(option.choice.sharded_slices),
+                             static_cast<double>(option.choice.checkpoint)});
+    }
+    auto [it, inserted] = index_of_key.emplace(std::move(key), static_cast<int>(classes.size()));
+    if (inserted) classes.push_back({{}, std::move(options)});
+    classes[it->second].members.push_back(op);
+  }
+  return classes;
+}
+
+// One option of a class at a fixed batch size.
+struct Point {
+  double time_s;
+  double memory_bytes;  // persistent
+  int option;           // index into OperatorClass::options
+};
+
+// A hull edge: moving one operator from one hull point to the next.
+struct Edge {
+  double delta_memory_bytes;  // > 0
+  double delta_time_s;        // < 0
+  double slope() const { return delta_time_s / delta_memory_bytes; }
+};
+
+// Lower convex hull of points sorted by memory ascending with time strictly descending.
+std::vector<Edge> hull_edges(const std::vector<Point>& points, std::size_t count) {
+  std::vector<std::size_t> hull;
+  for (std::size_t i = 0; i < count; ++i) {
+    while (hull.size() >= 2) {
+      const Point& a = points[hull[hull.size() - 2]];
+      const Point& b = points[hull.back()];
+      const Point& c = points[i];
+      // Drop b when it lies on or above the segment a-c.
+      const double cross = (b.memory_bytes - a.memory_bytes) * (c.time_s - a.time_s) -
+                           (b.time_s - a.time_s) * (c.memory_bytes - a.memory_bytes);
+      if (cross <= 0) {
+        hull.pop_back();
+      } else {
+        break;
+      }
+    }
+    hull.push_back(i);
+  }
+  std::vector<Edge> edges;
+  for (std::size_t i = 1; i < hull.size(); ++i) {
+    edges.push_back({points[hull[i]].memory_bytes - points[hull[i - 1]].memory_bytes,
+                     points[hull[i]].time_s - points[hull[i - 1]].time_s});
+  }
+  return edges;
+}
+
+// A class restricted to the options whose transient term fits under a threshold, at one batch
+// size: its Pareto points (memory ascending, time descending) and, for each prefix of them, the
+// edges of that prefix's lower hull (the branch and bound assigns options from the fastest
+// down, so the operators left in a class may only use a prefix).
+struct ClassAtThreshold {
+  int count = 0;
+  std::vector<Point> points;
+  std::vector<std::vector<Edge>> prefix_hull_edges;  // [k] = hull of points[0..k]
+};
+
+struct GlobalEdge {
+  double slope;
+  double delta_memory_bytes;
+  double delta_time_s;
+  int class_index;
+};
+
+// The subproblem for one threshold on the transient max-term.
+struct Subproblem {
+  double budget_bytes = 0;
+  std::vector<ClassAtThreshold> classes;
+  std::vector<GlobalEdge> edges;        // every class's full-hull edges, by slope
+  std::vector<double> suffix_time_s;    // sum over classes >= c of count x cheapest-memory time
+  std::vector<double> suffix_memory_bytes;
+};
+
+bool build_subproblem(const std::vector<OperatorClass>& classes, int batch, double threshold,
+                      double budget_bytes, Subproblem& sub) {
+  sub.budget_bytes = budget_bytes;
+  sub.classes.assign(classes.size(), {});
+  sub.edges.clear();
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    std::vector<Point> candidates;
+    for (std::size_t o = 0; o < classes[c].options.size(); ++o) {
+      const OptionCost& cost = classes[c].options[o].cost;
+      if (cost.transient_bytes.at(batch) > threshold) continue;
+      candidates.push_back(
+          {cost.time_s.at(batch), cost.persistent_bytes.at(batch), static_cast<int>(o)});
+    }
+    if (candidates.empty()) return false;
+    std::sort(candidates.begin(), candidates.end(), [](const Point& a, const Point& b) {
+      return a.memory_bytes != b.memory_bytes ? a.memory_bytes < b.memory_bytes
+                                              : a.time_s < b.time_s;
+    });
+    ClassAtThreshold& entry = sub.classes[c];
+    entry.count = static_cast<int>(classes[c].members.size());
+    for (const Point& point : candidates) {
+      if (entry.points.empty() || point.time_s < entry.points.back().time_s) {
+        entry.points.push_back(point);
+      }
+    }
+    for (std::size_t k = 0; k < entry.points.size(); ++k) {
+      entry.prefix_hull_edges.push_back(hull_edges(entry.points, k + 1));
+    }
+    for (const Edge& edge : entry.prefix_hull_edges.back()) {
+      sub.edges.push_back({edge.slope(), edge.delta_memory_bytes * entry.count,
+                           edge.delta_time_s * entry.count, static_cast<int>(c)});
+    }
+  }
+  std::sort(sub.edges.begin(), sub.edges.end(),
+            [](const GlobalEdge& a, const GlobalEdge& b) { return a.slope < b.slope; });
+  const std::size_t n = classes.size();
+  sub.suffix_time_s.assign(n + 1, 0.0);
+  sub.suffix_memory_bytes.assign(n + 1, 0.0);
+  for (std::size_t c = n; c-- > 0;) {
+    const Point& cheapest = sub.classes[c].points.front();
+    sub.suffix_time_s[c] = sub.suffix_time_s[c + 1] + sub.classes[c].count * cheapest.time_s;
+    sub.suffix_memory_bytes[c] =
+        sub.suffix_memory_bytes[c + 1] + sub.classes[c].count * cheapest.memory_bytes;
+  }
+  return true;
+}
+
+// Lower bound (LP relaxation, solved greedily along hull edges) on the time of: `remaining`
+// operators of class `c` restricted to its points [0..k], plus all classes after c, within
+// `budget_bytes`. Returns infinity when even the least-memory choice does not fit.
+double lp_bound(const Subproblem& sub, std::size_t c, std::size_t k, int remaining,
+                double budget_bytes) {
+  const ClassAtThreshold& current = sub.classes[c];
+  double time_s = sub.suffix_time_s[c + 1] + remaining * current.points.front().time_s;
+  double memory_bytes = sub.suffix_memory_bytes[c + 1] + remaining * current.points.front().memory_bytes;
+  if (!fits(memory_bytes, budget_bytes)) return infinity;
+  double left = budget_bytes - memory_bytes;
+  const std::vector<Edge>& own = current.prefix_hull_edges[k];
+  std::size_t own_index = 0;
+  std::size_t global_index = 0;
+  while (left > 0) {
+    // Next edge by slope: this class's prefix hull (times remaining) or a later class's hull.
+    while (global_index < sub.edges.size() &&
+           sub.edges[global_index].class_index <= static_cast<int>(c)) {
+      ++global_index;
+    }
+    const bool has_own = own_index < own.size() && remaining > 0;
+    const bool has_global = global_index < sub.edges.size();
+    if (!has_own && !has_global) break;
+    double delta_memory = 0;
+    double delta_time = 0;
+    if (has_own && (!has_global || own[own_index].slope() <= sub.edges[global_index].slope)) {
+      delta_memory = own[own_index].delta_memory_bytes * remaining;
+      delta_time = own[own_index].delta_time_s * remaining;
+      ++own_index;
+    } else {
+      delta_memory = sub.edges[global_index].delta_memory_bytes;
+      delta_time = sub.edges[global_index].delta_time_s;
+      ++global_index;
+    }
+    if (delta_memory <= left) {
+      time_s += delta_time;
+      left -= delta_memory;
+    } else {
+      time_s += delta_time * (left / delta_memory);
+      left = 0;
+    }
+  }
+  return time_s;
+}
+
+// Branch and bound over classes; within a class, over how many operators take each point,
+// from the fastest point down.
+class BranchAndBound {
+ public:
+  BranchAndBound(const Subproblem& sub, double incumbent_time_s, long long& nodes)
+      : sub_(sub), best_time_s_(incumbent_time_s), nodes_(nodes) {
+    counts_.resize(sub.classes.size());
+    for (std::size_t c = 0; c < sub.classes.size(); ++c) {
+      counts_[c].assign(sub.classes[c].points.size(), 0);
+    }
+  }
+
+  // Returns true when a plan faster than the incumbent was found (then best_counts() is set).
+  bool run() {
+    if (sub_.classes.empty()) return false;
+    const std::size_t last = sub_.classes[0].points.size() - 1;
+    branch(0, last, sub_.classes[0].count, 0.0, 0.0);
+    return found_;
+  }
+  double best_time_s() const { return best_time_s_; }
+  const std::vector<std::vector<int>>& best_counts() const { return best_counts_; }
+
+ private:
+  void branch(std::size_t c, std::size_t k, int remaining, double time_s, double memory_bytes) {
+    ++nodes_;
+    const double bound =
+        time_s + lp_bound(sub_, c, k, remaining, sub_.budget_bytes - memory_bytes);
+    if (!(bound < best_time_s_ * (1.0 - 1e-12))) return;
+    const ClassAtThreshold& current = sub_.classes[c];
+    if (k == 0) {
+      // The rest of this class takes the least-memory point.
+      counts_[c][0] = remaining;
+      const double next_time = time_s + remaining * current.points[0].time_s;
+      const double next_memory = memory_bytes + remaining * current.points[0].memory_bytes;
+      if (c + 1 == sub_.classes.size()) {
+        if (fits(next_memory, sub_.budget_bytes) && next_time < best_time_s_) {
+          best_time_s_ = next_time;
+          best_counts_ = counts_;
+          found_ = true;
+        }
+      } else {
+        const ClassAtThreshold& next = sub_.classes[c + 1];
+        branch(c + 1, next.points.size() - 1, next.count, next_time, next_memory);
+      }
+      counts_[c][0] = 0;
+      return;
+    }
+    // Most operators of this class on point k that could fit, given the rest at least use
+    // the least-memory point.
+    const Point& point = current.points[k];
+    const Point& smallest = current.points[0];
+    const double rest_minimum =
+        sub_.suffix_memory_bytes[c + 1] + remaining * smallest.memory_bytes;
+    const double room = sub_.budget_bytes - memory_bytes - rest_minimum;
+    int most = remaining;
+    const double step = point.memory_bytes - smallest.memory_bytes;
+    if (step > 0) {
+      most = static_cast<int>(std::min<double>(remaining, std::floor(room / step + 1e-9)));
+    }
+    for (int taken = std::max(most, 0); taken >= 0; --taken) {
+      counts_[c][k] = taken;
+      branch(c, k - 1, remaining - taken, time_s + taken * point.time_s,
+             memory_bytes + taken * point.memory_bytes);
+    }
+    counts_[c][k] = 0;
+  }
+
+  const Subproblem& sub_;
+  double best_time_s_;
+  long long& nodes_;
+  bool found_ = false;
+  std::vector<std::vector<int>> counts_;
+  std::vector<std::vector<int>> best_counts_;
+};
+
+// A feasible integer solution from the greedy LP: every class at a hull point except one,
+// whose fractional move is rounded toward less memory.
+std::optional<std::pair<double, std::vector<std::vector<int>>>> rounded_lp(const Subproblem& sub) {
+  std::vector<std::size_t> position(sub.classes.size(), 0);  // index into the class's full hull
+  // Hull point indices (into points) of each class's full hull.
+  std::vector<std::vector<std::size_t>> hull_points(sub.classes.size());
+  for (std::size_t c = 0; c < sub.classes.size(); ++c) {
+    const auto& points = sub.classes[c].points;
+    const auto& edges = sub.classes[c].prefix_hull_edges.back();
+    hull_points[c].push_back(0);
+    // Walk the edges back onto point indices by matching cumulative memory.
+    double memory = points[0].memory_bytes;
+    for (const Edge& edge : edges) {
+      memory += edge.delta_memory_bytes;
+      std::size_t best = 0;
+      double best_gap = infinity;
+      for (std::size_t p = 0; p < points.size(); ++p) {
+        const double gap = std::fabs(points[p].memory_bytes - memory);
+        if (gap < best_gap) {
+          best_gap = gap;
+          best = p;
+        }
+      }
+      hull_points[c].push_back(best);
+    }
+  }
+  std::vector<std::vector<int>> counts(sub.classes.size());
+  for (std::size_t c = 0; c < sub.classes.size(); ++c) {
+    counts[c].assign(sub.classes[c].points.size(), 0);
+    counts[c][0] = sub.classes[c].count;
+  }
+  double time_s = sub.suffix_time_s[0];
+  double left = sub.budget_bytes - sub.suffix_memory_bytes[0];
+  if (!fits(sub.suffix_memory_bytes[0], sub.budget_bytes)) return std::nullopt;
+  for (const GlobalEdge& edge : sub.edges) {
+    const std::size_t c = static_cast<std::size_t>(edge.class_index);
+    const int count = sub.classes[c].count;
+    const double per_operator = edge.delta_memory_bytes / count;
+    int moved = count;
+    if (edge.delta_memory_bytes > left) {
+      moved = std::clamp(static_cast<int>(std::floor(left / per_operator)), 0, count);
+    }
+    const std::size_t from = hull_points[c][position[c]];
+    const std::size_t to = hull_points[c][position[c] + 1];
+    counts[c][from] -= moved;
+    counts[c][to] += moved;
+    time_s += moved * (edge.delta_time_s / count);
+    left -= moved * per_operator;
+    if (moved < count) break;
+    ++position[c];
+  }
+  return std::make_pair(time_s, counts);
+}
+
+Plan plan_from_counts(const std::vector<OperatorClass>& classes, const Subproblem& sub,
+                      const std::vector<std::vector<int>>& counts, int batch, int operators) {
+  Plan plan;
+  plan.batch_size = batch;
+  plan.choices.assign(operators, OperatorChoice{});
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    std::size_t member = 0;
+    for (std::size_t p = 0; p < counts[c].size(); ++p) {
+      const int option = sub.classes[c].points[p].option;
+      for (int taken = 0; taken < counts[c][p]; ++taken) {
+        plan.choices[classes[c].members[member++]] = classes[c].options[option].choice;
+      }
+    }
+  }
+  return plan;
+}
+
+// Every candidate value of the transient max-term at this batch size (one value, 0, when the
+// cost model has no transient term).
+std::vector<double> thresholds(const std::vector<OperatorClass>& classes, int batch) {
+  std::vector<double> values;
+  for (const auto& operator_class : classes) {
+    for (const auto& option : operator_class.options) {
+      values.push_back(option.cost.transient_bytes.at(batch));
+    }
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+std::optional<ScheduledPlan> solve_classes(const CostModel& model,
+                                           const std::vector<OperatorClass>& classes, int batch,
+                                           double limit_bytes, SolveStats& stats) {
+  struct Candidate {
+    double bound;
+    double threshold;
+  };
+  std::vector<Candidate> candidates;
+  Subproblem sub;
+  for (double threshold : thresholds(classes, batch)) {
+    if (!fits(threshold, limit_bytes)) break;
+    if (!build_subproblem(classes, batch, threshold, limit_bytes - threshold, sub)) continue;
+    const double bound = lp_bound(sub, 0, sub.classes[0].points.size() - 1, sub.classes[0].count,
+                                  sub.budget_bytes);
+    // lp_bound(0, ...) covers class 0 with its full hull plus all later classes.
+    if (std::isfinite(bound)) candidates.push_back({bound, threshold});
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
+
+  double best_time_s = infinity;
+  std::optional<Plan> best_plan;
+  for (const Candidate& candidate : candidates) {
+    if (!(candidate.bound < best_time_s * (1.0 - 1e-12))) break;
+    ++stats.thresholds;
+    build_subproblem(classes, batch, candidate.threshold, limit_bytes - candidate.threshold, sub);
+    if (auto rounded = rounded_lp(sub); rounded && rounded->first < best_time_s) {
+      best_time_s = rounded->first;
+      best_plan = plan_from_counts(classes, sub, rounded->second, batch, model.workload().size());
+    }
+    BranchAndBound search(sub, best_time_s, stats.nodes);
+    if (search.run()) {
+      best_time_s = search.best_time_s();
+      best_plan = plan_from_counts(classes, sub, search.best_counts(), batch, model.workload().size());
+    }
+  }
+  if (!best_plan) return std::nullopt;
+  return ScheduledPlan{*best_plan, model.plan_cost(*best_plan)};
+}
+
+double min_peak(const std::vector<OperatorClass>& classes, int batch) {
+  double best = infinity;
+  for (double threshold : thresholds(classes, batch)) {
+    double total = threshold;
+    for (const auto& operator_class : classes) {
+      double least = infinity;
+      for (const auto& option : operator_class.options) {
+        if (option.cost.transient_bytes.at(batch) <= threshold) {
+          least = std::min(least, option.cost.persistent_bytes.at(batch));
+        }
+      }
+      total += least * static_cast<double>(operator_class.members.size());
+    }
+    best = std::min(best, total);
+  }
+  return best;
+}
+
+// Fastest conceivable iteration at this batch size, ignoring memory.
+double fastest_time_s(const std::vector<OperatorClass>& classes, int batch) {
+  double total = 0;
+  for (const auto& operator_class : classes) {
+    double least = infinity;
+    for (const auto& option : operator_class.options) {
+      least = std::min(least, option.cost.time_s.at(batch));
+    }
+    total += least * static_cast<double>(operator_class.members.size());
+  }
+  return total;
+}
+
+}  // namespace
+
+std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpec& spec, int batch,
+                                         double memory_limit_bytes, SolveStats* stats) {
+  SolveStats local;
+  const auto classes = group_into_classes(model, spec);
+  auto result = solve_classes(model, classes, batch, memory_limit_bytes, local);
+  if (stats != nullptr) {
+    stats->nodes += local.nodes;
+    stats->thresholds += local.thresholds;
+  }
+  return result;
+}
+
+double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch) {
+  return min_peak(group_into_classes(model, spec), batch);
+}
+
+SearchResult search(const CostModel& model, const SearchSpec& spec,
+                    std::optional<double> memory_limit_bytes) {
+  const double limit = memory_limit_bytes ? *memory_limit_bytes : model.memory_limit_bytes();
+  const Training& training = model.training();
+  const auto classes = group_into_classes(model, spec);
+  SearchResult result;
+  double best_throughput = 0;
+  for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
+    // Memory grows with b, so once nothing fits nothing larger will.
+    const double least_memory = min_peak(classes, batch);
+    if (!fits(least_memory, limit)) {
+      if (batch == training.min_batch_size) result.min_memory_needed_bytes = least_memory;
+      break;
+    }
+    BatchPoint point;
+    point.batch_size = batch;
+    const double best_possible = model.ranks() * batch / fastest_time_s(classes, batch);
+    if (result.best && best_possible <= best_throughput) {
+      point.pruned_by_bound = true;
+    } else {
+      point.best = solve_classes(model, classes, batch, limit, result.stats);
+      if (point.best && point.best->cost.throughput_samples_per_s > best_throughput) {
+        best_throughput = point.best->cost.throughput_samples_per_s;
+        result.best = point.best;
+      }
+    }
+    result.per_batch.push_back(std::move(point));
+  }
+  return result;
+}
+
+}  // namespace osdp

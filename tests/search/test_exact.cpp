@@ -1,0 +1,174 @@
+// The exact search against brute force on random small instances: same optimal time, and the
+// plan it returns really fits and costs what it says.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "search/exact.hpp"
+#include "search/options.hpp"
+#include "tests/support/random_instances.hpp"
+
+using namespace osdp;
+
+namespace {
+
+// Enumerates every combination of (unpruned) choices.
+struct BruteForce {
+  const CostModel& model;
+  int batch;
+  double limit;
+  std::vector<std::vector<OptionCost>> costs;
+  double best = std::numeric_limits<double>::infinity();
+
+  BruteForce(const CostModel& m, const SearchSpec& spec, int b, double l)
+      : model(m), batch(b), limit(l) {
+    for (int i = 0; i < m.workload().size(); ++i) {
+      std::vector<OptionCost> options;
+      for (const auto& choice : enumerate_choices(m, i, spec)) {
+        options.push_back(m.option_cost(i, choice));
+      }
+      costs.push_back(options);
+    }
+  }
+
+  void run(std::size_t i = 0, double time = 0, double persistent = 0, double transient = 0) {
+    if (i == costs.size()) {
+      if (fits(persistent + transient, limit)) best = std::min(best, time);
+      return;
+    }
+    for (const auto& cost : costs[i]) {
+      run(i + 1, time + cost.time_s.at(batch), persistent + cost.persistent_bytes.at(batch),
+          std::max(transient, cost.transient_bytes.at(batch)));
+    }
+  }
+
+  double combinations() const {
+    double total = 1;
+    for (const auto& options : costs) total *= static_cast<double>(options.size());
+    return total;
+  }
+};
+
+SearchSpec spec_for(unsigned seed) {
+  SearchSpec spec;
+  switch (seed % 5) {
+    case 0:
+      spec.modes = {Mode::dp, Mode::zdp};
+      break;
+    case 1:
+      spec.modes = {Mode::dp, Mode::zdp};
+      spec.granularities = {1, 2};
+      break;
+    case 2:
+      spec.modes = {Mode::dp, Mode::zdp, Mode::z2};
+      spec.checkpoint = SearchSpec::CheckpointPolicy::automatic;
+      break;
+    case 3:
+      spec.modes = {Mode::dp, Mode::zdp, Mode::z2};
+      spec.granularities = {1, 4};
+      spec.checkpoint = SearchSpec::CheckpointPolicy::automatic;
+      break;
+    default:
+      spec.modes = {Mode::zdp, Mode::z2};
+      spec.checkpoint = SearchSpec::CheckpointPolicy::on;
+      break;
+  }
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("exact search equals brute force on random small instances", "[search][exact]") {
+  int compared = 0;
+  int infeasible = 0;
+  for (unsigned seed = 1; seed <= 120; ++seed) {
+    const CostModelKind kind = seed % 2 == 0 ? CostModelKind::paper : CostModelKind::extended;
+    const SearchSpec spec = spec_for(seed);
+    int operators = 14;
+    auto instance = testing::random_instance(seed, operators, kind);
+    auto model = instance.model();
+    // Shrink until brute force is affordable.
+    while (BruteForce(model, spec, 1, 0).combinations() > 3e5 && operators > 2) {
+      --operators;
+      instance = testing::random_instance(seed, operators, kind);
+      model = instance.model();
+    }
+    const int batch = 1 + static_cast<int>(seed % 4);
+    const double least = min_peak_memory_bytes(model, spec, batch);
+    // Limits between the least memory any plan needs and well above it.
+    for (double factor : {0.99, 1.0, 1.15, 1.6, 3.0}) {
+      const double limit = least * factor;
+      BruteForce brute(model, spec, batch, limit);
+      brute.run();
+      const auto found = solve_batch(model, spec, batch, limit);
+      INFO("seed " << seed << " operators " << operators << " factor " << factor);
+      if (!std::isfinite(brute.best)) {
+        CHECK_FALSE(found.has_value());
+        ++infeasible;
+        continue;
+      }
+      REQUIRE(found.has_value());
+      CHECK(found->cost.iteration_time_s == Approx(brute.best).epsilon(1e-9));
+      CHECK(fits(found->cost.peak_memory_bytes, limit));
+      ++compared;
+    }
+  }
+  CHECK(compared > 300);
+  CHECK(infeasible > 50);  // factor 0.99 never fits
+}
+
+TEST_CASE("plan cost agrees with the sum of option costs", "[search][exact]") {
+  auto instance = testing::random_instance(7, 30, CostModelKind::extended);
+  const auto model = instance.model();
+  SearchSpec spec;
+  spec.modes = {Mode::dp, Mode::zdp, Mode::z2};
+  spec.granularities = {1, 4};
+  spec.checkpoint = SearchSpec::CheckpointPolicy::automatic;
+  const double limit = min_peak_memory_bytes(model, spec, 2) * 1.3;
+  const auto found = solve_batch(model, spec, 2, limit);
+  REQUIRE(found.has_value());
+  double time = 0, persistent = 0, transient = 0;
+  for (int i = 0; i < model.workload().size(); ++i) {
+    const auto cost = model.option_cost(i, found->plan.choices[i]);
+    time += cost.time_s.at(2);
+    persistent += cost.persistent_bytes.at(2);
+    transient = std::max(transient, cost.transient_bytes.at(2));
+  }
+  CHECK(found->cost.iteration_time_s == Approx(time).epsilon(1e-12));
+  CHECK(found->cost.peak_memory_bytes == Approx(persistent + transient).epsilon(1e-12));
+  CHECK(found->cost.peak_memory_bytes <= limit * (1 + 1e-12));
+}
+
+TEST_CASE("batch-size scheduler keeps the highest throughput", "[search][scheduler]") {
+  for (unsigned seed = 200; seed < 210; ++seed) {
+    auto instance = testing::random_instance(seed, 12, CostModelKind::extended);
+    instance.training->max_batch_size = 24;
+    const auto model = instance.model();
+    SearchSpec spec;
+    spec.modes = {Mode::dp, Mode::zdp};
+    const double limit = min_peak_memory_bytes(model, spec, 6);
+    const SearchResult result = search(model, spec, limit);
+    REQUIRE(result.best.has_value());
+    // Every b up to the last that fits, solved independently, is no better.
+    for (int b = 1; b <= 24; ++b) {
+      const auto alone = solve_batch(model, spec, b, limit);
+      if (!alone) {
+        CHECK(b > 6);
+        continue;
+      }
+      CHECK(alone->cost.throughput_samples_per_s <=
+            result.best->cost.throughput_samples_per_s * (1 + 1e-12));
+    }
+  }
+}
+
+TEST_CASE("nothing fits: the least memory needed is reported", "[search][scheduler]") {
+  auto instance = testing::random_instance(3, 10, CostModelKind::paper);
+  const auto model = instance.model();
+  SearchSpec spec;
+  const double least = min_peak_memory_bytes(model, spec, 1);
+  const SearchResult result = search(model, spec, least * 0.5);
+  CHECK_FALSE(result.best.has_value());
+  CHECK(result.min_memory_needed_bytes == Approx(least));
+}
