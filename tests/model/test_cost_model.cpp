@@ -1,0 +1,106 @@
+// The paper cost model reproduces DESIGN section 1's formulas exactly; the extended model's
+// terms behave as documented.
+#include <catch2/catch.hpp>
+
+#include "model/cost_model.hpp"
+
+using namespace osdp;
+
+namespace {
+
+struct Fixture {
+  Workload workload;
+  Cluster cluster;
+  Training training;
+
+  Fixture() : workload(Workload::chain("one", {make_operator()})) {
+    cluster.ranks = 8;
+    cluster.gpus_per_node = 8;
+    cluster.world = GroupTiming::uniform({5e-6, 8.3e-11});
+    cluster.intra_node = cluster.world;
+    cluster.inter_node = cluster.world;
+    cluster.gpu.memory_bandwidth_Bps = 6.72e11;
+    training.memory_limit_bytes = 8.0 * (1 << 30);
+  }
+
+  static Operator make_operator() {
+    Operator op;
+    op.name = "op0";
+    op.parameter_bytes = 50331648;
+    op.gradient_bytes = 50331648;
+    op.optimizer_bytes = 201326592 - 2 * 50331648;
+    op.activation_bytes_per_sample = 12582912;
+    op.input_activation_bytes_per_sample = 1048576;
+    op.output_bytes_per_sample = 1048576;
+    op.extra_bytes = 4096;
+    op.compute_s_per_sample = 0.0021;
+    return op;
+  }
+  CostModel model(CostModelKind kind) const {
+    return CostModel(workload, cluster, training, {kind, 2});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("paper model: DP and ZDP formulas", "[model][cost]") {
+  const Fixture f;
+  const CostModel model = f.model(CostModelKind::paper);
+  const double n = 8, alpha = 5e-6, beta = 8.3e-11, s = 50331648, g = 0.0021;
+  for (int b : {1, 3, 16}) {
+    const auto dp = model.option_cost(0, OperatorChoice::whole(Mode::dp));
+    const auto zdp = model.option_cost(0, OperatorChoice::whole(Mode::zdp));
+    CHECK(dp.time_s.at(b) == Approx(2 * (n - 1) * (alpha + s / n * beta) + b * g).epsilon(1e-12));
+    CHECK(zdp.time_s.at(b) == Approx(3 * (n - 1) * (alpha + s / n * beta) + b * g).epsilon(1e-12));
+    CHECK(dp.persistent_bytes.at(b) == Approx(201326592 + b * 12582912.0 + 4096));
+    CHECK(zdp.persistent_bytes.at(b) == Approx(201326592 / n + b * 12582912.0 + 4096));
+    CHECK(dp.transient_bytes.at(b) == 0);
+    CHECK(zdp.transient_bytes.at(b) == 0);
+  }
+}
+
+TEST_CASE("extended model: gather buffers shrink with slices", "[model][cost]") {
+  const Fixture f;
+  const CostModel model = f.model(CostModelKind::extended);
+  const auto whole = model.option_cost(0, {Mode::zdp, 1, 1, Checkpoint::none});
+  const auto sliced = model.option_cost(0, {Mode::zdp, 4, 4, Checkpoint::none});
+  // Two units in flight of S/k bytes plus a slice's full gradient.
+  CHECK(whole.transient_bytes.fixed == Approx(2 * 50331648.0 + 50331648.0));
+  CHECK(sliced.transient_bytes.fixed == Approx((2 * 50331648.0 + 50331648.0) / 4));
+  // Slicing is not free: more latency and the per-slice overhead.
+  CHECK(sliced.time_s.at(1) > whole.time_s.at(1));
+  CHECK(sliced.slicing_overhead_s > 0);
+}
+
+TEST_CASE("extended model: checkpointing trades memory for recompute", "[model][cost]") {
+  const Fixture f;
+  const CostModel model = f.model(CostModelKind::extended);
+  const auto plain = model.option_cost(0, {Mode::zdp, 1, 1, Checkpoint::none});
+  const auto unfused = model.option_cost(0, {Mode::zdp, 1, 1, Checkpoint::unfused});
+  const auto fused = model.option_cost(0, {Mode::zdp, 1, 1, Checkpoint::fused});
+  CHECK(unfused.persistent_bytes.per_sample == 1048576);
+  CHECK(unfused.compute_s.per_sample == Approx(0.0021 + 0.0021 / 3));
+  // Unfused pays one more all-gather than fused; fused communicates as much as no checkpoint.
+  const double gather = 7 * (5e-6 + 50331648.0 / 8 * 8.3e-11);
+  CHECK(unfused.communication_s - fused.communication_s == Approx(gather));
+  CHECK(fused.communication_s == Approx(plain.communication_s));
+}
+
+TEST_CASE("Z2 keeps parameters whole and shards gradients and optimizer", "[model][cost]") {
+  const Fixture f;
+  const CostModel model = f.model(CostModelKind::paper);
+  const auto z2 = model.option_cost(0, OperatorChoice::whole(Mode::z2));
+  CHECK(model.model_state_bytes(0, OperatorChoice::whole(Mode::z2)) ==
+        Approx(50331648 + (201326592 - 50331648) / 8.0));
+  CHECK(z2.communication_s == Approx(2 * 7 * (5e-6 + 50331648.0 / 8 * 8.3e-11)));
+}
+
+TEST_CASE("split operator: j of k slices sharded", "[model][cost]") {
+  const Fixture f;
+  const CostModel model = f.model(CostModelKind::paper);
+  const double states = 201326592;
+  const double half = model.model_state_bytes(0, {Mode::zdp, 4, 2, Checkpoint::none});
+  CHECK(half == Approx(states / 2 + states / 2 / 8));
+  CHECK_FALSE(model.valid(0, {Mode::dp, 4, 2, Checkpoint::none}));
+  CHECK_FALSE(model.valid(0, {Mode::hsdp, 1, 1, Checkpoint::none}));  // one node
+}

@@ -1,0 +1,36 @@
+#include <catch2/catch.hpp>
+
+#include "model/units.hpp"
+
+using osdp::units::Dimension;
+using osdp::units::parse;
+
+TEST_CASE("sizes with decimal and binary prefixes", "[model][units]") {
+  CHECK(parse("16GiB", Dimension::bytes).value() == 16.0 * 1073741824.0);
+  CHECK(parse("24GB", Dimension::bytes).value() == 24e9);
+  CHECK(parse("800 MB", Dimension::bytes).value() == 800e6);
+  CHECK(parse("512KiB", Dimension::bytes).value() == 512.0 * 1024);
+  CHECK(parse("1.5e9", Dimension::bytes).value() == 1.5e9);
+  CHECK_FALSE(parse("16 GHz", Dimension::bytes));
+  CHECK_FALSE(parse("GiB", Dimension::bytes));
+  CHECK_FALSE(parse("", Dimension::bytes));
+}
+
+TEST_CASE("bandwidths in bytes and bits per second", "[model][units]") {
+  CHECK(parse("12GBps", Dimension::bytes_per_second).value() == 12e9);
+  CHECK(parse("100Gbps", Dimension::bytes_per_second).value() == Approx(12.5e9));
+  CHECK(parse("25GB/s", Dimension::bytes_per_second).value() == 25e9);
+  CHECK(parse("600GiBps", Dimension::bytes_per_second).value() == 600.0 * 1073741824.0);
+  CHECK_FALSE(parse("12GB", Dimension::bytes_per_second));
+}
+
+TEST_CASE("durations and compute rates", "[model][units]") {
+  CHECK(parse("2us", Dimension::seconds).value() == Approx(2e-6));
+  CHECK(parse("5 ms", Dimension::seconds).value() == Approx(5e-3));
+  CHECK(parse("300ns", Dimension::seconds).value() == Approx(3e-7));
+  CHECK(parse("1.5s", Dimension::seconds).value() == 1.5);
+  CHECK(parse("130TFLOPS", Dimension::flops_per_second).value() == 130e12);
+  CHECK(parse("16.3 TFLOP/s", Dimension::flops_per_second).value() == Approx(16.3e12));
+  CHECK_FALSE(parse("2 parsecs", Dimension::seconds));
+  CHECK_FALSE(parse("nan", Dimension::seconds));
+}

@@ -1,0 +1,76 @@
+#include <catch2/catch.hpp>
+
+#include "model/workload.hpp"
+
+using namespace osdp;
+
+TEST_CASE("GPT-2 small has minGPT's parameter count", "[model][gpt]") {
+  GptSpec spec;
+  spec.layers = 12;
+  spec.hidden_sizes = {768};
+  spec.heads = 12;
+  const Workload gpt = make_gpt(spec, Training{});
+  REQUIRE(gpt.size() == 2 * 12 + 2);
+  // minGPT reports 124M for gpt2, not counting the (untied) LM head matrix.
+  const double lm_head = 768.0 * 50257;
+  CHECK((gpt.parameter_count() - lm_head) / 1e6 == Approx(124.4).epsilon(0.002));
+  CHECK(gpt.op(0).name == "embedding");
+  CHECK(gpt.op(1).name == "layer0.attention");
+  CHECK(gpt.op(2).name == "layer0.mlp");
+  CHECK(gpt.op(25).name == "head");
+}
+
+TEST_CASE("model states per parameter follow precision and optimizer", "[model][gpt]") {
+  GptSpec spec;
+  spec.layers = 2;
+  spec.hidden_sizes = {256};
+  spec.heads = 4;
+  for (auto [precision, optimizer, bytes] :
+       {std::tuple{Precision::fp32, Optimizer::adam, 16.0}, {Precision::mixed, Optimizer::adam, 16.0},
+        {Precision::fp32, Optimizer::sgd, 12.0}, {Precision::mixed, Optimizer::sgd, 12.0}}) {
+    Training training;
+    training.precision = precision;
+    training.optimizer = optimizer;
+    const Workload gpt = make_gpt(spec, training);
+    CHECK(gpt.model_state_bytes() == Approx(bytes * gpt.parameter_count()));
+    const double parameter_bytes = precision == Precision::fp32 ? 4.0 : 2.0;
+    CHECK(gpt.op(1).parameter_bytes == Approx(parameter_bytes * gpt.op(1).parameter_count));
+  }
+}
+
+TEST_CASE("activation sizes match Korthikanti et al. for 2-byte activations", "[model][gpt]") {
+  GptSpec spec;
+  spec.layers = 1;
+  spec.hidden_sizes = {1024};
+  spec.heads = 16;
+  spec.sequence_length = 512;
+  Training training;
+  training.precision = Precision::mixed;
+  const Workload gpt = make_gpt(spec, training);
+  const double s = 512, h = 1024, a = 16;
+  // One layer: s*b*h*(34 + 5*a*s/h) bytes per sample.
+  const double layer = gpt.op(1).activation_bytes_per_sample + gpt.op(2).activation_bytes_per_sample;
+  CHECK(layer == Approx(s * h * (34 + 5 * a * s / h)));
+}
+
+TEST_CASE("per-layer hidden sizes add width projections", "[model][gpt]") {
+  GptSpec spec;
+  spec.layers = 3;
+  spec.hidden_sizes = {1024, 2048, 2048};
+  spec.heads = 16;
+  const Workload gpt = make_gpt(spec, Training{});
+  const double plain = 4.0 * 2048 * 2048 + 6 * 2048;
+  CHECK(gpt.op(3).parameter_count == Approx(plain + 1024.0 * 2048 + 2048));  // layer1.attention
+  CHECK(gpt.op(5).parameter_count == Approx(plain));                         // layer2.attention
+}
+
+TEST_CASE("branching operator graphs run in topological order", "[model][graph]") {
+  std::vector<Operator> ops(4);
+  for (int i = 0; i < 4; ++i) ops[i].name = "op" + std::to_string(i);
+  // 3 -> 1 -> 0, 3 -> 2 -> 0
+  const Workload w("diamond", ops, {{3, 1}, {3, 2}, {1, 0}, {2, 0}});
+  const auto& order = w.execution_order();
+  REQUIRE(order.size() == 4);
+  CHECK(order.front() == 3);
+  CHECK(order.back() == 0);
+}
