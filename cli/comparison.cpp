@@ -1,0 +1,51 @@
+#include "cli/comparison.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace osdp::cli {
+
+bool strategy_in_search_space(const Strategy& strategy, const SearchSpec& spec) {
+  const bool mode_allowed =
+      std::find(spec.modes.begin(), spec.modes.end(), strategy.mode) != spec.modes.end();
+  const bool checkpoint_allowed = strategy.checkpoint == Checkpoint::none
+                                      ? spec.checkpoint != SearchSpec::CheckpointPolicy::on
+                                      : spec.checkpoint != SearchSpec::CheckpointPolicy::off;
+  return mode_allowed && checkpoint_allowed;
+}
+
+Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec,
+                                  double memory_limit_bytes) {
+  Comparison comparison;
+  comparison.memory_limit_bytes = memory_limit_bytes;
+  const auto start = std::chrono::steady_clock::now();
+  comparison.osdp = search(model, spec, memory_limit_bytes);
+  comparison.search_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int min_batch = model.training().min_batch_size;
+  for (const Strategy& strategy : standard_strategies()) {
+    BaselineOutcome outcome;
+    outcome.strategy = strategy;
+    outcome.best = schedule_strategy(model, strategy, memory_limit_bytes).best;
+    outcome.in_search_space = strategy_in_search_space(strategy, spec);
+    const Plan smallest = strategy_plan(model, strategy, min_batch);
+    bool valid = true;
+    for (int i = 0; i < static_cast<int>(smallest.choices.size()); ++i) {
+      valid = valid && model.valid(i, smallest.choices[i]);
+    }
+    outcome.min_batch_peak_bytes = valid ? model.plan_cost(smallest).peak_memory_bytes : 0.0;
+    comparison.baselines.push_back(std::move(outcome));
+  }
+  return comparison;
+}
+
+std::optional<PlanCost> least_memory_plan_cost(const CostModel& model, const SearchSpec& spec,
+                                               double min_memory_needed_bytes) {
+  if (min_memory_needed_bytes <= 0) return std::nullopt;
+  const auto plan =
+      solve_batch(model, spec, model.training().min_batch_size, min_memory_needed_bytes);
+  if (!plan) return std::nullopt;
+  return plan->cost;
+}
+
+}  // namespace osdp::cli

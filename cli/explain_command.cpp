@@ -1,0 +1,381 @@
+// `osdp explain SCENARIO [--op NAME]`: the teaching view. For each class of identical operators
+// (or the one named): memory and time under each mode, the collectives each mode issues, and
+// why the plan chose what it chose at its batch size.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "cli/command.hpp"
+#include "cli/format.hpp"
+#include "cli/scenario_options.hpp"
+#include "model/collectives.hpp"
+#include "model/units.hpp"
+#include "search/exact.hpp"
+#include "search/options.hpp"
+
+namespace osdp::cli {
+namespace {
+
+struct ExplainOptions {
+  ScenarioOptions scenario;
+  std::string op;
+};
+
+// One collective a choice issues per iteration.
+struct CollectiveCall {
+  CollectiveKind kind;
+  int count = 1;          // how many times per iteration
+  double full_bytes = 0;  // S of the buffer
+  int ranks = 1;          // group size
+  const GroupTiming* group = nullptr;
+  std::string when;
+
+  double time_s() const { return count * group->time_s(kind, full_bytes, ranks); }
+};
+
+// The collectives of DESIGN section 1 for one choice; they add up to the cost model's
+// communication time (the cost model is the source of truth, this is its explanation).
+std::vector<CollectiveCall> collectives_of(const Cluster& cluster, const Operator& op,
+                                           const OperatorChoice& choice) {
+  std::vector<CollectiveCall> calls;
+  const int k = choice.slices;
+  const int j = choice.sharded_slices;
+  const double slice_bytes = op.parameter_bytes / k;
+  const int n = cluster.ranks;
+  if (j < k) {
+    calls.push_back({CollectiveKind::all_reduce, 1, op.parameter_bytes * (k - j) / k, n,
+                     &cluster.world, "gradients of the DP slices, after backward"});
+  }
+  if (j == 0) return calls;
+  const int recompute = choice.checkpoint == Checkpoint::unfused ? 1 : 0;
+  switch (choice.mode) {
+    case Mode::dp:
+      break;
+    case Mode::zdp:
+      calls.push_back({CollectiveKind::all_gather, j * (2 + recompute), slice_bytes, n,
+                       &cluster.world,
+                       recompute ? "parameters before forward, recompute and backward"
+                                 : "parameters before forward and before backward"});
+      calls.push_back({CollectiveKind::reduce_scatter, j, slice_bytes, n, &cluster.world,
+                       "gradients after backward"});
+      break;
+    case Mode::z2:
+      calls.push_back({CollectiveKind::all_gather, j, slice_bytes, n, &cluster.world,
+                       "parameters before forward, kept until backward"});
+      calls.push_back({CollectiveKind::reduce_scatter, j, slice_bytes, n, &cluster.world,
+                       "gradients after backward"});
+      break;
+    case Mode::hsdp: {
+      const int local = cluster.gpus_per_node;
+      calls.push_back({CollectiveKind::all_gather, j * (2 + recompute), slice_bytes, local,
+                       &cluster.intra_node, "parameters inside the node"});
+      calls.push_back({CollectiveKind::reduce_scatter, j, slice_bytes, local, &cluster.intra_node,
+                       "gradients inside the node"});
+      calls.push_back({CollectiveKind::all_reduce, j, slice_bytes / local, cluster.nodes(),
+                       &cluster.inter_node, "the gradient shard across nodes"});
+      break;
+    }
+  }
+  return calls;
+}
+
+std::string describe_collectives(const std::vector<CollectiveCall>& calls) {
+  if (calls.empty()) return "none";
+  std::string text;
+  for (const CollectiveCall& call : calls) {
+    if (!text.empty()) text += " + ";
+    text += fmt::format("{}{} {}", call.count > 1 ? fmt::format("{} x ", call.count) : "",
+                        collective_name(call.kind), units::format_bytes(call.full_bytes));
+  }
+  return text;
+}
+
+// Operators with identical sizes and costs form one class; only counts matter to the search.
+using Signature = std::tuple<int, double, double, double, double, double, double, double, double,
+                             double, double, double, bool>;
+
+Signature signature(const CostModel& model, int index) {
+  const Operator& op = model.workload().op(index);
+  return {static_cast<int>(op.kind),
+          op.parameter_bytes,
+          op.gradient_bytes,
+          op.optimizer_bytes,
+          op.activation_bytes_per_sample,
+          op.input_activation_bytes_per_sample.value_or(-1.0),
+          op.output_bytes_per_sample,
+          op.extra_bytes,
+          op.workspace_bytes_per_sample,
+          model.compute_s_per_sample(index),
+          model.forward_compute_s_per_sample(index),
+          op.parameter_count,
+          op.splittable};
+}
+
+std::vector<std::vector<int>> operator_classes(const CostModel& model) {
+  std::map<Signature, std::size_t> class_of;
+  std::vector<std::vector<int>> classes;
+  for (int index : model.workload().execution_order()) {
+    const auto [it, inserted] = class_of.try_emplace(signature(model, index), classes.size());
+    if (inserted) classes.emplace_back();
+    classes[it->second].push_back(index);
+  }
+  return classes;
+}
+
+// The whole-operator modes, for teaching, plus every choice the plan made for the class.
+std::vector<OperatorChoice> choices_to_show(const CostModel& model, int index,
+                                            const std::vector<OperatorChoice>& chosen) {
+  std::vector<OperatorChoice> shown;
+  for (Mode mode : {Mode::dp, Mode::zdp, Mode::z2, Mode::hsdp}) {
+    const OperatorChoice choice = OperatorChoice::whole(mode);
+    if (model.valid(index, choice)) shown.push_back(choice);
+  }
+  for (const OperatorChoice& choice : chosen) {
+    if (std::find(shown.begin(), shown.end(), choice) == shown.end()) shown.push_back(choice);
+  }
+  return shown;
+}
+
+std::string options_table(const CostModel& model, int index, int batch,
+                          const std::vector<OperatorChoice>& chosen) {
+  Table table({{"choice"},
+               {"model states", Table::Align::right},
+               {"activations", Table::Align::right},
+               {"transient", Table::Align::right},
+               {"time", Table::Align::right},
+               {"compute", Table::Align::right},
+               {"communication", Table::Align::right},
+               {"collectives per iteration"}});
+  const Operator& op = model.workload().op(index);
+  for (const OperatorChoice& choice : choices_to_show(model, index, chosen)) {
+    const OptionCost cost = model.option_cost(index, choice);
+    const bool picked = std::find(chosen.begin(), chosen.end(), choice) != chosen.end();
+    table.add_row({describe(choice) + (picked ? "  <- plan" : ""),
+                   units::format_bytes(model.model_state_bytes(index, choice)),
+                   units::format_bytes(batch * cost.persistent_bytes.per_sample),
+                   units::format_bytes(cost.transient_bytes.at(batch)),
+                   units::format_seconds(cost.time_s.at(batch)),
+                   units::format_seconds(cost.compute_s.at(batch)),
+                   units::format_seconds(cost.communication_s),
+                   describe_collectives(collectives_of(model.cluster(), op, choice))});
+  }
+  return table.render("    ");
+}
+
+// The peak memory of `plan` with operator `index` switched to `choice`.
+double peak_with(const CostModel& model, const Plan& plan, int index,
+                 const OperatorChoice& choice) {
+  Plan changed = plan;
+  changed.choices[index] = choice;
+  return model.plan_cost(changed).peak_memory_bytes;
+}
+
+std::string why(const CostModel& model, const SearchSpec& spec, const Plan& plan, int index,
+                double limit_bytes) {
+  const int b = plan.batch_size;
+  const OperatorChoice chosen = plan.choices[index];
+  const OptionCost chosen_cost = model.option_cost(index, chosen);
+  std::optional<CostedOption> fastest;
+  for (const CostedOption& option : costed_options(model, index, spec)) {
+    if (!fastest || option.cost.time_s.at(b) < fastest->cost.time_s.at(b)) fastest = option;
+  }
+  if (!fastest || fastest->cost.time_s.at(b) >= chosen_cost.time_s.at(b) * (1 - 1e-12)) {
+    return fmt::format(
+        "{} is the fastest choice the search options allow for this operator ({} at b = {}), "
+        "and the memory limit leaves room for it.",
+        describe(chosen), units::format_seconds(chosen_cost.time_s.at(b)), b);
+  }
+  const double saved_s = chosen_cost.time_s.at(b) - fastest->cost.time_s.at(b);
+  const double peak_bytes = peak_with(model, plan, index, fastest->choice);
+  std::string text = fmt::format(
+      "{} would be {} faster per iteration, but switching even one such operator to it raises "
+      "the peak to {} ",
+      describe(fastest->choice), units::format_seconds(saved_s), units::format_bytes(peak_bytes));
+  if (peak_bytes > limit_bytes) {
+    text += fmt::format(
+        "(over the {} limit). {} trades that time for memory, where a byte saved "
+        "costs the least time.",
+        units::format_bytes(limit_bytes), describe(chosen));
+  } else {
+    text += fmt::format(
+        "(within the {} limit); the search gave that memory to operators where "
+        "it buys more time.",
+        units::format_bytes(limit_bytes));
+  }
+  return text;
+}
+
+std::string class_title(const Workload& workload, const std::vector<int>& members) {
+  const Operator& op = workload.op(members.front());
+  const std::string names = members.size() == 1
+                                ? op.name
+                                : fmt::format("{} .. {} ({} identical operators)", op.name,
+                                              workload.op(members.back()).name, members.size());
+  return fmt::format(
+      "{} [{}]: {} parameters, S_i = {}, model states {}, activations {} per "
+      "sample",
+      names, operator_kind_name(op.kind), format_count(op.parameter_count),
+      units::format_bytes(op.parameter_bytes), units::format_bytes(op.model_state_bytes()),
+      units::format_bytes(op.activation_bytes_per_sample));
+}
+
+std::string chosen_summary(const Plan& plan, const std::vector<int>& members) {
+  std::vector<std::pair<OperatorChoice, int>> counts;
+  for (int index : members) {
+    auto it = std::find_if(counts.begin(), counts.end(),
+                           [&](const auto& entry) { return entry.first == plan.choices[index]; });
+    if (it == counts.end()) {
+      counts.push_back({plan.choices[index], 1});
+    } else {
+      ++it->second;
+    }
+  }
+  std::string text;
+  for (const auto& [choice, count] : counts) {
+    text += (text.empty() ? "" : ", ") + fmt::format("{} x{}", describe(choice), count);
+  }
+  return text;
+}
+
+std::string explain_class(const CostModel& model, const SearchSpec& spec, const Plan& plan,
+                          const std::vector<int>& members, double limit_bytes, bool feasible) {
+  std::vector<OperatorChoice> chosen;
+  if (feasible) {
+    for (int index : members) {
+      if (std::find(chosen.begin(), chosen.end(), plan.choices[index]) == chosen.end()) {
+        chosen.push_back(plan.choices[index]);
+      }
+    }
+  }
+  std::string text = "\n" + class_title(model.workload(), members) + "\n";
+  text += options_table(model, members.front(), plan.batch_size, chosen);
+  if (!feasible) return text;
+  text += fmt::format("    plan: {}\n", chosen_summary(plan, members));
+  std::vector<OperatorChoice> explained;
+  for (int index : members) {
+    if (std::find(explained.begin(), explained.end(), plan.choices[index]) != explained.end()) {
+      continue;
+    }
+    explained.push_back(plan.choices[index]);
+    text += "    why: " + why(model, spec, plan, index, limit_bytes) + "\n";
+  }
+  return text;
+}
+
+std::string cost_model_text(const CostModel& model) {
+  const int n = model.ranks();
+  std::string text = fmt::format(
+      "How each mode costs (N = {} ranks, S = parameter bytes of the operator):\n"
+      "  dp   keeps all model states; all-reduces gradients: 2(N-1) ring steps of S/N bytes\n"
+      "  zdp  keeps 1/N of the states; all-gathers before forward and backward, reduce-scatters\n"
+      "       gradients: 3(N-1) steps of S/N (one more all-gather when checkpointed unfused)\n"
+      "  z2   keeps parameters whole from forward to backward, shards gradients and optimizer:\n"
+      "       one all-gather + one reduce-scatter\n"
+      "  hsdp shards inside a node and all-reduces the shard's gradient across nodes\n",
+      n);
+  text += model.settings().kind == CostModelKind::paper
+              ? "  cost model paper: no transient buffers, no overlap (DESIGN section 1)\n"
+              : "  cost model extended: transient gather buffers (x units in flight), slice "
+                "overheads, checkpoint recompute, optimizer step\n";
+  return text;
+}
+
+std::string batch_text(const SearchResult& result) {
+  Table table({{"batch", Table::Align::right},
+               {"throughput", Table::Align::right},
+               {"iteration", Table::Align::right},
+               {"peak memory", Table::Align::right}});
+  for (const BatchPoint& point : result.per_batch) {
+    if (!point.best) {
+      table.add_row({std::to_string(point.batch_size), "OOM", "-", "-"});
+      continue;
+    }
+    const PlanCost& cost = point.best->cost;
+    const bool picked = result.best && result.best->plan.batch_size == point.batch_size;
+    table.add_row({std::to_string(point.batch_size) + (picked ? " <-" : ""),
+                   format_throughput(cost.throughput_samples_per_s),
+                   units::format_seconds(cost.iteration_time_s),
+                   units::format_bytes(cost.peak_memory_bytes)});
+  }
+  return "\nBatch sizes tried (the best plan at each; the scheduler keeps the highest "
+         "throughput):\n" +
+         table.render();
+}
+
+std::vector<std::vector<int>> selected_classes(const CostModel& model, const std::string& name,
+                                               const std::string& file) {
+  std::vector<std::vector<int>> classes = operator_classes(model);
+  if (name.empty()) return classes;
+  const auto index = model.workload().find(name);
+  if (!index) {
+    std::string nearest;
+    std::size_t best_distance = 4;
+    for (const Operator& op : model.workload().operators()) {
+      const std::size_t distance = edit_distance(op.name, name);
+      if (distance < best_distance) {
+        best_distance = distance;
+        nearest = op.name;
+      }
+    }
+    throw InputError(
+        "command line", "--op", name,
+        "the name of an operator of " + file +
+            (nearest.empty() ? std::string(" (e.g. ") + model.workload().op(0).name + ")"
+                             : " (did you mean \"" + nearest + "\"?)"));
+  }
+  for (const auto& members : classes) {
+    if (std::find(members.begin(), members.end(), *index) != members.end()) return {members};
+  }
+  return {};
+}
+
+int run_explain(const ExplainOptions& options) {
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const CostModel model = scenario->cost_model();
+  const double limit_bytes = model.memory_limit_bytes();
+  const auto classes = selected_classes(model, options.op, scenario->file);
+  const SearchResult result = search(model, scenario->search, limit_bytes);
+  const bool feasible = result.best.has_value();
+  Plan plan = feasible ? result.best->plan : Plan{scenario->training.min_batch_size, {}};
+
+  std::string text = fmt::format("explain {}: {} on {} ranks, limit {} per GPU\n  {}\n\n",
+                                 scenario->name, scenario->workload->name(), model.ranks(),
+                                 units::format_bytes(limit_bytes), describe_search(*scenario));
+  text += cost_model_text(model);
+  if (feasible) {
+    text += fmt::format("\nThe plan runs batch size {} per rank: {}, peak {}.\n", plan.batch_size,
+                        format_throughput(result.best->cost.throughput_samples_per_s),
+                        units::format_bytes(result.best->cost.peak_memory_bytes));
+    if (options.op.empty()) text += batch_text(result);
+  } else {
+    text += fmt::format(
+        "\nNothing fits at batch size {}: the least memory any plan needs is {}. "
+        "Costs below are at that batch size.\n",
+        plan.batch_size, units::format_bytes(result.min_memory_needed_bytes));
+  }
+  text += fmt::format("\nOperators at batch size {} (memory per GPU, time per iteration):\n",
+                      plan.batch_size);
+  for (const auto& members : classes) {
+    text += explain_class(model, scenario->search, plan, members, limit_bytes, feasible);
+  }
+  fmt::print("{}", text);
+  return feasible ? exit_ok : exit_infeasible;
+}
+
+}  // namespace
+
+Subcommand add_explain_command(CLI::App& root) {
+  auto options = std::make_shared<ExplainOptions>();
+  CLI::App* app = root.add_subcommand(
+      "explain",
+      "Teaching view: per operator, memory, time and collectives under each mode, "
+      "and why the plan chose what it chose");
+  add_scenario_options(*app, options->scenario);
+  app->add_option("--op", options->op, "Explain only this operator (and its identical ones)");
+  return {app, [options] { return run_explain(*options); }};
+}
+
+}  // namespace osdp::cli

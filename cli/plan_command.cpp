@@ -1,0 +1,215 @@
+// `osdp plan SCENARIO`: the OSDP plan of highest throughput under the memory limit, compared
+// with DDP, FSDP and ZeRO-2 (with and without checkpointing) under the same cost model.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/comparison.hpp"
+#include "cli/format.hpp"
+#include "cli/scenario_options.hpp"
+#include "model/units.hpp"
+
+namespace osdp::cli {
+namespace {
+
+struct PlanOptions {
+  ScenarioOptions scenario;
+  bool json = false;
+};
+
+Json peak_cause_json(const PeakBreakdown& peak, const Workload& workload) {
+  Json cause = {{"dominant", peak.dominant_part()},
+                {"model_state_bytes", peak.model_state_bytes},
+                {"activation_bytes", peak.activation_bytes},
+                {"extra_bytes", peak.extra_bytes},
+                {"transient_bytes", peak.transient_bytes}};
+  if (peak.transient_operator >= 0) {
+    cause["transient_operator"] = workload.op(peak.transient_operator).name;
+  }
+  return cause;
+}
+
+Json baselines_json(const Comparison& comparison) {
+  Json baselines = Json::array();
+  for (const BaselineOutcome& outcome : comparison.baselines) {
+    Json entry = {{"strategy", outcome.strategy.name},
+                  {"feasible", outcome.best.has_value()},
+                  {"in_search_space", outcome.in_search_space},
+                  {"min_batch_peak_memory_bytes", outcome.min_batch_peak_bytes}};
+    if (outcome.best) {
+      const PlanCost& cost = outcome.best->cost;
+      entry["batch_size"] = cost.batch_size;
+      entry["iteration_time_s"] = cost.iteration_time_s;
+      entry["throughput_samples_per_s"] = cost.throughput_samples_per_s;
+      entry["peak_memory_bytes"] = cost.peak_memory_bytes;
+    }
+    baselines.push_back(std::move(entry));
+  }
+  return baselines;
+}
+
+// A document `load_plan` reads back: the plan plus its figures.
+Json plan_json(const Scenario& scenario, const CostModel& model, const Comparison& comparison) {
+  const ScheduledPlan& best = *comparison.osdp.best;
+  const Workload& workload = *scenario.workload;
+  Json document = plan_to_json(best.plan, workload);
+  Json& operators = document["operators"];
+  for (int i = 0; i < workload.size(); ++i) {
+    const OptionCost cost = model.option_cost(i, best.plan.choices[i]);
+    operators[i]["time_s"] = cost.time_s.at(best.plan.batch_size);
+    operators[i]["memory_bytes"] = cost.persistent_bytes.at(best.plan.batch_size);
+  }
+  document["scenario"] = scenario.name;
+  document["strategy"] = "osdp";
+  document["cost_model"] = std::string(cost_model_name(scenario.cost.kind));
+  document["ranks"] = scenario.cluster.ranks;
+  document["memory_limit_bytes"] = comparison.memory_limit_bytes;
+  document["iteration_time_s"] = best.cost.iteration_time_s;
+  document["throughput_samples_per_s"] = best.cost.throughput_samples_per_s;
+  document["peak_memory_bytes"] = best.cost.peak_memory_bytes;
+  document["peak_memory_cause"] = peak_cause_json(best.cost.peak, workload);
+  document["compute_s"] = best.cost.compute_s;
+  document["communication_s"] = best.cost.communication_s;
+  document["search_time_s"] = comparison.search_time_s;
+  document["baselines"] = baselines_json(comparison);
+  return document;
+}
+
+std::string setup_summary(const Scenario& scenario, double memory_limit_bytes) {
+  const Workload& workload = *scenario.workload;
+  const Cluster& cluster = scenario.cluster;
+  std::string text = fmt::format("scenario      {}\n", scenario.name);
+  text += fmt::format("  model       {}: {} operators, {} parameters, model states {} ({}, {})\n",
+                      workload.name(), workload.size(), format_count(workload.parameter_count()),
+                      units::format_bytes(workload.model_state_bytes()),
+                      precision_name(scenario.training.precision),
+                      optimizer_name(scenario.training.optimizer));
+  text += fmt::format("  cluster     {}: {} ranks ({} node{} x {} {})\n", cluster.name,
+                      cluster.ranks, cluster.nodes(), cluster.nodes() == 1 ? "" : "s",
+                      cluster.gpus_per_node, cluster.gpu.name);
+  text += fmt::format("  limit       {} per GPU, batch size {}..{} per rank\n",
+                      units::format_bytes(memory_limit_bytes), scenario.training.min_batch_size,
+                      scenario.training.max_batch_size);
+  text += fmt::format("  search      {}\n", describe_search(scenario));
+  return text;
+}
+
+std::string best_summary(const Scenario& scenario, const Comparison& comparison) {
+  const ScheduledPlan& best = *comparison.osdp.best;
+  const PlanCost& cost = best.cost;
+  std::string text = fmt::format("\nOSDP plan: batch size {} per rank ({} in all)\n",
+                                 cost.batch_size, cost.batch_size * scenario.cluster.ranks);
+  text += fmt::format("  throughput      {}\n", format_throughput(cost.throughput_samples_per_s));
+  text += fmt::format("  iteration time  {} (compute {}, communication {}",
+                      units::format_seconds(cost.iteration_time_s),
+                      units::format_seconds(cost.compute_s),
+                      units::format_seconds(cost.communication_s));
+  if (cost.optimizer_step_s > 0) {
+    text += fmt::format(", optimizer step {}", units::format_seconds(cost.optimizer_step_s));
+  }
+  text += ")\n";
+  text +=
+      fmt::format("  peak memory     {} of {} ({})\n", units::format_bytes(cost.peak_memory_bytes),
+                  units::format_bytes(comparison.memory_limit_bytes),
+                  format_percent(cost.peak_memory_bytes / comparison.memory_limit_bytes));
+  text += fmt::format("  set by          {}\n", describe_peak(cost.peak, *scenario.workload));
+  text += fmt::format("  search time     {} over {} batch sizes\n",
+                      units::format_seconds(comparison.search_time_s),
+                      comparison.osdp.per_batch.size());
+  return text;
+}
+
+std::string baseline_table(const Comparison& comparison) {
+  const double osdp_throughput = comparison.osdp.best->cost.throughput_samples_per_s;
+  Table table({{"strategy"},
+               {"batch", Table::Align::right},
+               {"throughput", Table::Align::right},
+               {"iteration", Table::Align::right},
+               {"peak memory", Table::Align::right},
+               {"OSDP speed-up", Table::Align::right}});
+  const PlanCost& osdp = comparison.osdp.best->cost;
+  table.add_row({"OSDP", std::to_string(osdp.batch_size), format_throughput(osdp_throughput),
+                 units::format_seconds(osdp.iteration_time_s),
+                 units::format_bytes(osdp.peak_memory_bytes), "1.00x"});
+  bool outside = false;
+  for (const BaselineOutcome& outcome : comparison.baselines) {
+    const std::string name = outcome.strategy.name + (outcome.in_search_space ? "" : " *");
+    outside = outside || !outcome.in_search_space;
+    if (!outcome.best) {
+      const std::string need = outcome.min_batch_peak_bytes > 0
+                                   ? "needs " + units::format_bytes(outcome.min_batch_peak_bytes)
+                                   : "not valid here";
+      table.add_row({name, "-", "OOM", "-", need, "-"});
+      continue;
+    }
+    const PlanCost& cost = outcome.best->cost;
+    table.add_row(
+        {name, std::to_string(cost.batch_size), format_throughput(cost.throughput_samples_per_s),
+         units::format_seconds(cost.iteration_time_s), units::format_bytes(cost.peak_memory_bytes),
+         fmt::format("{:.2f}x", osdp_throughput / cost.throughput_samples_per_s)});
+  }
+  std::string text =
+      "\nAgainst the strategy baselines (same cost model, each at its best batch size):\n" +
+      table.render();
+  if (outside) {
+    text +=
+        "  * outside this search space (mode or checkpointing not allowed by the search "
+        "options), so OSDP may be slower than it\n";
+  }
+  return text;
+}
+
+int report_infeasible(const Scenario& scenario, const CostModel& model,
+                      const Comparison& comparison) {
+  const double needed = comparison.osdp.min_memory_needed_bytes;
+  std::string message = fmt::format(
+      "osdp: nothing fits: no plan at batch size {} fits in {} per GPU; the least memory any "
+      "plan needs is {}",
+      scenario.training.min_batch_size, units::format_bytes(comparison.memory_limit_bytes),
+      units::format_bytes(needed));
+  if (const auto least = least_memory_plan_cost(model, scenario.search, needed)) {
+    message +=
+        fmt::format(", dominated by {}.\n  that plan's peak: {}", least->peak.dominant_part(),
+                    describe_peak(least->peak, *scenario.workload));
+  }
+  message += fmt::format(
+      "\n  try --memory-limit {:.2f}GiB or more, or a larger search space (--modes dp,zdp,z2, "
+      "--split auto, --checkpoint auto)\n",
+      needed / 1073741824.0 + 0.005);
+  fmt::print(stderr, "{}", message);
+  return exit_infeasible;
+}
+
+int run_plan(const PlanOptions& options) {
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const CostModel model = scenario->cost_model();
+  const double limit_bytes = model.memory_limit_bytes();
+  const Comparison comparison = compare_with_baselines(model, scenario->search, limit_bytes);
+  if (!comparison.osdp.best) return report_infeasible(*scenario, model, comparison);
+  if (options.json) {
+    fmt::print("{}\n", plan_json(*scenario, model, comparison).dump(2));
+    return exit_ok;
+  }
+  std::string text = setup_summary(*scenario, limit_bytes);
+  text += best_summary(*scenario, comparison);
+  text += "\nPlan (operators in execution order; consecutive equal choices merged):\n";
+  text += render_runs(*scenario->workload, comparison.osdp.best->plan);
+  text += baseline_table(comparison);
+  fmt::print("{}", text);
+  return exit_ok;
+}
+
+}  // namespace
+
+Subcommand add_plan_command(CLI::App& root) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* app = root.add_subcommand(
+      "plan", "Find the OSDP plan of highest throughput and compare it with DDP, FSDP, ZeRO-2");
+  add_scenario_options(*app, options->scenario);
+  app->add_flag("--json", options->json, "Print the plan as JSON (loadable as a plan file)");
+  return {app, [options] { return run_plan(*options); }};
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,110 @@
+#include "cli/scenario_options.hpp"
+
+#include <fmt/format.h>
+
+#include "model/input_error.hpp"
+#include "model/units.hpp"
+
+namespace osdp::cli {
+namespace {
+
+constexpr const char* command_line = "command line";
+
+std::string join_modes(const std::vector<Mode>& modes) {
+  std::string text;
+  for (Mode mode : modes) text += (text.empty() ? "" : ",") + std::string(mode_name(mode));
+  return text;
+}
+
+std::string checkpoint_policy_name(SearchSpec::CheckpointPolicy policy) {
+  switch (policy) {
+    case SearchSpec::CheckpointPolicy::off:
+      return "off";
+    case SearchSpec::CheckpointPolicy::on:
+      return "on";
+    case SearchSpec::CheckpointPolicy::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
+void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) {
+  if (!options.modes.empty()) {
+    const auto modes = parse_modes(options.modes);
+    if (!modes) {
+      throw InputError(command_line, "--modes", options.modes,
+                       "a comma-separated list of modes among dp, zdp, z2, hsdp");
+    }
+    for (Mode mode : *modes) {
+      if (mode == Mode::hsdp &&
+          (scenario.cluster.nodes() < 2 || scenario.cluster.gpus_per_node < 2)) {
+        throw InputError(command_line, "--modes", options.modes,
+                         "hsdp only on a cluster of several nodes with several GPUs each");
+      }
+    }
+    scenario.search.modes = *modes;
+  }
+  if (!options.split.empty()) {
+    const auto split = parse_split(options.split);
+    if (!split) throw InputError(command_line, "--split", options.split, "1, 2, 4, 8 or auto");
+    scenario.search.granularities = *split;
+  }
+  if (!options.checkpoint.empty()) {
+    const auto policy = parse_checkpoint_policy(options.checkpoint);
+    if (!policy)
+      throw InputError(command_line, "--checkpoint", options.checkpoint, "off, on or auto");
+    scenario.search.checkpoint = *policy;
+  }
+  if (!options.cost_model.empty()) {
+    if (options.cost_model != "paper" && options.cost_model != "extended") {
+      throw InputError(command_line, "--cost-model", options.cost_model, "paper or extended");
+    }
+    scenario.cost.kind =
+        options.cost_model == "paper" ? CostModelKind::paper : CostModelKind::extended;
+  }
+}
+
+}  // namespace
+
+double parse_bytes_flag(const std::string& flag, const std::string& text) {
+  const auto bytes = units::parse(text, units::Dimension::bytes);
+  if (!bytes || *bytes <= 0) {
+    throw InputError(command_line, flag, text,
+                     "a positive " + units::expected_form(units::Dimension::bytes));
+  }
+  return *bytes;
+}
+
+void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit) {
+  app.add_option("scenario", options.scenario_path, "Scenario JSON file (see scenarios/)")
+      ->required();
+  if (with_memory_limit) {
+    app.add_option("--memory-limit", options.memory_limit,
+                   "Per-GPU memory limit, e.g. 8GiB (overrides the scenario's training)");
+  }
+  app.add_option("--modes", options.modes, "Modes the search may use: dp,zdp,z2,hsdp");
+  app.add_option("--split", options.split, "Operator split granularity: 1, 2, 4, 8 or auto");
+  app.add_option("--checkpoint", options.checkpoint, "Activation checkpointing: off, on or auto");
+  app.add_option("--cost-model", options.cost_model, "Cost model: paper or extended");
+}
+
+std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options) {
+  auto scenario = std::make_unique<Scenario>(load_scenario(options.scenario_path));
+  if (!options.memory_limit.empty()) {
+    scenario->training.memory_limit_bytes =
+        parse_bytes_flag("--memory-limit", options.memory_limit);
+  }
+  apply_search_overrides(options, *scenario);
+  return scenario;
+}
+
+std::string describe_search(const Scenario& scenario) {
+  std::string split;
+  for (int k : scenario.search.granularities)
+    split += (split.empty() ? "" : ",") + std::to_string(k);
+  return fmt::format(
+      "modes {}  split {}  checkpoint {}  cost model {}", join_modes(scenario.search.modes), split,
+      checkpoint_policy_name(scenario.search.checkpoint), cost_model_name(scenario.cost.kind));
+}
+
+}  // namespace osdp::cli

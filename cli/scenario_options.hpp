@@ -1,0 +1,36 @@
+// The options every planning subcommand shares: the scenario file and the command-line
+// overrides of its training and "search" blocks. Flags win over the scenario.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "model/scenario.hpp"
+
+namespace osdp::cli {
+
+struct ScenarioOptions {
+  std::string scenario_path;
+  std::string memory_limit;  // "8GiB"; empty: the scenario's
+  std::string modes;         // "dp,zdp"; empty: the scenario's
+  std::string split;         // "1", "2", "4", "8", "auto"
+  std::string checkpoint;    // "off", "on", "auto"
+  std::string cost_model;    // "paper", "extended"
+};
+
+// Registers SCENARIO and the override flags on `app`. `with_memory_limit` is false for
+// commands that take their own limits (sweep).
+void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit = true);
+
+// Loads the scenario and applies the overrides. Bad flag values are InputErrors naming the flag.
+// Held by pointer: the cost model keeps references into the scenario.
+std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options);
+
+// "modes dp,zdp,z2  split 1,4  checkpoint auto  cost model extended"
+std::string describe_search(const Scenario& scenario);
+
+// Parses a byte quantity given on the command line ("8GiB"); InputError naming `flag` if bad.
+double parse_bytes_flag(const std::string& flag, const std::string& text);
+
+}  // namespace osdp::cli
