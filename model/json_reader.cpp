@@ -15,6 +15,10 @@ Json parse_json_text(const std::string& text, const std::string& file) {
   } catch (const Json::parse_error& error) {
     throw InputError(file, "", fmt::format("text that does not parse at byte {}", error.byte),
                      "valid JSON");
+  } catch (const Json::exception& error) {
+    // e.g. a number too large for a double ("9e511").
+    throw InputError(file, "", "JSON the parser refuses (" + std::string(error.what()) + ")",
+                     "valid JSON with finite numbers");
   }
 }
 
