@@ -213,7 +213,9 @@ void JsonReader::require_only(const std::vector<std::string>& allowed) const {
     std::string nearest;
     std::size_t best = std::numeric_limits<std::size_t>::max();
     for (const auto& name : allowed) {
-      const std::size_t distance = edit_distance(key, name);
+      // A key that is the start of an allowed one ("memory" for "memory_limit") is close too.
+      const bool prefix = key.size() >= 3 && name.rfind(key, 0) == 0;
+      const std::size_t distance = prefix ? 1 : edit_distance(key, name);
       if (distance < best) {
         best = distance;
         nearest = name;

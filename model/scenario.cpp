@@ -132,8 +132,8 @@ Topology read_topology(const JsonReader& reader) {
     topology.nic = read_link(reader.object("nic"));
   }
   topology.split_duplex = reader.optional_boolean("split_duplex").value_or(true);
-  if (static_cast<long long>(topology.nodes) * topology.node.gpus > (1LL << 24)) {
-    reader.fail("nodes", "at most 16,777,216 GPUs in all (nodes x gpus_per_node)");
+  if (static_cast<long long>(topology.nodes) * topology.node.gpus > (1LL << 20)) {
+    reader.fail("nodes", "at most 1,048,576 GPUs in all (nodes x gpus_per_node)");
   }
   return topology;
 }
@@ -382,7 +382,7 @@ Cluster load_cluster(const JsonReader& reader) {
     cluster.topology = topology;
     cluster.ranks = topology.ranks();
     cluster.gpus_per_node = topology.node.gpus;
-    if (reader.has("ranks") && reader.integer("ranks", 1, 1 << 24) != cluster.ranks) {
+    if (reader.has("ranks") && reader.integer("ranks", 1, 1 << 20) != cluster.ranks) {
       reader.fail("ranks", fmt::format("the topology's rank count, nodes x gpus_per_node = {}",
                                        cluster.ranks));
     }
@@ -392,7 +392,7 @@ Cluster load_cluster(const JsonReader& reader) {
     cluster.intra_node = GroupTiming::uniform(derived.intra_node);
     cluster.inter_node = GroupTiming::uniform(derived.inter_node);
   } else {
-    cluster.ranks = static_cast<int>(reader.integer("ranks", 1, 1 << 24));
+    cluster.ranks = static_cast<int>(reader.integer("ranks", 1, 1 << 20));
     cluster.gpus_per_node = static_cast<int>(
         reader.optional_integer("gpus_per_node", 1, cluster.ranks).value_or(cluster.ranks));
     if (cluster.ranks % cluster.gpus_per_node != 0) {

@@ -38,7 +38,7 @@ bool split_number(std::string_view text, double& number, std::string_view& unit)
 }
 
 std::optional<double> prefix_scale(std::string_view prefix) {
-  static constexpr std::array<UnitSpelling, 14> prefixes{{{"", 1.0},
+  static constexpr std::array<UnitSpelling, 12> prefixes{{{"", 1.0},
                                                          {"k", 1e3},
                                                          {"K", 1e3},
                                                          {"M", 1e6},
@@ -49,9 +49,7 @@ std::optional<double> prefix_scale(std::string_view prefix) {
                                                          {"Mi", 1048576.0},
                                                          {"Gi", 1073741824.0},
                                                          {"Ti", 1099511627776.0},
-                                                         {"Pi", 1125899906842624.0},
-                                                         {"KI", 1024.0},
-                                                         {"GI", 1073741824.0}}};
+                                                         {"Pi", 1125899906842624.0}}};
   for (const auto& entry : prefixes) {
     if (entry.spelling == prefix) return entry.scale;
   }
