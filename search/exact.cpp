@@ -449,7 +449,7 @@ double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int
 }
 
 SearchResult search(const CostModel& model, const SearchSpec& spec,
-                    std::optional<double> memory_limit_bytes) {
+                    std::optional<double> memory_limit_bytes, bool solve_every_batch) {
   const double limit = memory_limit_bytes ? *memory_limit_bytes : model.memory_limit_bytes();
   const Training& training = model.training();
   const auto classes = group_into_classes(model, spec);
@@ -465,7 +465,7 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
     BatchPoint point;
     point.batch_size = batch;
     const double best_possible = model.ranks() * batch / fastest_time_s(classes, batch);
-    if (result.best && best_possible <= best_throughput) {
+    if (!solve_every_batch && result.best && best_possible <= best_throughput) {
       point.pruned_by_bound = true;
     } else {
       point.best = solve_classes(model, classes, batch, limit, result.stats);
@@ -477,6 +477,18 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
     result.per_batch.push_back(std::move(point));
   }
   return result;
+}
+
+std::vector<ScheduledPlan> top_plans(const SearchResult& result, int count) {
+  std::vector<ScheduledPlan> plans;
+  for (const auto& point : result.per_batch) {
+    if (point.best) plans.push_back(*point.best);
+  }
+  std::sort(plans.begin(), plans.end(), [](const ScheduledPlan& a, const ScheduledPlan& b) {
+    return a.cost.throughput_samples_per_s > b.cost.throughput_samples_per_s;
+  });
+  if (static_cast<int>(plans.size()) > count) plans.resize(static_cast<std::size_t>(count));
+  return plans;
 }
 
 }  // namespace osdp

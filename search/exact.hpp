@@ -49,8 +49,14 @@ struct SearchResult {
 
 // The batch-size scheduler: b = training.min_batch_size, ..., up to max_batch_size or until no
 // plan fits; returns the (plan, b) of highest throughput.
+// With `solve_every_batch`, no batch size is skipped by the throughput bound, so per_batch holds
+// the best plan of every b that fits (candidates for re-ranking by simulation).
 SearchResult search(const CostModel& model, const SearchSpec& spec,
-                    std::optional<double> memory_limit_bytes = std::nullopt);
+                    std::optional<double> memory_limit_bytes = std::nullopt,
+                    bool solve_every_batch = false);
+
+// The K best plans of a search by analytic throughput, one per batch size, best first.
+std::vector<ScheduledPlan> top_plans(const SearchResult& result, int count);
 
 // Least peak memory of any plan at this batch size (ignoring time).
 double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch);
