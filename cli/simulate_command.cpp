@@ -1,0 +1,190 @@
+// `osdp simulate`: one training iteration of a plan on the simulated cluster (SimGrid), or one
+// collective alone.
+//   osdp simulate SCENARIO [--plan PLAN.json | --strategy osdp|ddp|fsdp|zero2] [--trace FILE]
+//   osdp simulate --collective all-gather --bytes 256MiB --cluster CLUSTER.json
+// --json prints the figures as JSON (keys with units: iteration_time_s, peak_memory_bytes, ...).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "model/units.hpp"
+#include "search/exact.hpp"
+#include "search/strategies.hpp"
+#include "sim/simulate.hpp"
+
+namespace osdp::cli {
+namespace {
+
+constexpr const char* command_line = "<command line>";
+
+struct SimulateOptions {
+  std::string scenario_path;
+  std::string plan_path;
+  std::string strategy;
+  std::string trace_path;
+  std::string collective;
+  std::string bytes;
+  std::string cluster_path;
+  std::string granularity;
+  bool json = false;
+};
+
+CollectiveKind parse_collective(const std::string& name) {
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                              CollectiveKind::all_reduce}) {
+    if (collective_name(kind) == name) return kind;
+  }
+  throw InputError(command_line, "--collective", name, "all-gather, reduce-scatter or all-reduce");
+}
+
+sim::SimOptions with_granularity(sim::SimOptions options, const std::string& granularity) {
+  if (granularity.empty()) return options;
+  if (granularity != "step" && granularity != "scale") {
+    throw InputError(command_line, "--collectives", granularity, "step or scale");
+  }
+  options.granularity =
+      granularity == "step" ? sim::Granularity::step : sim::Granularity::scale;
+  return options;
+}
+
+int run_collective(const SimulateOptions& options) {
+  if (options.cluster_path.empty()) {
+    throw InputError(command_line, "--cluster", "nothing", "a cluster JSON file for --collective");
+  }
+  if (!options.scenario_path.empty() || !options.plan_path.empty() || !options.strategy.empty() ||
+      !options.trace_path.empty()) {
+    throw InputError(command_line, "--collective", options.collective,
+                     "either --collective with --bytes and --cluster, or a SCENARIO");
+  }
+  const CollectiveKind kind = parse_collective(options.collective);
+  const auto bytes = units::parse(options.bytes, units::Dimension::bytes);
+  if (!bytes || *bytes <= 0) {
+    throw InputError(command_line, "--bytes", options.bytes,
+                     "a positive " + units::expected_form(units::Dimension::bytes));
+  }
+  const Json document = read_json_file(options.cluster_path);
+  const Cluster cluster = load_cluster(JsonReader(document, options.cluster_path));
+  const sim::SimOptions sim_options = with_granularity(sim::SimOptions{}, options.granularity);
+  const sim::CollectiveResult result = sim::simulate_collective(cluster, kind, *bytes, sim_options);
+  if (options.json) {
+    Json json = sim::to_json(result);
+    json["cluster"] = cluster.name;
+    json["collectives"] = std::string(sim::granularity_name(sim_options.granularity));
+    fmt::print("{}\n", json.dump(2));
+    return exit_ok;
+  }
+  fmt::print("{} of {} on {} ranks of {} ({} mode)\n", collective_name(kind),
+             units::format_bytes(*bytes), result.ranks, cluster.name,
+             sim::granularity_name(sim_options.granularity));
+  fmt::print("  time                 {}\n", units::format_seconds(result.time_s));
+  fmt::print("  algorithm bandwidth  {}\n", units::format_bandwidth(result.algorithm_bandwidth_Bps));
+  fmt::print("  bus bandwidth        {}\n", units::format_bandwidth(result.bus_bandwidth_Bps));
+  fmt::print("  alpha-beta model     {}\n", units::format_seconds(result.alpha_beta_time_s));
+  return exit_ok;
+}
+
+Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const CostModel& model,
+                 std::string& label) {
+  if (!options.plan_path.empty()) {
+    if (!options.strategy.empty()) {
+      throw InputError(command_line, "--strategy", options.strategy, "either --plan or --strategy");
+    }
+    label = options.plan_path;
+    return load_plan_file(options.plan_path, *scenario.workload, model);
+  }
+  const std::string strategy = options.strategy.empty() ? "osdp" : options.strategy;
+  label = strategy;
+  if (strategy == "osdp") {
+    const SearchResult result = search(model, scenario.search);
+    if (!result.best) throw InfeasibleError("no plan fits in memory at any batch size");
+    return result.best->plan;
+  }
+  const auto named = strategy_from_name(strategy);
+  if (!named) {
+    throw InputError(command_line, "--strategy", strategy, "osdp, ddp, fsdp or zero2 (+ckpt)");
+  }
+  const StrategyResult result = schedule_strategy(model, *named);
+  if (!result.best) throw InfeasibleError(fmt::format("{} does not fit in memory", strategy));
+  return result.best->plan;
+}
+
+int run_plan(const SimulateOptions& options) {
+  if (options.scenario_path.empty()) {
+    throw InputError(command_line, "SCENARIO", "nothing",
+                     "a scenario file, or --collective with --bytes and --cluster");
+  }
+  if (!options.bytes.empty() || !options.cluster_path.empty()) {
+    throw InputError(command_line, options.bytes.empty() ? "--cluster" : "--bytes", "given",
+                     "--bytes and --cluster only with --collective");
+  }
+  const auto scenario = std::make_unique<const Scenario>(load_scenario(options.scenario_path));
+  const sim::SimOptions sim_options = with_granularity(
+      sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
+  const CostModel model = scenario->cost_model();
+  std::string label;
+  const Plan plan = choose_plan(options, *scenario, model, label);
+  const sim::SimulationResult result =
+      sim::simulate_plan(*scenario, plan, sim_options, options.trace_path);
+  const PlanCost analytic = model.plan_cost(plan);
+  if (options.json) {
+    Json json = sim::to_json(result);
+    json["scenario"] = scenario->name;
+    json["plan"] = label;
+    json["analytic"] = {{"iteration_time_s", analytic.iteration_time_s},
+                        {"throughput_samples_per_s", analytic.throughput_samples_per_s},
+                        {"peak_memory_bytes", analytic.peak_memory_bytes}};
+    if (!options.trace_path.empty()) json["trace"] = options.trace_path;
+    fmt::print("{}\n", json.dump(2));
+    return exit_ok;
+  }
+  fmt::print("{}: plan {} at batch size {} on {} ranks ({} collectives)\n", scenario->name, label,
+             plan.batch_size, result.ranks, sim::granularity_name(result.granularity));
+  fmt::print("  {:<26}{:>16}{:>16}\n", "", "simulated", "analytic");
+  fmt::print("  {:<26}{:>16}{:>16}\n", "iteration time", units::format_seconds(result.iteration_time_s),
+             units::format_seconds(analytic.iteration_time_s));
+  fmt::print("  {:<26}{:>16}{:>16}\n", "throughput",
+             fmt::format("{:.2f} samples/s", result.throughput_samples_per_s),
+             fmt::format("{:.2f} samples/s", analytic.throughput_samples_per_s));
+  fmt::print("  {:<26}{:>16}{:>16}\n", "peak memory", units::format_bytes(result.peak_memory_bytes),
+             units::format_bytes(analytic.peak_memory_bytes));
+  fmt::print("  {:<26}{:>16}{:>16}\n", "compute (rank 0)", units::format_seconds(result.compute_s),
+             units::format_seconds(analytic.compute_s));
+  fmt::print("  {:<26}{:>16}\n", "optimizer step", units::format_seconds(result.optimizer_step_s));
+  fmt::print("  exposed communication (rank 0), total {}\n",
+             units::format_seconds(result.exposed_comm_total_s()));
+  for (int c = 0; c < sim::comm_categories; ++c) {
+    fmt::print("    {:<24}{:>16}\n", sim::comm_category_name(static_cast<sim::CommCategory>(c)),
+               units::format_seconds(result.exposed_comm_s[c]));
+  }
+  fmt::print("  peak memory on rank {} at {}: {}\n", result.peak_rank,
+             units::format_seconds(result.peak_time_s), result.peak_memory_cause);
+  if (!options.trace_path.empty()) fmt::print("  trace written to {}\n", options.trace_path);
+  return exit_ok;
+}
+
+}  // namespace
+
+Subcommand add_simulate_command(CLI::App& root) {
+  auto options = std::make_shared<SimulateOptions>();
+  CLI::App* app = root.add_subcommand(
+      "simulate", "Simulate one training iteration (or one collective) on the cluster (SimGrid)");
+  app->add_option("scenario", options->scenario_path, "Scenario JSON file");
+  app->add_option("--plan", options->plan_path, "Plan JSON file (as `osdp plan --json` writes)");
+  app->add_option("--strategy", options->strategy, "osdp (default), ddp, fsdp or zero2 (+ckpt)");
+  app->add_option("--trace", options->trace_path,
+                  "Write a Chrome trace (JSON, microseconds) that Perfetto opens");
+  app->add_option("--collective", options->collective,
+                  "Simulate one collective: all-gather, reduce-scatter or all-reduce");
+  app->add_option("--bytes", options->bytes, "Buffer size of the collective (\"256MiB\")");
+  app->add_option("--cluster", options->cluster_path, "Cluster JSON file for --collective");
+  app->add_option("--collectives", options->granularity,
+                  "step (every ring step a flow) or scale (one flow per ring edge)");
+  app->add_flag("--json", options->json, "Print the figures as JSON");
+  return {app, [options]() {
+            return options->collective.empty() ? run_plan(*options) : run_collective(*options);
+          }};
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,96 @@
+#include "sim/child_process.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "model/input_error.hpp"
+
+namespace osdp::sim {
+namespace {
+
+void write_all(int fd, const std::string& text) {
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    written += static_cast<std::size_t>(n);
+  }
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string run_in_child(const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error(fmt::format("sim: pipe: {}", std::strerror(errno)));
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error(fmt::format("sim: fork: {}", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    // The parent's handlers (a test framework's, say) must not report the child's crash.
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT}) std::signal(sig, SIG_DFL);
+    nlohmann::json reply;
+    try {
+      reply = {{"ok", body()}};
+    } catch (const InputError& error) {
+      reply = {{"input_error",
+                {error.file(), error.json_path(), error.value(), error.expected()}}};
+    } catch (const std::exception& error) {
+      reply = {{"error", error.what()}};
+    }
+    write_all(fds[1], reply.dump());
+    ::close(fds[1]);
+    std::fflush(nullptr);
+    ::_exit(0);  // no atexit handlers or destructors of the parent's state
+  }
+  ::close(fds[1]);
+  const std::string text = read_all(fds[0]);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    throw std::runtime_error(
+        fmt::format("sim: the simulation process died of signal {}", WTERMSIG(status)));
+  }
+  const auto reply = nlohmann::json::parse(text, nullptr, false);
+  if (reply.is_discarded() || !reply.is_object()) {
+    throw std::runtime_error("sim: the simulation process gave no result");
+  }
+  if (reply.contains("ok")) return reply["ok"].get<std::string>();
+  if (reply.contains("input_error")) {
+    const auto& e = reply["input_error"];
+    throw InputError(e[0].get<std::string>(), e[1].get<std::string>(), e[2].get<std::string>(),
+                     e[3].get<std::string>());
+  }
+  throw std::runtime_error(reply.value("error", std::string("sim: unknown failure")));
+}
+
+}  // namespace osdp::sim

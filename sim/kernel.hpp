@@ -1,0 +1,53 @@
+// The SimGrid side of a simulation: the engine (configured for CM02, no crosstraffic,
+// TCP-gamma 0 unless told otherwise), the platform built from a NetworkPlan, and flows and
+// timers driven from maestro, without actors, each with a completion callback.
+// The SimGrid engine is a per-process singleton: make one Kernel per (forked) process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/network.hpp"
+#include "sim/options.hpp"
+
+namespace simgrid::s4u {
+class Engine;
+class Host;
+class Activity;
+}  // namespace simgrid::s4u
+
+namespace osdp::sim {
+
+class Kernel {
+ public:
+  Kernel(const NetworkPlan& plan, const NetworkConfig& config);
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  double now() const;
+  // Calls `done` at now + delay.
+  void after(double delay_s, std::function<void()> done);
+  // Sends `bytes` along the channel's route after `delay_s`; calls `done` when the last byte
+  // arrives. `channel` must outlive the simulation.
+  void send(const Channel& channel, double bytes, double delay_s, std::function<void()> done);
+  void run();
+
+  std::int64_t flows() const { return flows_; }
+  std::int64_t timers() const { return timers_; }
+
+ private:
+  struct State;
+  void start_flow(const Channel& channel, double bytes, std::function<void()> done);
+  void on_completion(const simgrid::s4u::Activity& activity);
+
+  std::unique_ptr<State> state_;
+  std::int64_t flows_ = 0;
+  std::int64_t timers_ = 0;
+};
+
+}  // namespace osdp::sim

@@ -1,0 +1,67 @@
+// Process groups and their rings, laid on the cluster: for every ring edge the flows it carries
+// (one per channel), their endpoints and routes. Pure data, independent of SimGrid; the platform
+// is built from it. A cluster without topology (the paper form) becomes a logical ring per
+// group whose every step costs alpha + bytes * beta of the group's timing.
+#pragma once
+
+#include <compare>
+#include <optional>
+#include <vector>
+
+#include "model/cluster.hpp"
+#include "sim/fabric.hpp"
+
+namespace osdp::sim {
+
+enum class GroupKind { world, intra_node, inter_node };
+
+struct Group {
+  GroupKind kind = GroupKind::world;
+  std::vector<int> members;  // ranks, ascending
+};
+
+// A flow's end: a GPU, optionally one of its NIC channels (tag >= 0) so that several routes
+// between the same two GPUs can coexist.
+struct Endpoint {
+  int rank = 0;
+  int tag = -1;
+  auto operator<=>(const Endpoint&) const = default;
+};
+
+struct Channel {
+  Endpoint from;
+  Endpoint to;
+  std::vector<Hop> hops;  // into NetworkPlan::links
+  double latency_s = 0;   // sum over the route
+  double share = 1.0;     // fraction of the step's bytes this channel carries
+};
+
+struct RingEdge {
+  std::vector<Channel> channels;
+};
+
+struct GroupRing {
+  std::vector<int> order;       // members in ring order
+  std::vector<RingEdge> edges;  // edges[i]: order[i] -> order[i + 1 mod n]
+  double alpha_s = 0;           // longest route latency of any edge (topology rings)
+  // Paper-form clusters: each step costs alpha + bytes * beta of this timing. Their routes are
+  // one logical link per ring edge that carries time, not bytes: a flow of bytes * beta seconds
+  // is sent as bytes * beta * logical_units_per_s units, so flows sharing an edge share it.
+  std::optional<GroupTiming> logical;
+};
+
+// Resolution of logical links: one unit is a picosecond of transfer.
+inline constexpr double logical_units_per_s = 1e12;
+
+struct NetworkPlan {
+  std::vector<FabricLink> links;
+  bool split_duplex = true;
+  std::vector<GroupRing> rings;  // one per group, same order
+};
+
+NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& groups);
+
+// The world group and, on multi-node clusters, the intra-node and inter-node groups.
+std::vector<int> world_members(const Cluster& cluster);
+
+}  // namespace osdp::sim

@@ -1,0 +1,65 @@
+#include "sim/options.hpp"
+
+namespace osdp::sim {
+
+std::string_view granularity_name(Granularity granularity) {
+  return granularity == Granularity::step ? "step" : "scale";
+}
+
+std::string_view backward_prefetch_name(BackwardPrefetch prefetch) {
+  switch (prefetch) {
+    case BackwardPrefetch::pre:
+      return "pre";
+    case BackwardPrefetch::post:
+      return "post";
+    case BackwardPrefetch::none:
+      return "none";
+  }
+  return "?";
+}
+
+SimOptions read_sim_options(const Json& simulation, const std::string& file,
+                            const std::string& path) {
+  SimOptions options;
+  if (simulation.is_null()) return options;
+  if (!simulation.is_object()) {
+    throw InputError(file, path, render_value(simulation), "an object of simulator options");
+  }
+  const JsonReader reader(simulation, file, path);
+  reader.require_only({"collectives", "forward_prefetch", "backward_prefetch", "units_in_flight",
+                       "separate_reduce_scatter_lane", "overlap_slowdown", "kernel_launch",
+                       "network"});
+  if (reader.has("collectives")) {
+    options.granularity = reader.choice("collectives", {"step", "scale"}) == "step"
+                              ? Granularity::step
+                              : Granularity::scale;
+  }
+  options.forward_prefetch =
+      static_cast<int>(reader.optional_integer("forward_prefetch", 0, 64).value_or(1));
+  if (reader.has("backward_prefetch")) {
+    const std::string name = reader.choice("backward_prefetch", {"pre", "post", "none"});
+    options.backward_prefetch = name == "pre"    ? BackwardPrefetch::pre
+                                : name == "post" ? BackwardPrefetch::post
+                                                 : BackwardPrefetch::none;
+  }
+  options.units_in_flight =
+      static_cast<int>(reader.optional_integer("units_in_flight", 1, 1 << 20).value_or(2));
+  options.separate_reduce_scatter_lane =
+      reader.optional_boolean("separate_reduce_scatter_lane").value_or(false);
+  if (reader.has("overlap_slowdown")) {
+    options.overlap_slowdown = reader.number("overlap_slowdown");
+    if (*options.overlap_slowdown < 1.0) reader.fail("overlap_slowdown", "a factor of 1 or more");
+  }
+  options.kernel_launch_s =
+      reader.optional_quantity("kernel_launch", units::Dimension::seconds, false);
+  if (reader.has("network")) {
+    const JsonReader network = reader.object("network");
+    network.require_only({"model", "crosstraffic", "tcp_gamma"});
+    if (network.has("model")) options.network.model = network.choice("model", {"CM02", "LV08"});
+    options.network.crosstraffic = network.optional_boolean("crosstraffic").value_or(false);
+    options.network.tcp_gamma = network.optional_non_negative_number("tcp_gamma").value_or(0.0);
+  }
+  return options;
+}
+
+}  // namespace osdp::sim

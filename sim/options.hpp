@@ -1,0 +1,52 @@
+// Options of the simulator, read strictly from a scenario's "simulation" object:
+//   {"collectives": "step" | "scale", "forward_prefetch": 1, "backward_prefetch": "pre",
+//    "units_in_flight": 2, "separate_reduce_scatter_lane": false,
+//    "overlap_slowdown": 1.1, "kernel_launch": "5us",
+//    "network": {"model": "CM02", "crosstraffic": false, "tcp_gamma": 0}}
+// Every key is optional; unknown keys are input errors.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/json_reader.hpp"
+
+namespace osdp::sim {
+
+// step: every ring step is its own set of flows; scale: one aggregated flow per ring edge.
+enum class Granularity { step, scale };
+// When the gather of the next backward unit may start (FSDP's BackwardPrefetch).
+//   pre  - when the current unit's backward compute starts; issued before its reduce-scatter
+//   post - when the current unit's backward compute ends; issued before its reduce-scatter
+//   none - when the current unit's backward compute ends; queued after its reduce-scatter
+enum class BackwardPrefetch { pre, post, none };
+
+std::string_view granularity_name(Granularity granularity);
+std::string_view backward_prefetch_name(BackwardPrefetch prefetch);
+
+struct NetworkConfig {
+  std::string model = "CM02";
+  bool crosstraffic = false;
+  double tcp_gamma = 0.0;
+};
+
+struct SimOptions {
+  Granularity granularity = Granularity::step;
+  // Gathers may run this many compute tasks ahead of their use in forward (0: no prefetch).
+  int forward_prefetch = 1;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  // FSDP's rate limiter: gather m waits for the free of gather m - units_in_flight.
+  int units_in_flight = 2;
+  // Reduce-scatters and all-reduces on their own lane instead of the gathers' lane.
+  bool separate_reduce_scatter_lane = false;
+  // Overrides of the cluster's GPU figures.
+  std::optional<double> overlap_slowdown;
+  std::optional<double> kernel_launch_s;
+  NetworkConfig network;
+};
+
+// Reads the scenario's "simulation" object; `path` is its JSON path ("$.simulation").
+SimOptions read_sim_options(const Json& simulation, const std::string& file,
+                            const std::string& path = "$.simulation");
+
+}  // namespace osdp::sim

@@ -1,0 +1,23 @@
+// Ring collectives on the simulated network.
+//   step mode:  ring_steps(kind, N) rounds; in each, every ring edge carries S/N bytes (split over
+//               its channels); a round starts when the previous one has fully arrived, so an
+//               uncontended ring takes steps * (alpha + S/N * beta) with alpha the longest edge
+//               latency and beta the narrowest edge's seconds per byte.
+//   scale mode: one flow per ring edge and channel of steps * S/N bytes, started after
+//               steps * alpha - (its own route latency), which reproduces the same time when
+//               uncontended with N flows instead of N * steps.
+// Paper-form (logical) rings cost alpha + bytes * beta per step from the group's timing.
+#pragma once
+
+#include <functional>
+
+#include "model/collectives.hpp"
+#include "sim/kernel.hpp"
+
+namespace osdp::sim {
+
+// Starts the collective over `ring` now; calls `done` when every rank has finished.
+void start_ring_collective(Kernel& kernel, const GroupRing& ring, CollectiveKind kind,
+                           double full_bytes, Granularity granularity, std::function<void()> done);
+
+}  // namespace osdp::sim

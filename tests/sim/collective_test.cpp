@@ -1,0 +1,111 @@
+#include <catch2/catch.hpp>
+
+#include "clusters.hpp"
+#include "sim/simulate.hpp"
+
+using namespace osdp;
+using namespace osdp::sim;
+using namespace osdp::sim::test;
+
+namespace {
+
+void check_alpha_beta(const Cluster& cluster, CollectiveKind kind, double bytes) {
+  SimOptions options;
+  const CollectiveResult result = simulate_collective(cluster, kind, bytes, options);
+  const double expected = ring_time_s(kind, bytes, cluster.ranks, cluster.world.of(kind).alpha_beta);
+  INFO(collective_name(kind) << " on " << cluster.ranks << " ranks: " << result.time_s << " vs "
+                             << expected);
+  CHECK(result.time_s == Approx(expected).epsilon(1e-6));
+  CHECK(result.alpha_beta_time_s == Approx(expected).epsilon(1e-12));
+}
+
+const double mib = 1024.0 * 1024.0;
+
+}  // namespace
+
+TEST_CASE("uncontended ring collectives equal the alpha-beta formula", "[sim][collective]") {
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                              CollectiveKind::all_reduce}) {
+    SECTION(std::string(collective_name(kind)) + " PCIe, two switches") {
+      check_alpha_beta(pcie_cluster(1, 2), kind, 64 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " PCIe, two sockets") {
+      check_alpha_beta(pcie_cluster(2, 2), kind, 64 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " NVLink mesh") {
+      check_alpha_beta(nvlink_mesh_cluster(), kind, 64 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " NVSwitch") {
+      check_alpha_beta(nvswitch_cluster(), kind, 256 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " two NVSwitch nodes") {
+      check_alpha_beta(nvswitch_cluster(2, 1), kind, 256 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " two nodes, two NICs each") {
+      check_alpha_beta(nvswitch_cluster(2, 2), kind, 256 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " paper-form logical ring") {
+      check_alpha_beta(logical_cluster(8, 20e-6, 1.0 / 10e9), kind, 64 * mib);
+    }
+  }
+}
+
+TEST_CASE("the ring visits GPUs switch by switch", "[sim][collective]") {
+  const CollectiveResult result =
+      simulate_collective(pcie_cluster(1, 2), CollectiveKind::all_gather, 8 * mib, SimOptions{});
+  CHECK(result.ring_order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(result.bus_bandwidth_Bps ==
+        Approx(result.algorithm_bandwidth_Bps * 7.0 / 8.0).epsilon(1e-12));
+}
+
+TEST_CASE("two rings sharing a PCIe uplink each take twice as long", "[sim][collective]") {
+  // Zero latencies so the time is all bandwidth.
+  Cluster cluster = pcie_cluster(1, 2);
+  cluster.topology->node.pcie.gpu_link.latency_s = 0;
+  cluster.topology->node.pcie.switch_uplink.latency_s = 0;
+  const SimOptions options;
+  const double bytes = 32 * mib;
+  const CollectiveKind kind = CollectiveKind::all_gather;
+  // {0, 4} and {1, 5} both cross the two switch uplinks.
+  const auto alone = simulate_collectives(cluster, {{kind, bytes, {0, 4}}}, options);
+  const auto shared =
+      simulate_collectives(cluster, {{kind, bytes, {0, 4}}, {kind, bytes, {1, 5}}}, options);
+  CHECK(shared[0].time_s == Approx(2 * alone[0].time_s).epsilon(1e-9));
+  CHECK(shared[1].time_s == Approx(2 * alone[0].time_s).epsilon(1e-9));
+  // {0, 1} and {4, 5} stay under their own switches.
+  const auto single = simulate_collectives(cluster, {{kind, bytes, {0, 1}}}, options);
+  const auto disjoint =
+      simulate_collectives(cluster, {{kind, bytes, {0, 1}}, {kind, bytes, {4, 5}}}, options);
+  CHECK(disjoint[0].time_s == Approx(single[0].time_s).epsilon(1e-12));
+  CHECK(disjoint[1].time_s == Approx(single[0].time_s).epsilon(1e-12));
+}
+
+TEST_CASE("scale mode agrees with step mode", "[sim][collective]") {
+  SimOptions step;
+  SimOptions scale;
+  scale.granularity = Granularity::scale;
+  const double bytes = 128 * mib;
+  SECTION("uncontended, within 0.1%") {
+    for (const Cluster& cluster :
+         {pcie_cluster(2, 2), nvswitch_cluster(2, 2), logical_cluster(8, 10e-6, 1e-10)}) {
+      for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::all_reduce}) {
+        const double t_step = simulate_collective(cluster, kind, bytes, step).time_s;
+        const double t_scale = simulate_collective(cluster, kind, bytes, scale).time_s;
+        CHECK(t_scale == Approx(t_step).epsilon(1e-3));
+      }
+    }
+  }
+  SECTION("contended PCIe rings, within 5%") {
+    const Cluster cluster = pcie_cluster(1, 2);
+    const std::vector<CollectiveRequest> requests{
+        {CollectiveKind::all_reduce, bytes, {0, 1, 4, 5}},
+        {CollectiveKind::all_gather, bytes / 2, {2, 3, 6, 7}}};
+    const auto with_steps = simulate_collectives(cluster, requests, step);
+    const auto with_scale = simulate_collectives(cluster, requests, scale);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      INFO("ring " << i << ": step " << with_steps[i].time_s << " s, scale "
+                   << with_scale[i].time_s << " s");
+      CHECK(with_scale[i].time_s == Approx(with_steps[i].time_s).epsilon(0.05));
+    }
+  }
+}
