@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "cli/command.hpp"
@@ -176,21 +177,42 @@ fs::path plot_script() {
   return fs::path(OSDP_PLOTS_DIR) / "throughput_vs_memory.py";
 }
 
+// The first Python with matplotlib: $OSDP_PYTHON, python3 on the PATH, then Debian's own
+// /usr/bin/python3 (a pyenv or venv python3 on the PATH often lacks python3-matplotlib).
+std::optional<std::string> python_with_matplotlib() {
+  std::vector<std::string> candidates;
+  if (const char* python = std::getenv("OSDP_PYTHON")) candidates.emplace_back(python);
+  candidates.emplace_back("python3");
+  candidates.emplace_back("/usr/bin/python3");
+  for (const std::string& python : candidates) {
+    const std::string probe = shell_quote(python) + " -c 'import matplotlib' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) return python;
+  }
+  return std::nullopt;
+}
+
 // Runs the plot script; returns a note for the user (empty on success).
 std::string make_plot(const fs::path& csv, const fs::path& out_dir, const std::string& title) {
   const fs::path script = plot_script();
   if (!fs::exists(script)) return "no plot: " + script.string() + " not found";
-  if (std::system("command -v python3 >/dev/null 2>&1") != 0) return "no plot: python3 not found";
-  const std::string command =
-      fmt::format("python3 {} {} --out {} --title {} 1>&2", shell_quote(script.string()),
-                  shell_quote(csv.string()), shell_quote(out_dir.string()), shell_quote(title));
+  const auto python = python_with_matplotlib();
+  if (!python) {
+    return "no plot: no python3 with matplotlib found (Debian: apt-get install "
+           "python3-matplotlib, or set OSDP_PYTHON)";
+  }
+  const std::string command = fmt::format("{} {} {} --out {} --title {} 1>&2", shell_quote(*python),
+                                          shell_quote(script.string()), shell_quote(csv.string()),
+                                          shell_quote(out_dir.string()), shell_quote(title));
   const int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status)) return "no plot: could not run python3";
+  if (status == -1 || !WIFEXITED(status)) return "no plot: could not run " + *python;
   const int code = WEXITSTATUS(status);
-  if (code == 3)
-    return "no plot: python3 has no matplotlib (Debian: apt-get install python3-matplotlib)";
   if (code != 0) return fmt::format("no plot: {} failed (exit code {})", script.string(), code);
   return "";
+}
+
+std::string plot_title(const Scenario& scenario) {
+  return fmt::format("{}: {} on {}, {} cost model", scenario.name, scenario.workload->name(),
+                     scenario.cluster.name, cost_model_name(scenario.cost.kind));
 }
 
 std::vector<Comparison> run_points(const CostModel& model, const SearchSpec& spec,
@@ -228,7 +250,8 @@ int run_sweep(const SweepOptions& options) {
       options.out_dir.empty() ? fs::path("out") / scenario->name : fs::path(options.out_dir);
   const fs::path csv = out_dir / "sweep.csv";
   write_csv(csv, sweep_csv(points));
-  const std::string plot_note = options.no_plot ? "" : make_plot(csv, out_dir, scenario->name);
+  const std::string plot_note =
+      options.no_plot ? "" : make_plot(csv, out_dir, plot_title(*scenario));
 
   if (options.json) {
     fmt::print("{}\n", sweep_json(*scenario, points, csv.string()).dump(2));

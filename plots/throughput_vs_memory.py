@@ -49,7 +49,7 @@ def save_atomically(figure, path):
 
 
 def plot(limits, series, title, out_dir, pyplot):
-    figure, axes = pyplot.subplots(figsize=(7.5, 4.5))
+    figure, axes = pyplot.subplots(figsize=(9, 4.8))
     for name, values in series.items():
         points = [(x, y) for x, y in zip(limits, values) if y is not None]
         if not points:
@@ -61,10 +61,11 @@ def plot(limits, series, title, out_dir, pyplot):
                   label=STRATEGY_LABELS.get(name, name), zorder=3 if is_osdp else 2)
     axes.set_xlabel("memory limit per GPU (GiB)")
     axes.set_ylabel("throughput (samples/s, all GPUs)")
-    axes.set_title(title)
+    axes.set_title(title, fontsize="medium")
     axes.set_ylim(bottom=0)
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small", title="missing point = out of memory", title_fontsize="small")
+    axes.legend(fontsize="small", title="no point: out of memory", title_fontsize="small",
+                loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     for extension in ("png", "svg"):
         save_atomically(figure, os.path.join(out_dir, f"throughput_vs_memory.{extension}"))
