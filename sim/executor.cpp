@@ -1,0 +1,262 @@
+#include "sim/executor.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "sim/ring_collective.hpp"
+
+namespace osdp::sim {
+
+std::vector<Group> program_groups(const Cluster& cluster, const Program& program) {
+  std::vector<Group> groups{{GroupKind::world, world_members(cluster)}};
+  if (program.uses_hsdp) {
+    const int g = cluster.gpus_per_node;
+    const int nodes = cluster.ranks / g;
+    for (int n = 0; n < nodes; ++n) {
+      Group group{GroupKind::intra_node, {}};
+      for (int l = 0; l < g; ++l) group.members.push_back(n * g + l);
+      groups.push_back(std::move(group));
+    }
+    for (int l = 0; l < g; ++l) {
+      Group group{GroupKind::inter_node, {}};
+      for (int n = 0; n < nodes; ++n) group.members.push_back(n * g + l);
+      groups.push_back(std::move(group));
+    }
+  }
+  return groups;
+}
+
+Executor::Executor(const Program& program, const Cluster& cluster, const NetworkPlan& network,
+                   const SimOptions& options, Kernel& kernel, bool record_timeline)
+    : program_(program), cluster_(cluster), network_(network), options_(options), kernel_(kernel) {
+  ranks_ = cluster.ranks;
+  gpus_per_node_ = cluster.gpus_per_node;
+  nodes_ = ranks_ / gpus_per_node_;
+  slowdown_ = options.overlap_slowdown.value_or(cluster.gpu.overlap_slowdown);
+  for (const Group& group : program_groups(cluster, program)) group_members_.push_back(group.members);
+
+  const auto& items = program.items;
+  successors_.assign(items.size(), {});
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    for (const Dep& dep : items[i].deps) {
+      successors_[dep.item].push_back({static_cast<int>(i), dep.on});
+    }
+  }
+  int tasks = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    item_base_.push_back(tasks);
+    int count = ranks_;
+    if (items[i].collective) {
+      count = items[i].group == GroupKind::world        ? 1
+              : items[i].group == GroupKind::intra_node ? nodes_
+                                                        : gpus_per_node_;
+    }
+    for (int who = 0; who < count; ++who) {
+      task_item_.push_back(static_cast<int>(i));
+      task_who_.push_back(who);
+    }
+    tasks += count;
+  }
+  pending_.assign(tasks, 0);
+  ready_by_.assign(tasks, -1);
+  times_.assign(tasks, {});
+  for (int t = 0; t < tasks; ++t) {
+    for (DepOn on : {DepOn::start, DepOn::end}) {
+      for_each_successor(t, on, [this](int successor) { ++pending_[successor]; });
+    }
+  }
+  rank_.assign(ranks_, {});
+  memory_.assign(ranks_, MemoryTimeline(record_timeline));
+  exposed_.assign(ranks_, {});
+  compute_busy_.assign(ranks_, 0.0);
+  finish_.assign(ranks_, 0.0);
+}
+
+int Executor::instance(GroupKind kind, int rank) const {
+  switch (kind) {
+    case GroupKind::world:
+      return 0;
+    case GroupKind::intra_node:
+      return rank / gpus_per_node_;
+    case GroupKind::inter_node:
+      return rank % gpus_per_node_;
+  }
+  return 0;
+}
+
+int Executor::ring_of(int item, int who) const {
+  switch (program_.items[item].group) {
+    case GroupKind::world:
+      return 0;
+    case GroupKind::intra_node:
+      return 1 + who;
+    case GroupKind::inter_node:
+      return 1 + nodes_ + who;
+  }
+  return 0;
+}
+
+const std::vector<int>& Executor::members(int item, int who) const {
+  return group_members_.at(ring_of(item, who));
+}
+
+int Executor::task_of(int item, int rank) const {
+  const ProgramItem& it = program_.items[item];
+  return item_base_[item] + (it.collective ? instance(it.group, rank) : rank);
+}
+
+template <class F>
+void Executor::for_each_successor(int task, DepOn on, F&& f) const {
+  const int item = task_item_[task];
+  const int who = task_who_[task];
+  for (const Dep& next : successors_[item]) {
+    if (next.on != on) continue;
+    if (!program_.items[item].collective) {
+      f(task_of(next.item, who));
+      continue;
+    }
+    // A collective releases the matching task of each member; members are sorted by rank, so
+    // a task shared by several members appears in a run.
+    int previous = -1;
+    for (int rank : members(item, who)) {
+      const int successor = task_of(next.item, rank);
+      if (successor != previous) f(successor);
+      previous = successor;
+    }
+  }
+}
+
+void Executor::start() {
+  for (int r = 0; r < ranks_; ++r) {
+    for (const MemoryAction& action : program_.initial) {
+      memory_[r].change(0.0, action.bytes, action.category, action.op, -1);
+    }
+  }
+  // Collected first: starting one task may start others, which must not start twice.
+  std::vector<int> ready;
+  for (int t = 0; t < static_cast<int>(pending_.size()); ++t) {
+    if (pending_[t] == 0) ready.push_back(t);
+  }
+  for (int t : ready) begin(t);
+}
+
+void Executor::release(int task, int by) {
+  ready_by_[task] = by;
+  if (--pending_[task] == 0) begin(task);
+}
+
+void Executor::begin(int task) {
+  if (program_.items[task_item_[task]].collective) {
+    begin_collective(task);
+  } else {
+    begin_compute(task);
+  }
+}
+
+void Executor::apply(const std::vector<MemoryAction>& actions, int rank, int item) {
+  for (const MemoryAction& action : actions) {
+    memory_[rank].change(kernel_.now(), action.bytes, action.category, action.op, item);
+  }
+}
+
+void Executor::begin_compute(int task) {
+  const int item = task_item_[task];
+  const int rank = task_who_[task];
+  const double now = kernel_.now();
+  RankState& state = rank_[rank];
+  if (state.running >= 0) throw std::logic_error("sim: two computes at once on one stream");
+  ++compute_tasks_;
+  // Idle time before this compute, waiting for a collective, is that collective's exposure.
+  const double idle = now - state.previous_end_s;
+  const int by = ready_by_[task];
+  if (idle > 0 && by >= 0 && program_.items[task_item_[by]].collective) {
+    exposed_[rank][static_cast<int>(program_.items[task_item_[by]].category)] += idle;
+  }
+  times_[task].start_s = now;
+  apply(program_.items[item].at_start, rank, item);
+  state.running = task;
+  state.remaining_s = program_.items[item].work_s;
+  state.since_s = now;
+  state.rate = state.active_collectives > 0 ? 1.0 / slowdown_ : 1.0;
+  schedule_compute_end(rank);
+  for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
+}
+
+void Executor::schedule_compute_end(int rank) {
+  RankState& state = rank_[rank];
+  const std::uint64_t generation = ++state.generation;
+  kernel_.after(state.remaining_s / state.rate, [this, rank, generation]() {
+    if (rank_[rank].generation == generation) finish_compute(rank_[rank].running);
+  });
+}
+
+void Executor::set_active(int rank, int delta) {
+  RankState& state = rank_[rank];
+  const bool was_active = state.active_collectives > 0;
+  state.active_collectives += delta;
+  const bool active = state.active_collectives > 0;
+  if (was_active == active || state.running < 0 || slowdown_ == 1.0) return;
+  const double now = kernel_.now();
+  state.remaining_s = std::max(0.0, state.remaining_s - (now - state.since_s) * state.rate);
+  state.since_s = now;
+  state.rate = active ? 1.0 / slowdown_ : 1.0;
+  schedule_compute_end(rank);
+}
+
+void Executor::finish_compute(int task) {
+  const int item = task_item_[task];
+  const int rank = task_who_[task];
+  const double now = kernel_.now();
+  RankState& state = rank_[rank];
+  state.running = -1;
+  state.previous_end_s = now;
+  times_[task].end_s = now;
+  if (program_.items[item].phase != Phase::optimizer) {
+    compute_busy_[rank] += now - times_[task].start_s;
+  } else {
+    finish_[rank] = now;
+  }
+  apply(program_.items[item].at_end, rank, item);
+  for_each_successor(task, DepOn::end, [this, task](int next) { release(next, task); });
+}
+
+void Executor::begin_collective(int task) {
+  const int item = task_item_[task];
+  const int who = task_who_[task];
+  const ProgramItem& it = program_.items[item];
+  ++collectives_;
+  times_[task].start_s = kernel_.now();
+  for (int rank : members(item, who)) {
+    apply(it.at_start, rank, item);
+    set_active(rank, +1);
+  }
+  start_ring_collective(kernel_, network_.rings.at(ring_of(item, who)), it.kind, it.bytes,
+                        options_.granularity, [this, task]() { finish_collective(task); });
+  for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
+}
+
+void Executor::finish_collective(int task) {
+  const int item = task_item_[task];
+  const int who = task_who_[task];
+  times_[task].end_s = kernel_.now();
+  for (int rank : members(item, who)) {
+    apply(program_.items[item].at_end, rank, item);
+    set_active(rank, -1);
+  }
+  for_each_successor(task, DepOn::end, [this, task](int next) { release(next, task); });
+}
+
+double Executor::optimizer_step_s(int rank) const {
+  const int last = static_cast<int>(program_.items.size()) - 1;
+  const TaskTimes& t = times_[task_of(last, rank)];
+  return t.end_s - t.start_s;
+}
+
+bool Executor::complete() const {
+  for (const TaskTimes& t : times_) {
+    if (t.end_s < 0) return false;
+  }
+  return true;
+}
+
+}  // namespace osdp::sim

@@ -1,0 +1,103 @@
+// Runs a Program on the simulated cluster: compute items per rank on the compute stream (timed
+// by maestro timers, slowed by the overlap factor while a collective of the rank is in flight),
+// collectives per group instance as ring collectives on the network. Tasks are created lazily:
+// a task starts when its last predecessor completes, so the work per event stays constant.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/kernel.hpp"
+#include "sim/memory_timeline.hpp"
+#include "sim/program.hpp"
+
+namespace osdp::sim {
+
+// Process groups of a cluster in the order the executor lays them out: the world, then (for
+// HSDP) one intra-node group per node and one inter-node group per local rank.
+std::vector<Group> program_groups(const Cluster& cluster, const Program& program);
+
+struct TaskTimes {
+  double start_s = -1;
+  double end_s = -1;
+};
+
+class Executor {
+ public:
+  Executor(const Program& program, const Cluster& cluster, const NetworkPlan& network,
+           const SimOptions& options, Kernel& kernel, bool record_timeline);
+
+  // Starts the tasks without predecessors; then run the kernel.
+  void start();
+
+  int ranks() const { return ranks_; }
+  const Program& program() const { return program_; }
+  // Task layout: item -> first task; compute items have one task per rank, collectives one per
+  // instance of their group kind.
+  int task_of(int item, int rank) const;
+  int item_of_task(int task) const { return task_item_[task]; }
+  int who_of_task(int task) const { return task_who_[task]; }
+  const std::vector<TaskTimes>& times() const { return times_; }
+  const std::vector<int>& members(int item, int who) const;
+  int ring_of(int item, int who) const;
+
+  const std::vector<MemoryTimeline>& memory() const { return memory_; }
+  const std::vector<std::array<double, comm_categories>>& exposed_comm_s() const { return exposed_; }
+  const std::vector<double>& compute_s() const { return compute_busy_; }
+  const std::vector<double>& finish_s() const { return finish_; }
+  double optimizer_step_s(int rank) const;
+  std::int64_t compute_tasks() const { return compute_tasks_; }
+  std::int64_t collectives() const { return collectives_; }
+  bool complete() const;
+
+ private:
+  struct RankState {
+    int running = -1;  // compute task
+    double remaining_s = 0;
+    double rate = 1;
+    double since_s = 0;
+    std::uint64_t generation = 0;
+    int active_collectives = 0;
+    double previous_end_s = 0;
+  };
+
+  int instance(GroupKind kind, int rank) const;
+  template <class F>
+  void for_each_successor(int task, DepOn on, F&& f) const;
+  void release(int task, int by);
+  void begin(int task);
+  void begin_compute(int task);
+  void begin_collective(int task);
+  void finish_compute(int task);
+  void finish_collective(int task);
+  void schedule_compute_end(int rank);
+  void set_active(int rank, int delta);
+  void apply(const std::vector<MemoryAction>& actions, int rank, int item);
+
+  const Program& program_;
+  const Cluster& cluster_;
+  const NetworkPlan& network_;
+  const SimOptions& options_;
+  Kernel& kernel_;
+  int ranks_ = 0;
+  int nodes_ = 1;
+  int gpus_per_node_ = 1;
+  double slowdown_ = 1;
+  std::vector<int> item_base_;
+  std::vector<std::vector<Dep>> successors_;  // item -> (item, on) of its dependents
+  std::vector<int> task_item_;
+  std::vector<int> task_who_;
+  std::vector<int> pending_;
+  std::vector<int> ready_by_;
+  std::vector<TaskTimes> times_;
+  std::vector<std::vector<int>> group_members_;  // ring index -> members
+  std::vector<RankState> rank_;
+  std::vector<MemoryTimeline> memory_;
+  std::vector<std::array<double, comm_categories>> exposed_;
+  std::vector<double> compute_busy_;
+  std::vector<double> finish_;
+  std::int64_t compute_tasks_ = 0;
+  std::int64_t collectives_ = 0;
+};
+
+}  // namespace osdp::sim

@@ -1,0 +1,401 @@
+#include "sim/program.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#include "model/input_error.hpp"
+
+namespace osdp::sim {
+
+std::string_view phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::forward:
+      return "forward";
+    case Phase::recompute:
+      return "recompute";
+    case Phase::backward:
+      return "backward";
+    case Phase::optimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+namespace {
+
+bool gathers_each_use(Mode mode) { return mode == Mode::zdp || mode == Mode::hsdp; }
+
+// One compute of the backward pass and the gather it needs, before emission.
+struct BackwardStep {
+  int op = 0;
+  int slice = 0;
+  Phase phase = Phase::backward;
+  bool new_gather = false;    // needs a gather of its own
+  CommCategory gather_category = CommCategory::ag_backward;
+  bool frees_gather = false;  // frees the gather it uses when it ends
+  bool post_collectives = false;  // reduce-scatter (and all-reduce) follow it
+};
+
+class Builder {
+ public:
+  Builder(const CostModel& model, const Plan& plan, const SimOptions& options)
+      : model_(model), plan_(plan), options_(options), cluster_(model.cluster()) {
+    program_.lanes = options.separate_reduce_scatter_lane ? 2 : 1;
+    launch_s_ = options.kernel_launch_s.value_or(cluster_.gpu.kernel_launch_s);
+  }
+
+  Program build() {
+    const Workload& workload = model_.workload();
+    if (static_cast<int>(plan_.choices.size()) != workload.size()) {
+      throw InputError("", "$.operators", std::to_string(plan_.choices.size()) + " choices",
+                       fmt::format("one choice per operator ({})", workload.size()));
+    }
+    for (int i = 0; i < workload.size(); ++i) {
+      (void)model_.option_cost(i, plan_.choices[i]);  // validates the choice
+      if (plan_.choices[i].mode == Mode::hsdp) program_.uses_hsdp = true;
+      add_initial_memory(i);
+    }
+    forward();
+    backward();
+    optimizer();
+    return std::move(program_);
+  }
+
+ private:
+  const OperatorChoice& choice(int op) const { return plan_.choices[op]; }
+  bool sharded(int op, int slice) const { return slice < choice(op).sharded_slices; }
+  bool checkpointed(int op) const { return choice(op).checkpoint != Checkpoint::none; }
+  double slice_bytes(int op) const {
+    return model_.workload().op(op).parameter_bytes / choice(op).slices;
+  }
+  GroupKind shard_group(int op) const {
+    return choice(op).mode == Mode::hsdp ? GroupKind::intra_node : GroupKind::world;
+  }
+  double saved_activation_bytes(int op) const {
+    const Operator& o = model_.workload().op(op);
+    return plan_.batch_size *
+           (checkpointed(op) ? *o.input_activation_bytes_per_sample : o.activation_bytes_per_sample);
+  }
+  double recomputed_activation_bytes(int op) const {
+    const Operator& o = model_.workload().op(op);
+    return plan_.batch_size * (o.activation_bytes_per_sample - *o.input_activation_bytes_per_sample);
+  }
+  // The partial-sum add of slices after the first: read two operands, write one.
+  double slice_add_s(int op, int slice) const {
+    if (slice == 0 || !cluster_.gpu.memory_bandwidth_Bps) return 0.0;
+    return plan_.batch_size * 3.0 * model_.workload().op(op).output_bytes_per_sample /
+           *cluster_.gpu.memory_bandwidth_Bps;
+  }
+
+  void add_initial_memory(int op) {
+    const Operator& o = model_.workload().op(op);
+    const OperatorChoice& c = choice(op);
+    const double sharded_fraction = static_cast<double>(c.sharded_slices) / c.slices;
+    const double states = o.model_state_bytes();
+    double sharded_states = 0;
+    switch (c.mode) {
+      case Mode::dp:
+        break;
+      case Mode::zdp:
+      case Mode::hsdp:
+        sharded_states = states / shard_degree(c.mode, cluster_);
+        break;
+      case Mode::z2:
+        // The parameter shard only: the whole parameters are gathered in forward and held as
+        // gathered buffers until backward.
+        sharded_states = states / shard_degree(Mode::z2, cluster_);
+        break;
+    }
+    const double bytes = (1.0 - sharded_fraction) * states + sharded_fraction * sharded_states;
+    if (bytes > 0) program_.initial.push_back({bytes, MemoryCategory::model_states, op});
+    if (o.extra_bytes > 0) program_.initial.push_back({o.extra_bytes, MemoryCategory::extra, op});
+  }
+
+  int add_item(ProgramItem item) {
+    program_.items.push_back(std::move(item));
+    return static_cast<int>(program_.items.size()) - 1;
+  }
+
+  int add_compute(Phase phase, int op, int slice, double work_s, int launches) {
+    ProgramItem item;
+    item.phase = phase;
+    item.op = op;
+    item.slice = slice;
+    item.work_s = work_s + launches * launch_s_;
+    if (last_compute_ >= 0) item.deps.push_back({last_compute_, DepOn::end});
+    const double workspace =
+        op >= 0 ? plan_.batch_size * model_.workload().op(op).workspace_bytes_per_sample : 0.0;
+    if (workspace > 0) {
+      item.at_start.push_back({workspace, MemoryCategory::workspace, op});
+      item.at_end.push_back({-workspace, MemoryCategory::workspace, op});
+    }
+    last_compute_ = add_item(std::move(item));
+    stream_.push_back(last_compute_);
+    ++program_.compute_items;
+    return last_compute_;
+  }
+
+  int add_collective(CollectiveKind kind, GroupKind group, bool reduction, double bytes,
+                     CommCategory category, int op, int slice, std::vector<Dep> deps) {
+    ProgramItem item;
+    item.collective = true;
+    item.kind = kind;
+    item.group = group;
+    item.lane = reduction && options_.separate_reduce_scatter_lane ? 1 : 0;
+    item.bytes = bytes;
+    item.category = category;
+    item.op = op;
+    item.slice = slice;
+    item.deps = std::move(deps);
+    const int lane_key = static_cast<int>(group) * 2 + item.lane;
+    if (lane_tail_[lane_key] >= 0) item.deps.push_back({lane_tail_[lane_key], DepOn::end});
+    const int index = add_item(std::move(item));
+    lane_tail_[lane_key] = index;
+    ++program_.collective_items;
+    if (reduction) reductions_.push_back(index);
+    return index;
+  }
+
+  // A gather of one slice's parameters. `window` is the dependency that opens the prefetch
+  // window; gathers freed after use also wait for the free of gather m - units_in_flight.
+  int add_gather(int op, int slice, CommCategory category, std::optional<Dep> window,
+                 bool rate_limited) {
+    std::vector<Dep> deps;
+    if (window) deps.push_back(*window);
+    if (rate_limited) {
+      const int m = static_cast<int>(gather_free_item_.size());
+      const int earlier = m - options_.units_in_flight;
+      if (earlier >= 0) {
+        if (gather_free_item_[earlier] < 0) {
+          throw std::logic_error("sim: a gather waits for the free of a buffer still in use");
+        }
+        deps.push_back({gather_free_item_[earlier], DepOn::end});
+      }
+    }
+    const int index = add_collective(CollectiveKind::all_gather, shard_group(op), false,
+                                     slice_bytes(op), category, op, slice, std::move(deps));
+    program_.items[index].at_start.push_back(
+        {slice_bytes(op), MemoryCategory::gathered_parameters, op});
+    if (rate_limited) {
+      gather_free_item_.push_back(-1);
+      pending_free_[index] = static_cast<int>(gather_free_item_.size()) - 1;
+    }
+    return index;
+  }
+
+  // Marks compute `item` as the last user of `gather`: the buffer is freed when it ends.
+  void free_after(int gather, int item) {
+    program_.items[item].at_end.push_back(
+        {-program_.items[gather].bytes, MemoryCategory::gathered_parameters,
+         program_.items[gather].op});
+    const auto it = pending_free_.find(gather);
+    if (it != pending_free_.end()) {
+      gather_free_item_[it->second] = item;
+      pending_free_.erase(it);
+    }
+  }
+
+  std::optional<Dep> forward_window() const {
+    const int d = options_.forward_prefetch;
+    const int n = static_cast<int>(stream_.size());
+    if (d == 0) {
+      if (n == 0) return std::nullopt;
+      return Dep{stream_.back(), DepOn::end};
+    }
+    if (n - d < 0) return std::nullopt;
+    return Dep{stream_[n - d], DepOn::start};
+  }
+
+  void forward() {
+    const Workload& workload = model_.workload();
+    const double fwd_scale = plan_.batch_size;
+    for (int op : workload.execution_order()) {
+      const OperatorChoice& c = choice(op);
+      for (int s = 0; s < c.slices; ++s) {
+        int gather = -1;
+        if (sharded(op, s)) {
+          gather = add_gather(op, s, CommCategory::ag_forward, forward_window(),
+                              gathers_each_use(c.mode));
+        }
+        const double work =
+            fwd_scale * model_.forward_compute_s_per_sample(op) / c.slices + slice_add_s(op, s);
+        const int f = add_compute(Phase::forward, op, s, work, 1);
+        if (gather >= 0) program_.items[f].deps.push_back({gather, DepOn::end});
+        if (s == 0) {
+          program_.items[f].at_start.push_back(
+              {saved_activation_bytes(op), MemoryCategory::activations, op});
+        }
+        if (gather >= 0) {
+          if (gathers_each_use(c.mode)) {
+            free_after(gather, f);
+          } else {
+            held_gathers_[{op, s}] = gather;  // Z2: kept until the slice's backward
+          }
+        }
+      }
+    }
+  }
+
+  std::vector<BackwardStep> backward_steps() const {
+    std::vector<BackwardStep> steps;
+    const auto& order = model_.workload().execution_order();
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const int op = *it;
+      const OperatorChoice& c = choice(op);
+      const bool ckpt = checkpointed(op);
+      for (int s = c.slices - 1; s >= 0; --s) {
+        const bool gathers = sharded(op, s) && gathers_each_use(c.mode);
+        if (ckpt) {
+          BackwardStep recompute{op, s, Phase::recompute};
+          if (gathers) {
+            recompute.new_gather = true;
+            const bool fused = c.checkpoint == Checkpoint::fused;
+            recompute.gather_category = fused ? CommCategory::ag_backward : CommCategory::ag_recompute;
+            recompute.frees_gather = !fused;
+          }
+          steps.push_back(recompute);
+        }
+        BackwardStep back{op, s, Phase::backward};
+        back.post_collectives = true;
+        if (gathers) {
+          back.new_gather = !(ckpt && c.checkpoint == Checkpoint::fused);
+          back.frees_gather = true;
+        }
+        steps.push_back(back);
+      }
+    }
+    return steps;
+  }
+
+  void backward() {
+    const std::vector<BackwardStep> steps = backward_steps();
+    const BackwardPrefetch policy = options_.backward_prefetch;
+    std::vector<int> gather_of(steps.size(), -1);
+    int in_use = -1;  // gather shared by a fused recompute and its backward
+    auto window_after = [&](int compute, DepOn on) -> std::optional<Dep> {
+      if (compute < 0) return std::nullopt;
+      return Dep{compute, on};
+    };
+    auto next_gathering = [&](std::size_t from) -> int {
+      for (std::size_t j = from; j < steps.size(); ++j) {
+        if (steps[j].new_gather) return static_cast<int>(j);
+      }
+      return -1;
+    };
+    auto emit_gather = [&](std::size_t j, std::optional<Dep> window) {
+      const BackwardStep& step = steps[j];
+      gather_of[j] = add_gather(step.op, step.slice, step.gather_category, window, true);
+    };
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const BackwardStep& step = steps[i];
+      const OperatorChoice& c = choice(step.op);
+      if (step.new_gather && gather_of[i] < 0) {
+        emit_gather(i, window_after(last_compute_, DepOn::end));
+      }
+      const int gather = step.new_gather ? gather_of[i] : in_use;
+      const double per_sample = step.phase == Phase::recompute
+                                    ? model_.forward_compute_s_per_sample(step.op)
+                                    : model_.compute_s_per_sample(step.op) -
+                                          model_.forward_compute_s_per_sample(step.op);
+      const double work =
+          plan_.batch_size * per_sample / c.slices + slice_add_s(step.op, step.slice);
+      const int compute = add_compute(step.phase, step.op, step.slice, work,
+                                      step.phase == Phase::backward ? 2 : 1);
+      ProgramItem& item = program_.items[compute];
+      const bool gathers = sharded(step.op, step.slice) && gathers_each_use(c.mode);
+      if (gathers) item.deps.push_back({gather, DepOn::end});
+      // Z2: the slice's parameters were gathered in forward and are held until its backward.
+      const auto held = held_gathers_.find({step.op, step.slice});
+      if (held != held_gathers_.end() && step.phase == Phase::backward) {
+        item.at_end.push_back({-slice_bytes(step.op), MemoryCategory::gathered_parameters, step.op});
+      }
+      if (step.phase == Phase::recompute && step.slice == c.slices - 1) {
+        item.at_start.push_back(
+            {recomputed_activation_bytes(step.op), MemoryCategory::recomputed_activations, step.op});
+      }
+      const bool sharded_slice = sharded(step.op, step.slice);
+      const double gradient_bytes =
+          model_.workload().op(step.op).gradient_bytes / c.slices;
+      if (step.phase == Phase::backward && sharded_slice) {
+        item.at_start.push_back({gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
+      }
+      if (step.phase == Phase::backward && step.slice == 0) {
+        item.at_end.push_back({-saved_activation_bytes(step.op), MemoryCategory::activations, step.op});
+        if (checkpointed(step.op)) {
+          item.at_end.push_back({-recomputed_activation_bytes(step.op),
+                                 MemoryCategory::recomputed_activations, step.op});
+        }
+      }
+      if (gathers) {
+        if (step.frees_gather) {
+          free_after(gather, compute);
+          in_use = -1;
+        } else {
+          in_use = gather;
+        }
+      }
+      // Prefetch of the next gather, before this step's reduce-scatter in the lane.
+      const int next = next_gathering(i + 1);
+      // (Not while a fused recompute holds its gather for the backward that follows.)
+      if (next >= 0 && gather_of[next] < 0 && policy != BackwardPrefetch::none && in_use < 0) {
+        emit_gather(static_cast<std::size_t>(next),
+                    window_after(compute, policy == BackwardPrefetch::pre ? DepOn::start : DepOn::end));
+      }
+      if (step.phase == Phase::backward) post_collectives(step, compute, gradient_bytes);
+    }
+  }
+
+  void post_collectives(const BackwardStep& step, int compute, double gradient_bytes) {
+    const OperatorChoice& c = choice(step.op);
+    if (sharded(step.op, step.slice)) {
+      const int rs = add_collective(CollectiveKind::reduce_scatter, shard_group(step.op), true,
+                                    slice_bytes(step.op), CommCategory::reduce_scatter, step.op,
+                                    step.slice, {{compute, DepOn::end}});
+      program_.items[rs].at_end.push_back(
+          {-gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
+      if (c.mode == Mode::hsdp) {
+        add_collective(CollectiveKind::all_reduce, GroupKind::inter_node, true,
+                       slice_bytes(step.op) / cluster_.gpus_per_node, CommCategory::all_reduce,
+                       step.op, step.slice, {{rs, DepOn::end}});
+      }
+    }
+    const int dp_slices = c.slices - c.sharded_slices;
+    if (step.slice == 0 && dp_slices > 0) {
+      const double bytes = model_.workload().op(step.op).parameter_bytes * dp_slices / c.slices;
+      add_collective(CollectiveKind::all_reduce, GroupKind::world, true, bytes,
+                     CommCategory::all_reduce, step.op, -1, {{compute, DepOn::end}});
+    }
+  }
+
+  void optimizer() {
+    double work = 0;
+    for (int i = 0; i < model_.workload().size(); ++i) work += model_.optimizer_step_s(i, choice(i));
+    const int step = add_compute(Phase::optimizer, -1, 0, work, 0);
+    for (int reduction : reductions_) program_.items[step].deps.push_back({reduction, DepOn::end});
+  }
+
+  const CostModel& model_;
+  const Plan& plan_;
+  const SimOptions& options_;
+  const Cluster& cluster_;
+  double launch_s_ = 0;
+  Program program_;
+  int last_compute_ = -1;
+  std::vector<int> stream_;
+  int lane_tail_[6] = {-1, -1, -1, -1, -1, -1};
+  std::vector<int> reductions_;
+  std::vector<int> gather_free_item_;       // rate-limited gathers in issue order -> free item
+  std::map<int, int> pending_free_;         // gather item -> its index in gather_free_item_
+  std::map<std::pair<int, int>, int> held_gathers_;  // Z2 (op, slice) -> forward gather
+};
+
+}  // namespace
+
+Program build_program(const CostModel& model, const Plan& plan, const SimOptions& options) {
+  return Builder(model, plan, options).build();
+}
+
+}  // namespace osdp::sim

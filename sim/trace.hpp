@@ -1,0 +1,16 @@
+// Chrome trace JSON (the Trace Event Format; Perfetto and chrome://tracing open it) of a
+// simulated iteration: one process per rank, a "compute" track and one track per communication
+// lane, and a "memory" counter track. Times ("ts", "dur") are in microseconds, as the format
+// requires; memory counters are in bytes.
+#pragma once
+
+#include <string>
+
+#include "model/workload.hpp"
+#include "sim/executor.hpp"
+
+namespace osdp::sim {
+
+std::string chrome_trace(const Executor& executor, const Workload& workload);
+
+}  // namespace osdp::sim

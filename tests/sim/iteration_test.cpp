@@ -1,0 +1,201 @@
+#include <catch2/catch.hpp>
+
+#include "model/json_reader.hpp"
+#include "scenarios.hpp"
+#include "sim/simulate.hpp"
+
+using namespace osdp;
+using namespace osdp::sim;
+using namespace osdp::sim::test;
+
+namespace {
+
+double sum(const std::array<double, comm_categories>& values) {
+  double total = 0;
+  for (double v : values) total += v;
+  return total;
+}
+
+double exposed(const SimulationResult& result, CommCategory category) {
+  return result.exposed_comm_s[static_cast<int>(category)];
+}
+
+}  // namespace
+
+TEST_CASE("zero communication gives the sum of compute", "[sim][iteration]") {
+  ChainSpec spec;
+  const Scenario scenario = chain_scenario(spec, logical_cluster(4, 0.0, 0.0));
+  const int batch = 3;
+  for (Mode mode : {Mode::dp, Mode::zdp, Mode::z2}) {
+    const SimulationResult result = simulate_plan(
+        scenario, uniform_plan(scenario, batch, OperatorChoice::whole(mode)), SimOptions{});
+    const double expected = spec.operators * batch * spec.compute_s_per_sample;
+    CHECK(result.iteration_time_s == Approx(expected).epsilon(1e-9));
+    CHECK(result.compute_s == Approx(expected).epsilon(1e-9));
+    CHECK(sum(result.exposed_comm_s) == Approx(0.0).margin(1e-12));
+    CHECK(result.throughput_samples_per_s == Approx(4 * batch / expected).epsilon(1e-9));
+  }
+  SECTION("checkpointing adds one forward per operator") {
+    const SimulationResult result = simulate_plan(
+        scenario, uniform_plan(scenario, batch, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused)),
+        SimOptions{});
+    CHECK(result.iteration_time_s ==
+          Approx(spec.operators * batch * spec.compute_s_per_sample * 4 / 3).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("zero compute gives the sum of serialised communication", "[sim][iteration]") {
+  ChainSpec spec;
+  spec.compute_s_per_sample = 0;
+  const double alpha = 20e-6;
+  const double beta = 1.0 / 10e9;
+  const int ranks = 8;
+  for (const Cluster& cluster : {logical_cluster(ranks, alpha, beta), nvswitch_cluster(1, 1)}) {
+    const Scenario scenario = chain_scenario(spec, cluster);
+    const AlphaBeta ab = cluster.world.all_gather.alpha_beta;
+    const double ag = ring_time_s(CollectiveKind::all_gather, spec.parameter_bytes, ranks, ab);
+    const double rs = ring_time_s(CollectiveKind::reduce_scatter, spec.parameter_bytes, ranks, ab);
+    const double ar = ring_time_s(CollectiveKind::all_reduce, spec.parameter_bytes, ranks, ab);
+    const int n = spec.operators;
+    struct Case {
+      OperatorChoice choice;
+      double expected_s;
+    };
+    for (const Case& c : {Case{OperatorChoice::whole(Mode::dp), n * ar},
+                          Case{OperatorChoice::whole(Mode::zdp), n * (2 * ag + rs)},
+                          Case{OperatorChoice::whole(Mode::z2), n * (ag + rs)},
+                          Case{OperatorChoice::whole(Mode::zdp, Checkpoint::unfused), n * (3 * ag + rs)},
+                          Case{OperatorChoice::whole(Mode::zdp, Checkpoint::fused), n * (2 * ag + rs)},
+                          Case{OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none},
+                               n * (2 * 2 * ag / 4 + 2 * rs / 4) + n * ar / 2}}) {
+      INFO(describe(c.choice));
+      // Slices move a quarter (or half) of the bytes but pay every step's latency.
+      double expected = c.expected_s;
+      if (c.choice.slices == 4) {
+        const double q = spec.parameter_bytes / 4;
+        expected = n * (2 * 2 * ring_time_s(CollectiveKind::all_gather, q, ranks, ab) +
+                        2 * ring_time_s(CollectiveKind::reduce_scatter, q, ranks, ab) +
+                        ring_time_s(CollectiveKind::all_reduce, 2 * q, ranks, ab));
+      }
+      const SimulationResult result =
+          simulate_plan(scenario, uniform_plan(scenario, 2, c.choice), SimOptions{});
+      CHECK(result.iteration_time_s == Approx(expected).epsilon(1e-6));
+      CHECK(sum(result.exposed_comm_s) == Approx(expected).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("FSDP peak memory on a uniform chain equals its closed form", "[sim][memory]") {
+  ChainSpec spec;
+  const int ranks = 8;
+  const Scenario scenario = chain_scenario(spec, logical_cluster(ranks, 10e-6, 1.0 / 20e9));
+  const int batch = 2;
+  const Plan plan = uniform_plan(scenario, batch, OperatorChoice::whole(Mode::zdp));
+  const SimulationResult result = simulate_plan(scenario, plan, SimOptions{});
+  const double p = spec.parameter_bytes;
+  const double n = spec.operators;
+  // Sharded states and extra buffers, every saved activation, two gathered units (the current
+  // and the prefetched one), the current unit's full gradient and its workspace.
+  const double expected = n * (4 * p / ranks + spec.extra_bytes) +
+                          n * batch * spec.activation_bytes_per_sample + 2 * p + p +
+                          batch * spec.workspace_bytes_per_sample;
+  CHECK(result.peak_memory_bytes == Approx(expected).epsilon(1e-12));
+  // The extended cost model counts the same terms.
+  CHECK(result.peak_memory_bytes ==
+        Approx(scenario.cost_model().plan_cost(plan).peak_memory_bytes).epsilon(1e-12));
+  CHECK(result.peak_breakdown_bytes[static_cast<int>(MemoryCategory::gathered_parameters)] ==
+        Approx(2 * p));
+  CHECK(result.peak_memory_cause.find("op" + std::to_string(spec.operators - 2)) !=
+        std::string::npos);
+  for (double peak : result.peak_memory_bytes_per_rank) CHECK(peak == Approx(expected));
+}
+
+TEST_CASE("the rate limiter bounds gathered units", "[sim][memory]") {
+  ChainSpec spec;
+  spec.compute_s_per_sample = 1e-3;
+  const Scenario scenario = chain_scenario(spec, logical_cluster(4, 1e-6, 1.0 / 100e9));
+  const Plan plan = uniform_plan(scenario, 1, OperatorChoice::whole(Mode::zdp));
+  for (int units : {1, 2, 3}) {
+    SimOptions options;
+    options.units_in_flight = units;
+    const SimulationResult result = simulate_plan(scenario, plan, options);
+    INFO(units << " units in flight");
+    CHECK(result.peak_breakdown_bytes[static_cast<int>(MemoryCategory::gathered_parameters)] <=
+          units * spec.parameter_bytes * (1 + 1e-12));
+  }
+}
+
+TEST_CASE("prefetch hides gathers behind compute", "[sim][iteration]") {
+  ChainSpec spec;
+  spec.operators = 8;
+  spec.compute_s_per_sample = 6e-3;
+  // Gathers shorter than each compute: prefetch hides all but the first.
+  const Scenario scenario = chain_scenario(spec, logical_cluster(8, 5e-6, 1.0 / 50e9));
+  const Plan plan = uniform_plan(scenario, 4, OperatorChoice::whole(Mode::zdp));
+  SimOptions prefetch;
+  SimOptions none;
+  none.forward_prefetch = 0;
+  none.backward_prefetch = BackwardPrefetch::none;
+  const SimulationResult hidden = simulate_plan(scenario, plan, prefetch);
+  const SimulationResult exposed_run = simulate_plan(scenario, plan, none);
+  CHECK(hidden.iteration_time_s < exposed_run.iteration_time_s);
+  const double ag = ring_time_s(CollectiveKind::all_gather, spec.parameter_bytes, 8,
+                                scenario.cluster.world.all_gather.alpha_beta);
+  CHECK(exposed(hidden, CommCategory::ag_forward) == Approx(ag).epsilon(1e-6));
+  CHECK(exposed(exposed_run, CommCategory::ag_forward) == Approx(spec.operators * ag).epsilon(1e-6));
+  SECTION("slowdown while communication overlaps") {
+    SimOptions slow = prefetch;
+    slow.overlap_slowdown = 1.5;
+    const SimulationResult slowed = simulate_plan(scenario, plan, slow);
+    CHECK(slowed.compute_s > hidden.compute_s);
+    CHECK(slowed.iteration_time_s > hidden.iteration_time_s);
+  }
+}
+
+TEST_CASE("HSDP, Z2 and sliced plans complete on a two-node cluster", "[sim][iteration]") {
+  ChainSpec spec;
+  const Scenario scenario = chain_scenario(spec, nvswitch_cluster(2, 2));
+  for (OperatorChoice choice :
+       {OperatorChoice::whole(Mode::hsdp), OperatorChoice::whole(Mode::hsdp, Checkpoint::fused),
+        OperatorChoice{Mode::z2, 2, 1, Checkpoint::unfused},
+        OperatorChoice{Mode::zdp, 4, 3, Checkpoint::unfused}}) {
+    INFO(describe(choice));
+    const SimulationResult result =
+        simulate_plan(scenario, uniform_plan(scenario, 2, choice), SimOptions{});
+    CHECK(result.iteration_time_s > spec.operators * 2 * spec.compute_s_per_sample);
+    CHECK(result.peak_memory_bytes_per_rank.size() == 16);
+    if (choice.mode == Mode::hsdp) CHECK(result.collectives > 0);
+  }
+}
+
+TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
+  ChainSpec spec;
+  const Scenario scenario = chain_scenario(spec, pcie_cluster(1, 2));
+  const Plan plan = uniform_plan(scenario, 2, OperatorChoice::whole(Mode::zdp, Checkpoint::fused));
+  const std::string dir = OSDP_BINARY_DIR;
+  const SimulationResult first = simulate_plan(scenario, plan, SimOptions{}, dir + "/sim-trace-a.json");
+  const SimulationResult second = simulate_plan(scenario, plan, SimOptions{}, dir + "/sim-trace-b.json");
+  CHECK(to_json(first).dump() == to_json(second).dump());
+  const Json a = read_json_file(dir + "/sim-trace-a.json");
+  const Json b = read_json_file(dir + "/sim-trace-b.json");
+  CHECK(a.dump() == b.dump());
+  SECTION("the trace has a process per rank, compute and communication tracks, memory") {
+    int complete = 0, counters = 0, processes = 0;
+    bool communication = false;
+    for (const Json& event : a.at("traceEvents")) {
+      const std::string ph = event.at("ph");
+      if (ph == "X") {
+        ++complete;
+        communication = communication || event.at("tid").get<int>() > 0;
+        CHECK(event.at("dur").get<double>() >= 0);
+      }
+      if (ph == "C") ++counters;
+      if (ph == "M" && event.at("name") == "process_name") ++processes;
+    }
+    CHECK(processes == 8);
+    CHECK(complete > 0);
+    CHECK(counters > 0);
+    CHECK(communication);
+    CHECK(a.at("otherData").at("time_unit") == "us");
+  }
+}
