@@ -2,6 +2,7 @@
 // with DDP, FSDP and ZeRO-2 (with and without checkpointing) under the same cost model.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -161,6 +162,23 @@ std::string baseline_table(const Comparison& comparison) {
   return text;
 }
 
+// The search options that would enlarge the search space, as flags.
+std::string widening_hint(const SearchSpec& spec) {
+  std::vector<std::string> flags;
+  const bool has_z2 = std::find(spec.modes.begin(), spec.modes.end(), Mode::z2) != spec.modes.end();
+  const bool has_zdp =
+      std::find(spec.modes.begin(), spec.modes.end(), Mode::zdp) != spec.modes.end();
+  if (!has_z2 || !has_zdp) flags.push_back("--modes dp,zdp,z2");
+  if (spec.granularities.size() < 4) flags.push_back("--split auto");
+  if (spec.checkpoint != SearchSpec::CheckpointPolicy::automatic) {
+    flags.push_back("--checkpoint auto");
+  }
+  if (flags.empty()) return "";
+  std::string text = ", or a larger search space (";
+  for (std::size_t i = 0; i < flags.size(); ++i) text += (i ? ", " : "") + flags[i];
+  return text + ")";
+}
+
 int report_infeasible(const Scenario& scenario, const CostModel& model,
                       const Comparison& comparison) {
   const double needed = comparison.osdp.min_memory_needed_bytes;
@@ -174,10 +192,8 @@ int report_infeasible(const Scenario& scenario, const CostModel& model,
         fmt::format(", dominated by {}.\n  that plan's peak: {}", least->peak.dominant_part(),
                     describe_peak(least->peak, *scenario.workload));
   }
-  message += fmt::format(
-      "\n  try --memory-limit {:.2f}GiB or more, or a larger search space (--modes dp,zdp,z2, "
-      "--split auto, --checkpoint auto)\n",
-      needed / 1073741824.0 + 0.005);
+  message += fmt::format("\n  try --memory-limit {:.2f}GiB or more{}\n",
+                         needed / 1073741824.0 + 0.005, widening_hint(scenario.search));
   fmt::print(stderr, "{}", message);
   return exit_infeasible;
 }

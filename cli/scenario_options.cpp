@@ -70,7 +70,7 @@ double parse_bytes_flag(const std::string& flag, const std::string& text) {
   const auto bytes = units::parse(text, units::Dimension::bytes);
   if (!bytes || *bytes <= 0) {
     throw InputError(command_line, flag, text,
-                     "a positive " + units::expected_form(units::Dimension::bytes));
+                     units::expected_form(units::Dimension::bytes) + ", above zero");
   }
   return *bytes;
 }
