@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -283,12 +284,27 @@ std::string cost_model_text(const CostModel& model) {
   return text;
 }
 
+// Rows worth showing: the first few batch sizes, those around the chosen one and the last.
+bool show_batch_row(const SearchResult& result, std::size_t row) {
+  const int chosen = result.best ? result.best->plan.batch_size : 0;
+  const int batch = result.per_batch[row].batch_size;
+  return row < 3 || row + 1 == result.per_batch.size() || std::abs(batch - chosen) <= 2;
+}
+
 std::string batch_text(const SearchResult& result) {
   Table table({{"batch", Table::Align::right},
                {"throughput", Table::Align::right},
                {"iteration", Table::Align::right},
                {"peak memory", Table::Align::right}});
-  for (const BatchPoint& point : result.per_batch) {
+  bool skipped = false;
+  for (std::size_t row = 0; row < result.per_batch.size(); ++row) {
+    if (!show_batch_row(result, row)) {
+      if (!skipped) table.add_row({"...", "", "", ""});
+      skipped = true;
+      continue;
+    }
+    skipped = false;
+    const BatchPoint& point = result.per_batch[row];
     if (!point.best) {
       table.add_row({std::to_string(point.batch_size), "OOM", "-", "-"});
       continue;
