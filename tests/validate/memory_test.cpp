@@ -1,0 +1,69 @@
+// The counting allocator sees sharding: ZDP really frees what it gathers.
+#include <mutex>
+
+#include "tests/validate/rank_threads.hpp"
+#include "validate/counting_allocator.hpp"
+#include "validate/sharded_gpt.hpp"
+
+// libtorch pulls in glog, whose CHECK would shadow Catch's.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+using namespace osdp;
+using namespace osdp::validate;
+
+namespace {
+
+struct Measured {
+  std::int64_t live_after_step_bytes = 0;  // both ranks together, between steps
+  std::int64_t step_peak_bytes = 0;        // both ranks together
+  std::int64_t persistent_bytes = 0;       // rank 0's own count of its states
+};
+
+Measured measure(const GptShape& shape, Mode mode) {
+  install_counting_allocator();
+  Plan plan;
+  plan.batch_size = 2;
+  plan.choices.assign(shape.operators(), OperatorChoice::whole(mode));
+  Measured measured;
+  std::mutex mutex;
+  const std::int64_t baseline = memory_counts().live_bytes;
+  testing::run_rank_threads(2, [&](Communicator& comm) {
+    std::int64_t persistent = 0;
+    {
+      ShardedGpt model(shape, plan, comm, initial_gpt_parameters(shape, 5), {});
+      const TokenBatch batch = make_token_batch(shape, 4, 3, 0).rows(comm.rank() * 2, 2);
+      comm.barrier();
+      const StepMetrics metrics = model.train_step(batch);
+      comm.barrier();
+      if (comm.rank() == 0) {
+        measured.live_after_step_bytes = memory_counts().live_bytes - baseline;
+        persistent = model.persistent_bytes();
+      }
+      comm.barrier();
+      std::lock_guard lock(mutex);
+      measured.step_peak_bytes = std::max(measured.step_peak_bytes, metrics.peak_memory_bytes);
+      if (comm.rank() == 0) measured.persistent_bytes = persistent;
+    }
+  });
+  return measured;
+}
+
+}  // namespace
+
+TEST_CASE("ZDP holds 1/N of the model states and frees its gathers", "[validate][memory]") {
+  const GptShape shape{2, 64, 4, 16, 128};
+  const double parameters = make_gpt(shape.spec(), Training{}).parameter_count();
+  const Measured dp = measure(shape, Mode::dp);
+  const Measured zdp = measure(shape, Mode::zdp);
+  // DP: 4 (parameters) + 4 (gradients) + 8 (Adam) bytes per parameter on each of 2 ranks; ZDP a
+  // half of that, up to one padding element per operator.
+  CHECK(dp.persistent_bytes == Approx(16 * parameters).epsilon(1e-3));
+  CHECK(zdp.persistent_bytes == Approx(16 * parameters / 2).epsilon(1e-3));
+  // What the allocator sees alive between steps is those states and a few small tensors.
+  CHECK(std::abs(dp.live_after_step_bytes - 2 * dp.persistent_bytes) < 64 * 1024);
+  CHECK(std::abs(zdp.live_after_step_bytes - 2 * zdp.persistent_bytes) < 64 * 1024);
+  CHECK(dp.live_after_step_bytes - zdp.live_after_step_bytes ==
+        Approx(2 * 16 * parameters / 2).epsilon(2e-2));
+  CHECK(zdp.step_peak_bytes < dp.step_peak_bytes);
+}

@@ -1,0 +1,256 @@
+#include "validate/communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace osdp::validate {
+
+bool CommHandle::ready() const {
+  return !done_.valid() || done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+void CommHandle::wait() const {
+  if (done_.valid()) done_.get();
+}
+
+int group_index(const std::vector<int>& group, int rank) {
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (group[i] == rank) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+namespace {
+
+// One thread running tasks in the order they were queued.
+class SerialExecutor {
+ public:
+  SerialExecutor() : thread_([this] { loop(); }) {}
+  ~SerialExecutor() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+  std::shared_future<void> submit(std::function<void()> task) {
+    auto promise = std::make_shared<std::promise<void>>();
+    std::shared_future<void> done = promise->get_future().share();
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.emplace_back([task = std::move(task), promise] {
+        try {
+          task();
+          promise->set_value();
+        } catch (...) {
+          promise->set_exception(std::current_exception());
+        }
+      });
+    }
+    wake_.notify_one();
+    return done;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size,
+                   std::chrono::milliseconds timeout)
+      : group_(std::move(group)), rank_(rank), size_(size), timeout_(timeout) {
+    world_.resize(size_);
+    std::iota(world_.begin(), world_.end(), 0);
+  }
+
+  ~GlooCommunicator() override { executor_.reset(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group,
+                   std::function<void()> then) override {
+    if (group.empty()) group = world_;
+    const int index = group_index(group, rank_);
+    TORCH_CHECK(index >= 0, "rank ", rank_, " issued a collective of a group it is not in");
+    TORCH_CHECK(buffer.is_contiguous() && buffer.dim() == 1,
+                "ring buffers are flat and contiguous");
+    TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
+                buffer.numel(), " elements over ", group.size(), " ranks");
+    const int tag = static_cast<int>(sequence_++ % (1 << 30));
+    return CommHandle(executor_->submit(
+        [this, kind, buffer, group = std::move(group), index, tag, then = std::move(then)] {
+          if (failure_) std::rethrow_exception(failure_);
+          try {
+            switch (kind) {
+              case CollectiveKind::all_gather:
+                ring_all_gather(buffer, group, index, tag);
+                break;
+              case CollectiveKind::reduce_scatter:
+                ring_reduce_scatter(buffer, group, index, tag);
+                break;
+              case CollectiveKind::all_reduce:
+                ring_reduce_scatter(buffer, group, index, tag);
+                ring_all_gather(buffer, group, index, tag);
+                break;
+            }
+            if (then) then();
+          } catch (...) {
+            failure_ = std::current_exception();
+            throw;
+          }
+        }));
+  }
+
+  void barrier() override {
+    at::Tensor token = at::ones({size_}, at::kFloat);
+    run(CollectiveKind::all_reduce, token);
+  }
+
+ private:
+  // Chunk c of a buffer split over the group.
+  static at::Tensor chunk(const at::Tensor& buffer, std::size_t ranks, int c) {
+    const int64_t length = buffer.numel() / static_cast<int64_t>(ranks);
+    return buffer.narrow(0, c * length, length);
+  }
+
+  // Step t: send chunk (i - t) to the right neighbour, receive chunk (i - t - 1) from the left.
+  void ring_all_gather(const at::Tensor& buffer, const std::vector<int>& group, int i, int tag) {
+    const int n = static_cast<int>(group.size());
+    for (int t = 0; t < ring_steps(CollectiveKind::all_gather, n); ++t) {
+      const int send_chunk = ((i - t) % n + n) % n;
+      const int recv_chunk = ((i - t - 1) % n + n) % n;
+      at::Tensor receive = chunk(buffer, n, recv_chunk);
+      exchange(chunk(buffer, n, send_chunk), receive, group, i, tag, "all-gather", t);
+    }
+  }
+
+  // Step t: send the partial sum of chunk (i - t - 1) right, receive chunk (i - t - 2) from the
+  // left and add it in; after n - 1 steps chunk i holds every rank's contribution.
+  void ring_reduce_scatter(const at::Tensor& buffer, const std::vector<int>& group, int i,
+                           int tag) {
+    const int n = static_cast<int>(group.size());
+    if (n <= 1) return;
+    at::Tensor incoming = at::empty({buffer.numel() / n}, buffer.options());
+    for (int t = 0; t < ring_steps(CollectiveKind::reduce_scatter, n); ++t) {
+      const int send_chunk = ((i - t - 1) % n + n) % n;
+      const int recv_chunk = ((i - t - 2) % n + n) % n;
+      exchange(chunk(buffer, n, send_chunk), incoming, group, i, tag, "reduce-scatter", t);
+      chunk(buffer, n, recv_chunk).add_(incoming);
+    }
+  }
+
+  void exchange(at::Tensor send, at::Tensor receive, const std::vector<int>& group, int i, int tag,
+                const char* what, int step) {
+    const int n = static_cast<int>(group.size());
+    const int right = group[(i + 1) % n];
+    const int left = group[(i - 1 + n) % n];
+    std::vector<at::Tensor> receives{receive};
+    std::vector<at::Tensor> sends{send};
+    c10::intrusive_ptr<c10d::Work> received;
+    c10::intrusive_ptr<c10d::Work> sent;
+    int peer = left;
+    try {
+      received = group_->recv(receives, left, tag);
+      peer = right;
+      sent = group_->send(sends, right, tag);
+      peer = left;
+      received->wait(timeout_);
+      peer = right;
+      sent->wait(timeout_);
+    } catch (const std::exception& error) {
+      std::string detail = error.what();
+      if (const auto newline = detail.find('\n'); newline != std::string::npos)
+        detail.resize(newline);
+      throw CollectiveError(
+          fmt::format("rank {}: {} step {} failed: lost contact with rank {} (it died, hung or "
+                      "closed its connection; timeout {} ms): {}",
+                      rank_, what, step, peer, timeout_.count(), detail),
+          peer);
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  std::vector<int> world_;
+  long long sequence_ = 0;
+  std::exception_ptr failure_;  // touched only on the communication thread
+  std::unique_ptr<SerialExecutor> executor_ = std::make_unique<SerialExecutor>();
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::connect(const ConnectOptions& options) {
+  TORCH_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size,
+              "rank ", options.rank, " of ", options.world_size);
+  try {
+    c10::intrusive_ptr<c10d::Store> store;
+    if (options.store == ConnectOptions::StoreKind::file) {
+      store = c10::make_intrusive<c10d::FileStore>(options.file_store_path, options.world_size);
+    } else {
+      c10d::TCPStoreOptions tcp;
+      tcp.port = static_cast<std::uint16_t>(options.master_port);
+      tcp.isServer = options.rank == 0;
+      tcp.numWorkers = options.world_size;
+      tcp.waitWorkers = false;
+      tcp.timeout = options.timeout;
+      store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, tcp);
+    }
+    store->setTimeout(options.timeout);
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    gloo_options->devices.push_back(
+        options.gloo_hostname.empty()
+            ? c10d::ProcessGroupGloo::createDefaultDevice()
+            : c10d::ProcessGroupGloo::createDeviceForHostname(options.gloo_hostname));
+    gloo_options->threads = 1;
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("osdp", store), options.rank, options.world_size,
+        gloo_options);
+    return std::make_unique<GlooCommunicator>(std::move(group), options.rank, options.world_size,
+                                              options.timeout);
+  } catch (const c10::Error& error) {
+    std::string detail = error.what_without_backtrace();
+    if (const auto newline = detail.find('\n'); newline != std::string::npos)
+      detail.resize(newline);
+    throw CollectiveError(
+        fmt::format("rank {}: rendezvous of {} ranks failed within {} ms: {}", options.rank,
+                    options.world_size, options.timeout.count(), detail),
+        -1);
+  }
+}
+
+}  // namespace osdp::validate

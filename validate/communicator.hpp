@@ -1,0 +1,95 @@
+// The ranks' communication: a c10d Gloo process group reached through a store, and ring
+// all-gather / reduce-scatter / all-reduce written on send/recv over one flat buffer, the ring
+// collectives of model/collectives.hpp (Gloo in libtorch 1.13 has no reduce-scatter, and its
+// all-gather copies through a second full-size buffer). Collectives run on one communication
+// thread per rank in issue order (NCCL stream semantics) and return handles; every send and
+// receive is bounded by the timeout, and a lost peer becomes a CollectiveError naming it.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/collectives.hpp"
+
+namespace osdp::validate {
+
+// How a rank finds the others.
+struct ConnectOptions {
+  int rank = 0;
+  int world_size = 1;
+  // Rendezvous through a file (local ranks) or a TCP store at master_addr:master_port hosted by
+  // rank 0 (torchrun, Slurm, mpirun).
+  enum class StoreKind { file, tcp } store = StoreKind::file;
+  std::string file_store_path;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Address Gloo binds to; empty: the machine's hostname (Gloo's default device).
+  std::string gloo_hostname = "127.0.0.1";
+  // Bound on rendezvous and on every send / receive.
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+};
+
+// A collective failed: a peer died, closed its connection or timed out.
+class CollectiveError : public std::runtime_error {
+ public:
+  CollectiveError(std::string message, int missing_rank)
+      : std::runtime_error(std::move(message)), missing_rank_(missing_rank) {}
+  int missing_rank() const { return missing_rank_; }
+
+ private:
+  int missing_rank_;
+};
+
+// Completion of an asynchronous collective.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  explicit CommHandle(std::shared_future<void> done) : done_(std::move(done)) {}
+  bool valid() const { return done_.valid(); }
+  bool ready() const;
+  // Blocks until done; rethrows the collective's error.
+  void wait() const;
+
+ private:
+  std::shared_future<void> done_;
+};
+
+class Communicator {
+ public:
+  // Rendezvous with the other ranks; throws CollectiveError when they do not come in time.
+  static std::unique_ptr<Communicator> connect(const ConnectOptions& options);
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  // Ring collectives over `group` (global ranks in ring order; empty: all ranks), on a flat
+  // contiguous float buffer whose numel the group size divides. Chunk c of the buffer belongs to
+  // the group's c-th rank.
+  //   all_gather: this rank's chunk is in place; on completion every chunk is.
+  //   reduce_scatter: every rank's full buffer; on completion this rank's chunk holds the sum
+  //     (the other chunks hold partial sums).
+  //   all_reduce: reduce-scatter then all-gather, in place: every chunk holds the sum.
+  // `then` runs on the communication thread right after the collective succeeds (e.g. to copy
+  // a reduced chunk out and drop the full buffer as soon as possible).
+  virtual CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {},
+                           std::function<void()> then = {}) = 0;
+  void run(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {}) {
+    start(kind, std::move(buffer), std::move(group)).wait();
+  }
+  // Blocks until every rank reaches it (an all-reduce of one value).
+  virtual void barrier() = 0;
+};
+
+// Index of `rank` in `group`, or -1.
+int group_index(const std::vector<int>& group, int rank);
+
+}  // namespace osdp::validate

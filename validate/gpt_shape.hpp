@@ -1,0 +1,32 @@
+// The GPT the validator runs, recovered from a workload made by model/'s GPT generator so that a
+// plan written for the workload runs unchanged (same operators, names and parameter counts).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/training.hpp"
+#include "model/workload.hpp"
+
+namespace osdp::validate {
+
+struct GptShape {
+  int layers = 2;
+  int hidden = 64;
+  int heads = 4;
+  int sequence_length = 16;
+  int vocabulary = 128;
+
+  GptSpec spec() const;
+  int operators() const { return 2 * layers + 2; }
+};
+
+// The uniform-width GPT whose make_gpt(spec, training) is exactly `workload`; nullopt when the
+// workload is not such a GPT (explicit operator lists, I&C widths).
+std::optional<GptShape> infer_gpt_shape(const Workload& workload, const Training& training);
+
+// As above, or InputError naming `file` when the workload cannot run in the validator.
+GptShape require_gpt_shape(const Workload& workload, const Training& training,
+                           const std::string& file);
+
+}  // namespace osdp::validate

@@ -1,0 +1,682 @@
+#include "validate/sharded_gpt.hpp"
+
+#include <c10/core/CPUAllocator.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "model/input_error.hpp"
+#include "validate/counting_allocator.hpp"
+
+namespace osdp::validate {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A block of a canonical tensor stored in a slice's flat buffer: rows (dim 0) or columns
+// (dim 1) [start, start + length), kept contiguous under `role`.
+struct Piece {
+  std::string role;
+  std::string tensor;  // canonical name
+  int dim = 0;
+  int64_t start = 0;
+  int64_t length = 0;
+  std::vector<int64_t> shape;  // of the block
+  int64_t offset = 0;          // in the flat buffer
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+enum class Phase { forward, recompute, backward };
+
+struct Slice {
+  std::vector<Piece> pieces;
+  int64_t numel = 0;  // padded to a multiple of the world size
+  bool sharded = false;
+  Mode mode = Mode::dp;
+  std::vector<int> shard_group;    // ranks sharing the slice (ring order)
+  std::vector<int> replica_group;  // hsdp: ranks holding the same shard
+  int shard_index = 0;             // this rank's chunk in shard_group
+  // Flat parameters as the operator computes with them: a leaf that requires grad; for a
+  // sharded slice its storage is allocated only while gathered.
+  at::Tensor full;
+  bool present = false;
+  CommHandle gathered;
+  at::Tensor shard;       // sharded: this rank's chunk of the parameters
+  at::Tensor shard_grad;  // sharded: reduced gradient chunk
+  CommHandle reduced;     // sharded: gradient reduction in flight
+  int64_t dp_offset = 0;  // dp: offset in the operator's gradient bucket
+  at::Tensor exp_avg, exp_avg_sq;
+
+  int64_t shard_numel() const { return numel / static_cast<int64_t>(shard_group.size()); }
+  at::Tensor& local_parameters() { return sharded ? shard : full; }
+};
+
+struct OperatorRuntime {
+  OperatorKind kind = OperatorKind::generic;
+  std::string prefix;  // canonical name prefix, e.g. "layer0.attention."
+  OperatorChoice choice;
+  std::vector<Slice> slices;
+  at::Tensor dp_grad;  // gradients of the DP slices, all-reduced together
+  CommHandle dp_reduced;
+  // Saved between forward and backward.
+  at::Tensor input;   // operator input (a leaf), or token ids for the embedding
+  at::Tensor y0;      // slice-0 output: residual + bias + first partial sum
+  at::Tensor u;       // prologue output (LayerNorm), k > 1
+  at::Tensor u_leaf;  // what slices 1.. compute from, k > 1
+  std::vector<at::Tensor> partials;
+  at::Tensor output;             // sum of partials (detached)
+  at::Tensor logits_leaf, loss;  // head only
+};
+
+bool is_checkpointed(const OperatorChoice& choice) { return choice.checkpoint != Checkpoint::none; }
+
+// Whether a sharded slice is freed after use in `phase`.
+bool frees_after(const Slice& slice, const OperatorChoice& choice, Phase phase) {
+  if (!slice.sharded) return false;
+  switch (phase) {
+    case Phase::forward:
+      return slice.mode != Mode::z2;
+    case Phase::recompute:
+      return slice.mode != Mode::z2 && choice.checkpoint == Checkpoint::unfused;
+    case Phase::backward:
+      return true;
+  }
+  return true;
+}
+
+void allocate_storage(at::Tensor& tensor) {
+  const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::GetCPUAllocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+void free_storage(at::Tensor& tensor) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+  storage->set_nbytes(0);
+}
+
+}  // namespace
+
+struct ShardedGpt::Impl {
+  GptShape shape;
+  Communicator& comm;
+  RuntimeOptions options;
+  std::vector<OperatorRuntime> ops;
+  int world = 1;
+  int rank = 0;
+  int adam_step = 0;
+
+  // Gathers of one iteration in the order they are consumed.
+  struct GatherEvent {
+    int op;
+    int slice;
+  };
+  std::vector<GatherEvent> gather_order;
+  std::size_t next_gather = 0;    // next event to consume
+  std::size_t issued_gather = 0;  // next event to issue
+  double exposed_s = 0;
+
+  Impl(const GptShape& s, const Plan& plan, Communicator& c, const NamedTensors& initial,
+       RuntimeOptions o)
+      : shape(s), comm(c), options(o), world(c.size()), rank(c.rank()) {
+    if (static_cast<int>(plan.choices.size()) != shape.operators()) {
+      throw InputError("plan", "$.operators", std::to_string(plan.choices.size()) + " operators",
+                       fmt::format("{} operators", shape.operators()));
+    }
+    ops.resize(shape.operators());
+    for (int i = 0; i < shape.operators(); ++i) build_operator(i, plan.choices[i], initial);
+    build_gather_order();
+  }
+
+  // ---- layout --------------------------------------------------------------------------------
+
+  std::string operator_name(int i) const {
+    if (i == 0) return "embedding";
+    if (i == shape.operators() - 1) return "head";
+    return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
+  }
+
+  std::vector<std::vector<Piece>> slice_pieces(const OperatorRuntime& op, int k) const {
+    const int64_t h = shape.hidden;
+    const int64_t v = shape.vocabulary;
+    std::vector<std::vector<Piece>> slices(k);
+    auto add = [&](int s, std::string role, std::string tensor, int dim, int64_t start,
+                   int64_t length, std::vector<int64_t> block) {
+      slices[s].push_back(
+          {std::move(role), op.prefix + tensor, dim, start, length, std::move(block)});
+    };
+    auto unsplittable = [&](int64_t divisible_by, const char* what) {
+      if (divisible_by % k != 0) {
+        throw InputError("plan", "$.operators." + operator_name(&op - ops.data()),
+                         fmt::format("slices {}", k),
+                         fmt::format("a slice count that divides the {} ({})", what, divisible_by));
+      }
+    };
+    switch (op.kind) {
+      case OperatorKind::embedding:
+        if (k != 1) unsplittable(1, "embedding (a table lookup cannot be split)");
+        add(0, "token", "token", 0, 0, v, {v, h});
+        add(0, "position", "position", 0, 0, shape.sequence_length, {shape.sequence_length, h});
+        break;
+      case OperatorKind::attention: {
+        unsplittable(shape.heads, "attention heads");
+        const int64_t hs = h / k;
+        add(0, "ln.weight", "ln.weight", 0, 0, h, {h});
+        add(0, "ln.bias", "ln.bias", 0, 0, h, {h});
+        add(0, "proj.bias", "proj.bias", 0, 0, h, {h});
+        for (int s = 0; s < k; ++s) {
+          const char* names[3] = {"q", "k", "v"};
+          for (int part = 0; part < 3; ++part) {
+            add(s, std::string(names[part]) + ".weight", "qkv.weight", 0, part * h + s * hs, hs,
+                {hs, h});
+            add(s, std::string(names[part]) + ".bias", "qkv.bias", 0, part * h + s * hs, hs, {hs});
+          }
+          add(s, "proj.weight", "proj.weight", 1, s * hs, hs, {h, hs});
+        }
+        break;
+      }
+      case OperatorKind::mlp: {
+        unsplittable(4 * h, "MLP hidden units");
+        const int64_t q = 4 * h / k;
+        add(0, "ln.weight", "ln.weight", 0, 0, h, {h});
+        add(0, "ln.bias", "ln.bias", 0, 0, h, {h});
+        add(0, "proj.bias", "proj.bias", 0, 0, h, {h});
+        for (int s = 0; s < k; ++s) {
+          add(s, "fc.weight", "fc.weight", 0, s * q, q, {q, h});
+          add(s, "fc.bias", "fc.bias", 0, s * q, q, {q});
+          add(s, "proj.weight", "proj.weight", 1, s * q, q, {h, q});
+        }
+        break;
+      }
+      case OperatorKind::head: {
+        unsplittable(h, "hidden size");
+        const int64_t c = h / k;
+        add(0, "ln.weight", "ln.weight", 0, 0, h, {h});
+        add(0, "ln.bias", "ln.bias", 0, 0, h, {h});
+        for (int s = 0; s < k; ++s) add(s, "weight", "weight", 1, s * c, c, {v, c});
+        break;
+      }
+      case OperatorKind::generic:
+        break;
+    }
+    return slices;
+  }
+
+  void build_operator(int i, const OperatorChoice& choice, const NamedTensors& initial) {
+    OperatorRuntime& op = ops[i];
+    op.choice = choice;
+    if (i == 0) {
+      op.kind = OperatorKind::embedding;
+      op.prefix = "embedding.";
+    } else if (i == shape.operators() - 1) {
+      op.kind = OperatorKind::head;
+      op.prefix = "head.";
+    } else {
+      op.kind = (i - 1) % 2 == 0 ? OperatorKind::attention : OperatorKind::mlp;
+      op.prefix = operator_name(i) + ".";
+    }
+    const int k = choice.slices;
+    if (k < 1 || choice.sharded_slices < 0 || choice.sharded_slices > k ||
+        (choice.mode == Mode::dp) != (choice.sharded_slices == 0)) {
+      throw InputError("plan", "$.operators." + operator_name(i), describe(choice),
+                       "slices >= 1 and 0 sharded slices exactly for mode dp");
+    }
+    if (choice.mode == Mode::hsdp &&
+        (options.gpus_per_node < 2 || world % options.gpus_per_node != 0 ||
+         world / options.gpus_per_node < 2)) {
+      throw InputError("plan", "$.operators." + operator_name(i), "hsdp",
+                       fmt::format("hsdp needs whole nodes of >= 2 ranks and >= 2 nodes ({} ranks, "
+                                   "{} per node)",
+                                   world, options.gpus_per_node));
+    }
+    auto pieces = slice_pieces(op, k);
+    op.slices.resize(k);
+    int64_t dp_numel = 0;
+    for (int s = 0; s < k; ++s) {
+      Slice& slice = op.slices[s];
+      slice.pieces = std::move(pieces[s]);
+      int64_t offset = 0;
+      for (Piece& piece : slice.pieces) {
+        piece.offset = offset;
+        offset += piece.numel();
+      }
+      slice.numel = (offset + world - 1) / world * world;
+      // The first j slices run in the mode, the others in DP.
+      slice.sharded = s < choice.sharded_slices;
+      slice.mode = slice.sharded ? choice.mode : Mode::dp;
+      at::Tensor flat = at::zeros({slice.numel}, at::kFloat);
+      for (const Piece& piece : slice.pieces) {
+        flat.narrow(0, piece.offset, piece.numel())
+            .copy_(find_tensor(initial, piece.tensor)
+                       .narrow(piece.dim, piece.start, piece.length)
+                       .contiguous()
+                       .view({-1}));
+      }
+      if (slice.sharded) {
+        if (slice.mode == Mode::hsdp) {
+          const int local = options.gpus_per_node;
+          const int node = rank / local;
+          for (int r = 0; r < local; ++r) slice.shard_group.push_back(node * local + r);
+          for (int n = 0; n < world / local; ++n)
+            slice.replica_group.push_back(n * local + rank % local);
+        } else {
+          for (int r = 0; r < world; ++r) slice.shard_group.push_back(r);
+        }
+        slice.shard_index = group_index(slice.shard_group, rank);
+        slice.shard =
+            flat.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel()).clone();
+        slice.shard_grad = at::zeros_like(slice.shard);
+        slice.full = at::empty({slice.numel}, at::kFloat);
+        free_storage(slice.full);
+        slice.present = false;
+      } else {
+        slice.shard_group = {rank};
+        slice.full = flat;
+        slice.present = true;
+        slice.dp_offset = dp_numel;
+        dp_numel += slice.numel;
+      }
+      slice.full.set_requires_grad(true);
+      slice.exp_avg = at::zeros_like(slice.local_parameters());
+      if (options.adam.kind == AdamSettings::Kind::adam) {
+        slice.exp_avg_sq = at::zeros_like(slice.local_parameters());
+      }
+    }
+    if (dp_numel > 0) op.dp_grad = at::zeros({dp_numel}, at::kFloat);
+  }
+
+  // The order in which operators acquire their slices, per phase; the engine follows it.
+  template <typename Visit>
+  void walk(Visit visit) const {
+    const int n = static_cast<int>(ops.size());
+    for (int i = 0; i < n; ++i) {
+      for (int s = 0; s < ops[i].choice.slices; ++s) visit(i, s, Phase::forward);
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      const int k = ops[i].choice.slices;
+      if (is_checkpointed(ops[i].choice)) {
+        for (int s = 0; s < k; ++s) visit(i, s, Phase::recompute);
+      }
+      for (int s = k - 1; s >= 1; --s) visit(i, s, Phase::backward);
+      visit(i, 0, Phase::backward);
+    }
+  }
+
+  void build_gather_order() {
+    std::map<std::pair<int, int>, bool> present;
+    walk([&](int i, int s, Phase phase) {
+      const Slice& slice = ops[i].slices[s];
+      if (!slice.sharded) return;
+      bool& is_present = present[{i, s}];
+      if (!is_present) gather_order.push_back({i, s});
+      is_present = !frees_after(slice, ops[i].choice, phase);
+    });
+  }
+
+  // ---- gathers -------------------------------------------------------------------------------
+
+  void wait(const CommHandle& handle) {
+    if (!handle.valid() || handle.ready()) {
+      handle.wait();
+      return;
+    }
+    const auto start = Clock::now();
+    handle.wait();
+    exposed_s += seconds_since(start);
+  }
+
+  void issue_gather(Slice& slice) {
+    allocate_storage(slice.full);
+    at::Tensor data = slice.full.detach();
+    // A raw copy: tensor copies would bump the version counter that autograd checks on the
+    // views saved from an earlier phase.
+    std::memcpy(data.data_ptr<float>() + slice.shard_index * slice.shard_numel(),
+                slice.shard.data_ptr<float>(), slice.shard.nbytes());
+    slice.gathered = comm.start(CollectiveKind::all_gather, data, slice.shard_group);
+    slice.present = true;
+  }
+
+  // Issues the next gathers in order, up to `prefetch_depth` ahead of the one in use, never
+  // into a buffer still allocated.
+  void prefetch() {
+    while (issued_gather < gather_order.size() &&
+           issued_gather < next_gather + static_cast<std::size_t>(options.prefetch_depth)) {
+      Slice& slice = ops[gather_order[issued_gather].op].slices[gather_order[issued_gather].slice];
+      if (slice.present) return;
+      issue_gather(slice);
+      ++issued_gather;
+    }
+  }
+
+  void acquire(int i, int s, Phase /*phase*/) {
+    Slice& slice = ops[i].slices[s];
+    if (!slice.sharded) return;
+    if (slice.present && !(next_gather < issued_gather && gather_order[next_gather].op == i &&
+                           gather_order[next_gather].slice == s)) {
+      return;  // kept from an earlier phase (z2, fused recompute)
+    }
+    TORCH_CHECK(next_gather < gather_order.size() && gather_order[next_gather].op == i &&
+                    gather_order[next_gather].slice == s,
+                "gather order broken at operator ", i, " slice ", s);
+    if (next_gather == issued_gather) {
+      issue_gather(slice);
+      ++issued_gather;
+    }
+    ++next_gather;
+    wait(slice.gathered);
+    prefetch();
+  }
+
+  void release(int i, int s, Phase phase) {
+    Slice& slice = ops[i].slices[s];
+    if (!frees_after(slice, ops[i].choice, phase)) return;
+    free_storage(slice.full);
+    slice.present = false;
+    prefetch();
+  }
+
+  std::map<std::string, at::Tensor> views(const Slice& slice) const {
+    std::map<std::string, at::Tensor> result;
+    for (const Piece& piece : slice.pieces) {
+      result.emplace(piece.role,
+                     slice.full.narrow(0, piece.offset, piece.numel()).view(piece.shape));
+    }
+    return result;
+  }
+
+  // ---- operator math -------------------------------------------------------------------------
+
+  at::Tensor prologue(const OperatorRuntime& op, const at::Tensor& x,
+                      const std::map<std::string, at::Tensor>& p) const {
+    if (op.kind == OperatorKind::embedding) return {};
+    return at::layer_norm(x, {shape.hidden}, p.at("ln.weight"), p.at("ln.bias"), 1e-5);
+  }
+
+  at::Tensor branch(const OperatorRuntime& op, int s, const at::Tensor& u, const at::Tensor& x,
+                    const std::map<std::string, at::Tensor>& p) const {
+    const int k = op.choice.slices;
+    switch (op.kind) {
+      case OperatorKind::embedding:
+        return at::embedding(p.at("token"), x) + p.at("position").unsqueeze(0);
+      case OperatorKind::attention: {
+        const int64_t b = u.size(0);
+        const int64_t t = shape.sequence_length;
+        const int64_t heads = shape.heads / k;
+        const int64_t d = shape.hidden / shape.heads;
+        auto project = [&](const char* name) {
+          return at::linear(u, p.at(std::string(name) + ".weight"),
+                            p.at(std::string(name) + ".bias"))
+              .view({b, t, heads, d})
+              .transpose(1, 2);
+        };
+        at::Tensor scores = at::matmul(project("q"), project("k").transpose(-2, -1)) /
+                            std::sqrt(static_cast<double>(d));
+        const at::Tensor mask = at::ones({t, t}, at::kBool).triu(1);
+        scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+        const at::Tensor y = at::matmul(at::softmax(scores, -1), project("v"))
+                                 .transpose(1, 2)
+                                 .reshape({b, t, heads * d});
+        return at::linear(y, p.at("proj.weight"));
+      }
+      case OperatorKind::mlp:
+        return at::linear(at::gelu(at::linear(u, p.at("fc.weight"), p.at("fc.bias")), "tanh"),
+                          p.at("proj.weight"));
+      case OperatorKind::head: {
+        const int64_t c = shape.hidden / k;
+        return at::linear(u.narrow(-1, s * c, c), p.at("weight"));
+      }
+      case OperatorKind::generic:
+        break;
+    }
+    return {};
+  }
+
+  at::Tensor epilogue(const OperatorRuntime& op, const at::Tensor& x,
+                      const std::map<std::string, at::Tensor>& p) const {
+    if (op.kind == OperatorKind::attention || op.kind == OperatorKind::mlp) {
+      return x + p.at("proj.bias");
+    }
+    return {};
+  }
+
+  // Runs operator i's forward (phase forward or recompute) from op.input; with grad, keeps what
+  // backward needs. Returns the output (detached).
+  at::Tensor run_forward(int i, Phase phase, bool with_grad, const at::Tensor& targets) {
+    OperatorRuntime& op = ops[i];
+    const int k = op.choice.slices;
+    torch::autograd::AutoGradMode grad_mode(with_grad);
+    const at::Tensor& x = op.input;
+    acquire(i, 0, phase);
+    at::Tensor y0;
+    at::Tensor u;
+    at::Tensor u_leaf;
+    {
+      const auto p = views(op.slices[0]);
+      u = prologue(op, x, p);
+      u_leaf = (k > 1 && with_grad) ? u.detach().requires_grad_() : u;
+      y0 = branch(op, 0, u, x, p);
+      if (at::Tensor e = epilogue(op, x, p); e.defined()) y0 = y0 + e;
+    }
+    release(i, 0, phase);
+    at::Tensor output = y0.detach();
+    std::vector<at::Tensor> partials;
+    for (int s = 1; s < k; ++s) {
+      acquire(i, s, phase);
+      at::Tensor partial = branch(op, s, u_leaf, x, views(op.slices[s]));
+      release(i, s, phase);
+      output = output + partial.detach();
+      if (with_grad) partials.push_back(std::move(partial));
+    }
+    if (with_grad) {
+      op.y0 = y0;
+      op.u = k > 1 ? u : at::Tensor();
+      op.u_leaf = k > 1 ? u_leaf : at::Tensor();
+      op.partials = std::move(partials);
+    }
+    if (op.kind == OperatorKind::head) {
+      op.logits_leaf = with_grad ? output.detach().requires_grad_() : output;
+      op.loss = at::cross_entropy_loss(op.logits_leaf.reshape({-1, shape.vocabulary}),
+                                       targets.reshape({-1}));
+    }
+    return output;
+  }
+
+  // Backward of operator i given the gradient of its output; returns the input's gradient.
+  at::Tensor run_backward(int i, at::Tensor grad_output, const at::Tensor& targets) {
+    OperatorRuntime& op = ops[i];
+    const int k = op.choice.slices;
+    if (is_checkpointed(op.choice)) run_forward(i, Phase::recompute, true, targets);
+    if (op.kind == OperatorKind::head) {
+      grad_output = torch::autograd::grad({op.loss}, {op.logits_leaf})[0];
+      op.loss = op.loss.detach();
+      op.logits_leaf = at::Tensor();
+    }
+    at::Tensor grad_u;
+    for (int s = k - 1; s >= 1; --s) {
+      acquire(i, s, Phase::backward);
+      auto grads = torch::autograd::grad({op.partials[s - 1]}, {op.u_leaf, op.slices[s].full},
+                                         {grad_output}, false, false, true);
+      op.partials[s - 1] = at::Tensor();
+      release(i, s, Phase::backward);
+      grad_u = grad_u.defined() ? grad_u + grads[0] : grads[0];
+      reduce_gradient(op, s, grads[1]);
+    }
+    acquire(i, 0, Phase::backward);
+    torch::autograd::variable_list outputs{op.y0};
+    torch::autograd::variable_list grad_outputs{grad_output};
+    if (k > 1) {
+      outputs.push_back(op.u);
+      grad_outputs.push_back(grad_u);
+    }
+    torch::autograd::variable_list inputs{op.slices[0].full};
+    const bool input_grad = op.kind != OperatorKind::embedding;
+    if (input_grad) inputs.push_back(op.input);
+    auto grads = torch::autograd::grad(outputs, inputs, grad_outputs, false, false, true);
+    op.y0 = op.u = op.u_leaf = op.input = at::Tensor();
+    op.partials.clear();
+    release(i, 0, Phase::backward);
+    reduce_gradient(op, 0, grads[0]);
+    if (op.dp_grad.defined()) {
+      op.dp_grad.div_(world);
+      op.dp_reduced = comm.start(CollectiveKind::all_reduce, op.dp_grad);
+    }
+    return input_grad ? grads[1] : at::Tensor();
+  }
+
+  void reduce_gradient(OperatorRuntime& op, int s, at::Tensor grad) {
+    Slice& slice = op.slices[s];
+    if (!grad.defined()) grad = at::zeros({slice.numel}, at::kFloat);
+    if (!slice.sharded) {
+      if (op.dp_reduced.valid()) wait(op.dp_reduced);  // previous step's all-reduce
+      op.dp_grad.narrow(0, slice.dp_offset, slice.numel).copy_(grad);
+      return;
+    }
+    grad.div_(world);
+    at::Tensor chunk = grad.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel());
+    at::Tensor destination = slice.shard_grad;
+    if (slice.replica_group.empty()) {
+      slice.reduced = comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group,
+                                 [chunk, destination]() mutable { destination.copy_(chunk); });
+    } else {
+      comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group);
+      slice.reduced = comm.start(CollectiveKind::all_reduce, chunk, slice.replica_group,
+                                 [chunk, destination]() mutable { destination.copy_(chunk); });
+    }
+  }
+
+  void adam(Slice& slice, const at::Tensor& grad) {
+    const AdamSettings& a = options.adam;
+    if (a.kind == AdamSettings::Kind::sgd) {
+      // torch::optim::SGD: the first step copies the gradient into the momentum buffer.
+      if (adam_step == 1) {
+        slice.exp_avg.copy_(grad);
+      } else {
+        slice.exp_avg.mul_(a.beta1).add_(grad);
+      }
+      slice.local_parameters().add_(slice.exp_avg, -a.learning_rate);
+      return;
+    }
+    const double correction1 = 1.0 - std::pow(a.beta1, adam_step);
+    const double correction2 = 1.0 - std::pow(a.beta2, adam_step);
+    slice.exp_avg.mul_(a.beta1).add_(grad, 1.0 - a.beta1);
+    slice.exp_avg_sq.mul_(a.beta2).addcmul_(grad, grad, 1.0 - a.beta2);
+    const at::Tensor denominator =
+        (slice.exp_avg_sq.sqrt() / std::sqrt(correction2)).add_(a.epsilon);
+    slice.local_parameters().addcdiv_(slice.exp_avg, denominator, -a.learning_rate / correction1);
+  }
+
+  StepMetrics train_step(const TokenBatch& batch) {
+    const auto start = Clock::now();
+    reset_peak_memory();
+    exposed_s = 0;
+    next_gather = issued_gather = 0;
+    prefetch();
+    const int n = static_cast<int>(ops.size());
+    at::Tensor x = batch.inputs;
+    for (int i = 0; i < n; ++i) {
+      OperatorRuntime& op = ops[i];
+      const bool checkpointed = is_checkpointed(op.choice);
+      op.input = i == 0 ? x : x.detach().requires_grad_(!checkpointed);
+      x = run_forward(i, Phase::forward, !checkpointed, batch.targets);
+    }
+    StepMetrics metrics;
+    metrics.loss = ops.back().loss.item<double>();
+    at::Tensor grad;
+    for (int i = n - 1; i >= 0; --i) {
+      if (is_checkpointed(ops[i].choice) && i > 0) ops[i].input.requires_grad_(true);
+      grad = run_backward(i, grad, batch.targets);
+    }
+    TORCH_CHECK(next_gather == gather_order.size(), "not every planned gather was consumed");
+    {
+      torch::autograd::AutoGradMode no_grad(false);
+      ++adam_step;
+      for (OperatorRuntime& op : ops) {
+        if (op.dp_grad.defined()) wait(op.dp_reduced);
+        for (Slice& slice : op.slices) {
+          if (slice.sharded) {
+            wait(slice.reduced);
+            adam(slice, slice.shard_grad);
+          } else {
+            adam(slice, op.dp_grad.narrow(0, slice.dp_offset, slice.numel));
+          }
+        }
+      }
+    }
+    metrics.iteration_time_s = seconds_since(start);
+    metrics.exposed_communication_s = exposed_s;
+    metrics.peak_memory_bytes = memory_counts().peak_bytes;
+    return metrics;
+  }
+
+  NamedTensors full_parameters() {
+    NamedTensors result = initial_gpt_parameters(shape, 0);
+    for (auto& [name, tensor] : result) tensor.zero_();
+    torch::autograd::AutoGradMode no_grad(false);
+    for (OperatorRuntime& op : ops) {
+      for (Slice& slice : op.slices) {
+        at::Tensor flat;
+        if (slice.sharded) {
+          flat = at::zeros({slice.numel}, at::kFloat);
+          flat.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel())
+              .copy_(slice.shard);
+          comm.run(CollectiveKind::all_gather, flat, slice.shard_group);
+        } else {
+          flat = slice.full.detach();
+        }
+        for (const Piece& piece : slice.pieces) {
+          for (auto& [name, tensor] : result) {
+            if (name != piece.tensor) continue;
+            tensor.narrow(piece.dim, piece.start, piece.length)
+                .copy_(flat.narrow(0, piece.offset, piece.numel()).view(piece.shape));
+          }
+        }
+      }
+    }
+    return result;
+  }
+
+  std::int64_t persistent_bytes() const {
+    std::int64_t bytes = 0;
+    for (const OperatorRuntime& op : ops) {
+      if (op.dp_grad.defined()) bytes += op.dp_grad.nbytes();
+      for (const Slice& slice : op.slices) {
+        const int64_t local = slice.sharded ? slice.shard_numel() : slice.numel;
+        const int moments = options.adam.kind == AdamSettings::Kind::adam ? 2 : 1;
+        bytes += 4 * local * (1 + moments + (slice.sharded ? 1 : 0));  // parameters, moments, grad
+      }
+    }
+    return bytes;
+  }
+};
+
+ShardedGpt::ShardedGpt(const GptShape& shape, const Plan& plan, Communicator& communicator,
+                       const NamedTensors& initial, RuntimeOptions options)
+    : impl_(std::make_unique<Impl>(shape, plan, communicator, initial, options)) {}
+
+ShardedGpt::~ShardedGpt() = default;
+
+StepMetrics ShardedGpt::train_step(const TokenBatch& local_batch) {
+  return impl_->train_step(local_batch);
+}
+
+NamedTensors ShardedGpt::full_parameters() { return impl_->full_parameters(); }
+
+std::int64_t ShardedGpt::persistent_bytes() const { return impl_->persistent_bytes(); }
+
+}  // namespace osdp::validate

@@ -1,0 +1,70 @@
+// The plan executed for real: the GPT split into model/'s operators, each running its mode with
+// real collectives (DESIGN section 4).
+//
+// Per operator and slice (a slice is a part of the operator split along its reduction
+// dimension: attention heads, MLP hidden units, LM-head input features; LayerNorm, residual and
+// output bias ride with slice 0, and partial sums are added):
+//   dp   parameters, gradients and Adam states replicated; the DP slices' gradients are
+//        all-reduced together, asynchronously, when the operator's backward is done.
+//   zdp  a 1/N shard of everything; the slice is all-gathered into its flat buffer before
+//        forward and again before backward, the buffer's storage is freed after each (the
+//        memory really drops: saved autograd views point at it, as in FSDP), and its gradient
+//        is reduce-scattered asynchronously right after the slice's backward.
+//   z2   gathered once in forward and kept until the slice's backward; gradient reduce-scatter.
+//   hsdp zdp within groups of `gpus_per_node` consecutive ranks, then an all-reduce of the
+//        gradient shard across the groups.
+// Checkpointed operators keep only their input and recompute forward before backward:
+// unfused re-gathers for the recompute and frees before gathering again for backward; fused
+// keeps the recompute gather for backward. Gathers follow one precomputed order, identical on
+// every rank, prefetched `prefetch_depth` ahead (forward prefetch and FSDP BACKWARD_PRE); with
+// depth 1 at most two gathered units are in flight.
+#pragma once
+
+#include <memory>
+
+#include "model/plan.hpp"
+#include "validate/communicator.hpp"
+#include "validate/gpt_parameters.hpp"
+
+namespace osdp::validate {
+
+struct RuntimeOptions {
+  AdamSettings adam;
+  int prefetch_depth = 1;  // 0: gather on demand
+  int gpus_per_node = 1;   // the HSDP shard group
+};
+
+// One optimizer step of one rank.
+struct StepMetrics {
+  double iteration_time_s = 0;
+  // Time the compute thread waited for collectives (gathers, gradient reductions before the
+  // optimizer step).
+  double exposed_communication_s = 0;
+  double loss = 0;  // this rank's mean loss on its local batch
+  // High-water mark of the process's CPU allocations during the step (counting allocator).
+  std::int64_t peak_memory_bytes = 0;
+};
+
+class ShardedGpt {
+ public:
+  // Throws InputError (file "plan") for choices the runtime cannot execute (slice counts that do
+  // not divide the operator, hsdp without whole nodes).
+  ShardedGpt(const GptShape& shape, const Plan& plan, Communicator& communicator,
+             const NamedTensors& initial, RuntimeOptions options);
+  ~ShardedGpt();
+  ShardedGpt(const ShardedGpt&) = delete;
+  ShardedGpt& operator=(const ShardedGpt&) = delete;
+
+  // Forward, backward and Adam step on this rank's rows of the global batch.
+  StepMetrics train_step(const TokenBatch& local_batch);
+  // The full parameters in canonical layout (a collective: every rank calls it).
+  NamedTensors full_parameters();
+  // Bytes this rank holds between steps (parameters, gradients, optimizer states).
+  std::int64_t persistent_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace osdp::validate
