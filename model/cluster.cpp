@@ -124,8 +124,13 @@ DerivedTimings derive_timings(const Topology& topology) {
     return timings;
   }
   // Crossing nodes: GPU -> NIC -> switch -> NIC -> GPU.
-  const double cross_latency_s =
-      2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
+  double cross_latency_s = 2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
+  // PCIe nodes hold their NICs on the first socket's root complex: the ring leaves a node from
+  // its last socket, crossing the inter-socket links once (it enters on the first socket).
+  const PcieTree& tree = topology.node.pcie;
+  if (topology.node.kind == NodeKind::pcie && tree.sockets > 1) {
+    cross_latency_s += (tree.sockets - 1) * tree.inter_socket.latency_s;
+  }
   // The world ring is split into one channel per NIC; each crosses every node boundary once.
   RingBottleneck world = intra;
   world.add({cross_latency_s, topology.nic.bandwidth_Bps * topology.nics_per_node});

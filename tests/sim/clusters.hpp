@@ -18,8 +18,12 @@ inline Cluster with_topology(const Topology& topology) {
 }
 
 // 8 GPUs, two PCIe switches under one socket, uplinks narrower than the GPU ports.
-inline Cluster pcie_cluster(int sockets = 1, int switches_per_socket = 2) {
+inline Cluster pcie_cluster(int sockets = 1, int switches_per_socket = 2, int nodes = 1,
+                            int nics_per_node = 1) {
   Topology topology;
+  topology.nodes = nodes;
+  topology.nics_per_node = nics_per_node;
+  topology.nic = {12.5e9, 5e-6};
   topology.node.kind = NodeKind::pcie;
   topology.node.gpus = 8;
   PcieTree& tree = topology.node.pcie;

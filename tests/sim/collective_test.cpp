@@ -32,6 +32,9 @@ TEST_CASE("uncontended ring collectives equal the alpha-beta formula", "[sim][co
     SECTION(std::string(collective_name(kind)) + " PCIe, two sockets") {
       check_alpha_beta(pcie_cluster(2, 2), kind, 64 * mib);
     }
+    SECTION(std::string(collective_name(kind)) + " two PCIe nodes of two sockets, two NICs") {
+      check_alpha_beta(pcie_cluster(2, 2, 2, 2), kind, 64 * mib);
+    }
     SECTION(std::string(collective_name(kind)) + " NVLink mesh") {
       check_alpha_beta(nvlink_mesh_cluster(), kind, 64 * mib);
     }
