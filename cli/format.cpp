@@ -99,10 +99,67 @@ std::string run_label(const Workload& workload, const ChoiceRun& run) {
   return workload.op(run.first).name + ".." + workload.op(run.last).name;
 }
 
+namespace {
+
+bool same_runs(const std::vector<ChoiceRun>& runs, std::size_t a, std::size_t b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!(runs[a + i].choice == runs[b + i].choice) || runs[a + i].count != runs[b + i].count) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// How often the block of `period` runs starting at `first` repeats back to back.
+std::size_t repeats(const std::vector<ChoiceRun>& runs, std::size_t first, std::size_t period) {
+  std::size_t count = 1;
+  while (first + (count + 1) * period <= runs.size() &&
+         same_runs(runs, first, first + count * period, period)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
 std::string render_runs(const Workload& workload, const Plan& plan, const std::string& indent) {
+  // A block of up to 4 runs repeated 3 times or more (e.g. attention / MLP alternating) is one
+  // line: "[zdp+fused-ckpt, zdp] repeated".
+  constexpr std::size_t max_period = 4;
+  constexpr std::size_t min_repeats = 3;
+  const std::vector<ChoiceRun> runs = compress_runs(workload, plan);
   Table table({{"operators"}, {"choice"}, {"count", Table::Align::right}});
-  for (const ChoiceRun& run : compress_runs(workload, plan)) {
-    table.add_row({run_label(workload, run), describe(run.choice), fmt::format("x{}", run.count)});
+  std::size_t i = 0;
+  while (i < runs.size()) {
+    std::size_t period = 0;
+    std::size_t times = 1;
+    for (std::size_t p = 2; p <= max_period && i + p * min_repeats <= runs.size(); ++p) {
+      const std::size_t r = repeats(runs, i, p);
+      if (r >= min_repeats) {
+        period = p;
+        times = r;
+        break;
+      }
+    }
+    if (period == 0) {
+      table.add_row({run_label(workload, runs[i]), describe(runs[i].choice),
+                     fmt::format("x{}", runs[i].count)});
+      ++i;
+      continue;
+    }
+    std::string choices;
+    int operators = 0;
+    for (std::size_t k = 0; k < period; ++k) {
+      const ChoiceRun& run = runs[i + k];
+      choices += (k ? ", " : "") + describe(run.choice) +
+                 (run.count > 1 ? fmt::format(" x{}", run.count) : "");
+      operators += run.count;
+    }
+    const ChoiceRun span{runs[i].first, runs[i + times * period - 1].last, 2, {}};
+    table.add_row(
+        {run_label(workload, span), "[" + choices + "] repeated",
+         fmt::format("x{} ({} x {})", operators * static_cast<int>(times), times, operators)});
+    i += times * period;
   }
   return table.render(indent);
 }
