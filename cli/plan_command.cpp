@@ -81,7 +81,7 @@ Json plan_json(const Scenario& scenario, const CostModel& model, const Compariso
 std::string setup_summary(const Scenario& scenario, double memory_limit_bytes) {
   const Workload& workload = *scenario.workload;
   const Cluster& cluster = scenario.cluster;
-  std::string text = fmt::format("scenario      {}\n", scenario.name);
+  std::string text = fmt::format("osdp plan: {}\n", scenario.name);
   text += fmt::format("  model       {}: {} operators, {} parameters, model states {} ({}, {})\n",
                       workload.name(), workload.size(), format_count(workload.parameter_count()),
                       units::format_bytes(workload.model_state_bytes()),
