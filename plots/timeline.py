@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Gantt timeline and memory over time of a simulated iteration, from `osdp simulate --trace`.
+
+Usage: timeline.py TRACE_JSON [--out DIR] [--ranks 0,1] [--title TEXT]
+Reads the Chrome trace (times in microseconds, memory counters in bytes) and writes
+DIR/timeline.png and DIR/timeline.svg (DIR defaults to the trace's folder): on top one row per
+rank and stream (compute, then each communication lane), coloured by phase and collective
+category, like Figure 1 of the OSDP paper; below, each selected rank's live memory over time.
+Each file is written to a temporary name first and renamed into place.
+Exit codes: 0 written, 2 bad input, 3 no matplotlib.
+"""
+import argparse
+import json
+import os
+import sys
+
+COLOURS = {
+    "forward": "#4c72b0",
+    "recompute": "#8172b2",
+    "backward": "#55a868",
+    "optimizer": "#937860",
+    "ag_forward": "#dd8452",
+    "ag_backward": "#c44e52",
+    "ag_recompute": "#da8bc3",
+    "reduce_scatter": "#8c8c8c",
+    "all_reduce": "#ccb974",
+}
+
+
+def read_trace(path):
+    """Returns (spans, counters, track names, process names) from a Chrome trace file."""
+    with open(path) as handle:
+        trace = json.load(handle)
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        raise ValueError(f"{path}: expected a Chrome trace with \"traceEvents\" (osdp simulate --trace)")
+    spans, counters, tracks, processes = [], [], {}, {}
+    for event in events:
+        phase = event.get("ph")
+        if phase == "X":
+            spans.append(event)
+        elif phase == "C" and event.get("name") == "memory":
+            counters.append(event)
+        elif phase == "M" and event.get("name") == "thread_name":
+            tracks[(event["pid"], event["tid"])] = event["args"]["name"]
+        elif phase == "M" and event.get("name") == "process_name":
+            processes[event["pid"]] = event["args"]["name"]
+    if not spans:
+        raise ValueError(f"{path}: the trace has no complete (\"X\") events")
+    return spans, counters, tracks, processes
+
+
+def parse_ranks(text, available):
+    if text is None:
+        return sorted(available)[:4]
+    try:
+        ranks = [int(item) for item in text.split(",") if item]
+    except ValueError:
+        raise ValueError(f"--ranks: expected a list of rank numbers like 0,1, not {text!r}")
+    missing = [r for r in ranks if r not in available]
+    if missing or not ranks:
+        raise ValueError(f"--ranks: ranks {missing or text} are not in the trace")
+    return ranks
+
+
+def save(figure, out_dir, name):
+    for extension in ("png", "svg"):
+        final = os.path.join(out_dir, f"{name}.{extension}")
+        temporary = os.path.join(out_dir, f".{name}.{os.getpid()}.tmp.{extension}")
+        figure.savefig(temporary, dpi=150, bbox_inches="tight")
+        os.replace(temporary, final)
+        print(final)
+
+
+def plot(spans, counters, tracks, processes, ranks, title, out_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    rows = sorted({(e["pid"], e["tid"]) for e in spans if e["pid"] in ranks})
+    row_of = {key: i for i, key in enumerate(rows)}
+    figure, (gantt, memory) = plt.subplots(
+        2, 1, sharex=True, figsize=(12, 2 + 0.45 * len(rows) + 3),
+        gridspec_kw={"height_ratios": [max(1.5, 0.45 * len(rows)), 2.5]})
+    used = set()
+    by_row_and_category = {}
+    for event in spans:
+        key = (event["pid"], event["tid"])
+        if key not in row_of:
+            continue
+        category = event.get("cat", "")
+        used.add(category)
+        start_ms = event["ts"] / 1e3
+        by_row_and_category.setdefault((row_of[key], category), []).append((start_ms, event["dur"] / 1e3))
+    for (row, category), bars in sorted(by_row_and_category.items()):
+        gantt.broken_barh(bars, (row - 0.4, 0.8), facecolors=COLOURS.get(category, "#333333"),
+                          edgecolor="white", linewidth=0.2)
+    gantt.set_yticks(range(len(rows)))
+    gantt.set_yticklabels([f"{processes.get(pid, pid)} / {tracks.get((pid, tid), tid)}" for pid, tid in rows])
+    gantt.invert_yaxis()
+    gantt.legend(handles=[Patch(color=COLOURS[c], label=c.replace("_", " ")) for c in COLOURS if c in used],
+                 loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    gantt.set_title(title)
+    for rank in ranks:
+        points = sorted((e["ts"] / 1e3, e["args"]["live_bytes"] / 2**30) for e in counters if e["pid"] == rank)
+        if points:
+            times, live = zip(*points)
+            memory.step(times, live, where="post", label=processes.get(rank, f"rank {rank}"))
+    memory.set_xlabel("time (ms)")
+    memory.set_ylabel("live memory (GiB)")
+    memory.grid(True, alpha=0.3)
+    if counters:
+        memory.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    save(figure, out_dir, "timeline")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace")
+    parser.add_argument("--out", help="output folder (default: the trace's folder)")
+    parser.add_argument("--ranks", help="ranks to show, e.g. 0,1 (default: the first four)")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args()
+    try:
+        spans, counters, tracks, processes = read_trace(args.trace)
+        ranks = parse_ranks(args.ranks, {e["pid"] for e in spans})
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"timeline.py: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("timeline.py: matplotlib is missing (Debian: apt-get install python3-matplotlib)",
+              file=sys.stderr)
+        return 3
+    out_dir = args.out or os.path.dirname(os.path.abspath(args.trace))
+    os.makedirs(out_dir, exist_ok=True)
+    title = args.title or f"simulated iteration: {os.path.basename(args.trace)}"
+    plot(spans, counters, tracks, processes, ranks, title, out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
