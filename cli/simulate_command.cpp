@@ -62,7 +62,7 @@ int run_collective(const SimulateOptions& options) {
   const auto bytes = units::parse(options.bytes, units::Dimension::bytes);
   if (!bytes || *bytes <= 0) {
     throw InputError(command_line, "--bytes", options.bytes,
-                     "a positive " + units::expected_form(units::Dimension::bytes));
+                     units::expected_form(units::Dimension::bytes) + ", above zero");
   }
   const Json document = read_json_file(options.cluster_path);
   const Cluster cluster = load_cluster(JsonReader(document, options.cluster_path));
