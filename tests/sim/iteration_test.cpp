@@ -197,5 +197,12 @@ TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
     CHECK(counters > 0);
     CHECK(communication);
     CHECK(a.at("otherData").at("time_unit") == "us");
+    // Every allocation is freed by the end: what is left is the persistent model states and
+    // extra buffers.
+    double last_rank0 = -1;
+    for (const Json& event : a.at("traceEvents")) {
+      if (event.at("ph") == "C" && event.at("pid") == 0) last_rank0 = event.at("args").at("live_bytes");
+    }
+    CHECK(last_rank0 == Approx(spec.operators * (4 * spec.parameter_bytes / 8 + spec.extra_bytes)));
   }
 }

@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+
+#include "clusters.hpp"
+#include "sim/fabric.hpp"
+#include "sim/network.hpp"
+
+using namespace osdp;
+using namespace osdp::sim;
+using namespace osdp::sim::test;
+
+TEST_CASE("rings follow the topology", "[sim][fabric]") {
+  SECTION("two NVSwitch nodes: node by node") {
+    const Fabric fabric(*nvswitch_cluster(2, 2).topology);
+    std::vector<int> expected(16);
+    for (int i = 0; i < 16; ++i) expected[i] = i;
+    CHECK(fabric.ring_order() == expected);
+  }
+  SECTION("an NVLink mesh: a chain over the direct links") {
+    const Fabric fabric(*nvlink_mesh_cluster().topology);
+    CHECK(fabric.ring_order() == std::vector<int>{0, 1, 2, 3});
+    CHECK(fabric.path(0, 3).hops.size() == 1);
+  }
+  SECTION("a PCIe tree: each uplink crossed once per direction") {
+    const Cluster cluster = pcie_cluster(2, 2);
+    const Fabric fabric(*cluster.topology);
+    CHECK(fabric.ring_order() == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+    std::vector<int> crossings(fabric.links().size() * 2, 0);
+    for (int i = 0; i < 8; ++i) {
+      for (const Hop& hop : fabric.path(i, (i + 1) % 8).hops) ++crossings[hop.link * 2 + hop.up];
+    }
+    for (int count : crossings) CHECK(count <= 1);
+  }
+}
+
+TEST_CASE("routes add up their links' latencies", "[sim][fabric]") {
+  const Cluster cluster = pcie_cluster(2, 2);
+  const Fabric fabric(*cluster.topology);
+  const PcieTree& tree = cluster.topology->node.pcie;
+  // Same switch: two ports.
+  CHECK(fabric.path(0, 1).latency_s == Approx(2 * tree.gpu_link.latency_s));
+  // Across sockets: ports, uplinks and the inter-socket link.
+  CHECK(fabric.path(3, 4).latency_s ==
+        Approx(2 * tree.gpu_link.latency_s + 2 * tree.switch_uplink.latency_s +
+               tree.inter_socket.latency_s));
+  SECTION("between nodes, through the chosen NIC") {
+    const Cluster two = nvswitch_cluster(2, 2);
+    const Fabric nodes(*two.topology);
+    const Path path = nodes.path_via_nic(7, 8, 1);
+    CHECK(path.latency_s ==
+          Approx(2 * two.topology->node.gpu_link.latency_s + 2 * two.topology->nic.latency_s));
+    bool through_nic1 = false;
+    for (const Hop& hop : path.hops) {
+      through_nic1 = through_nic1 || nodes.links()[hop.link].name == "n0.nic1-switch";
+    }
+    CHECK(through_nic1);
+  }
+}
+
+TEST_CASE("groups get their channels", "[sim][fabric]") {
+  const Cluster cluster = nvswitch_cluster(2, 2);
+  std::vector<Group> groups{{GroupKind::world, world_members(cluster)},
+                            {GroupKind::inter_node, {3, 11}}};
+  const NetworkPlan plan = plan_network(cluster, groups);
+  REQUIRE(plan.rings.size() == 2);
+  // The world ring splits its two node crossings over both NICs.
+  int split_edges = 0;
+  for (const RingEdge& edge : plan.rings[0].edges) {
+    if (edge.channels.size() == 2) {
+      ++split_edges;
+      CHECK(edge.channels[0].share + edge.channels[1].share == Approx(1.0));
+    }
+  }
+  CHECK(split_edges == 2);
+  // Local rank 3 of 8 with two NICs uses NIC 0.
+  for (const RingEdge& edge : plan.rings[1].edges) {
+    REQUIRE(edge.channels.size() == 1);
+    CHECK(edge.channels[0].from.tag == 0);
+  }
+  CHECK(plan.rings[0].alpha_s == Approx(cluster.world.all_gather.alpha_beta.alpha_s));
+}
