@@ -324,3 +324,19 @@ TEST_CASE("every study in scenarios/ loads and plans (exit 0 or 3)") {
   }
   CHECK(studies >= 10);
 }
+
+TEST_CASE("sweep --json prints every point on stdout") {
+  TempDir dir;
+  const Run run = run_osdp({"sweep", scenarios + "default.json", "--memory-limits", "6GiB,12GiB",
+                            "--out", dir.path().string(), "--no-plot", "--json"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const osdp::Json document = osdp::Json::parse(run.out);
+  REQUIRE(document["points"].size() == 2);
+  const osdp::Json& point = document["points"][1];
+  CHECK(point["memory_limit_bytes"].get<double>() == 12.0 * 1073741824.0);
+  CHECK(point["osdp"]["feasible"] == true);
+  CHECK(point["osdp"]["throughput_samples_per_s"].get<double>() >=
+        point["fsdp"]["throughput_samples_per_s"].get<double>());
+  CHECK(fs::exists(dir.path() / "sweep.csv"));
+}
