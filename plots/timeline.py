@@ -104,7 +104,7 @@ def plot(spans, counters, tracks, processes, ranks, title, out_dir):
                  loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     gantt.set_title(title)
     for rank in ranks:
-        points = sorted((e["ts"] / 1e3, e["args"]["live_bytes"] / 2**30) for e in counters if e["pid"] == rank)
+        points = [(e["ts"] / 1e3, sum(e["args"].values()) / 2**30) for e in counters if e["pid"] == rank]
         if points:
             times, live = zip(*points)
             memory.step(times, live, where="post", label=processes.get(rank, f"rank {rank}"))

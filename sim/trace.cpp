@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "model/json_reader.hpp"
 
 namespace osdp::sim {
@@ -31,6 +33,12 @@ std::string item_name(const ProgramItem& item, const Workload& workload) {
   if (item.collective) return fmt::format("{} {}", collective_name(item.kind), op);
   if (item.phase == Phase::optimizer) return "optimizer step";
   return fmt::format("{} {}", phase_name(item.phase), op);
+}
+
+std::vector<double> peak_bytes(const Executor& executor) {
+  std::vector<double> peaks;
+  for (const MemoryTimeline& memory : executor.memory()) peaks.push_back(memory.peak_bytes());
+  return peaks;
 }
 
 }  // namespace
@@ -85,19 +93,40 @@ std::string chrome_trace(const Executor& executor, const Workload& workload) {
       add(executor.who_of_task(t));
     }
   }
+  // Memory: a counter per category (Perfetto stacks them into the live total), and an instant
+  // event per allocation or free naming its cause.
   for (int r = 0; r < executor.ranks(); ++r) {
+    std::array<double, memory_categories> live{};
     for (const MemoryEvent& event : executor.memory()[r].events()) {
+      live[static_cast<int>(event.category)] += event.delta_bytes;
+      Json counters = Json::object();
+      for (int c = 0; c < memory_categories; ++c) {
+        counters[std::string(memory_category_name(static_cast<MemoryCategory>(c)))] = live[c];
+      }
       events.push_back({{"ph", "C"},
                         {"name", "memory"},
                         {"pid", r},
                         {"tid", 0},
                         {"ts", event.time_s * us_per_s},
-                        {"args", {{"live_bytes", event.live_bytes}}}});
+                        {"args", std::move(counters)}});
+      Json cause = {{"bytes", event.delta_bytes},
+                    {"category", std::string(memory_category_name(event.category))},
+                    {"live_bytes", event.live_bytes}};
+      if (event.op >= 0) cause["operator"] = workload.op(event.op).name;
+      events.push_back({{"ph", "i"},
+                        {"s", "t"},
+                        {"name", event.delta_bytes >= 0 ? "alloc" : "free"},
+                        {"cat", "memory"},
+                        {"pid", r},
+                        {"tid", 0},
+                        {"ts", event.time_s * us_per_s},
+                        {"args", std::move(cause)}});
     }
   }
   const Json trace = {{"traceEvents", std::move(events)},
                       {"displayTimeUnit", "ms"},
                       {"otherData", {{"time_unit", "us"}, {"memory_unit", "bytes"},
+                                     {"peak_memory_bytes", peak_bytes(executor)},
                                      {"generator", "osdp simulate"}}}};
   return trace.dump() + "\n";
 }

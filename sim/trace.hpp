@@ -1,7 +1,8 @@
 // Chrome trace JSON (the Trace Event Format; Perfetto and chrome://tracing open it) of a
 // simulated iteration: one process per rank, a "compute" track and one track per communication
-// lane, and a "memory" counter track. Times ("ts", "dur") are in microseconds, as the format
-// requires; memory counters are in bytes.
+// lane, a "memory" counter track (live bytes by category, stacked) and an instant event per
+// allocation or free with its cause. Times ("ts", "dur") are in microseconds, as the format
+// requires; memory is in bytes.
 #pragma once
 
 #include <string>

@@ -201,7 +201,7 @@ TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
     // extra buffers.
     double last_rank0 = -1;
     for (const Json& event : a.at("traceEvents")) {
-      if (event.at("ph") == "C" && event.at("pid") == 0) last_rank0 = event.at("args").at("live_bytes");
+      if (event.at("ph") == "i" && event.at("pid") == 0) last_rank0 = event.at("args").at("live_bytes");
     }
     CHECK(last_rank0 == Approx(spec.operators * (4 * spec.parameter_bytes / 8 + spec.extra_bytes)));
   }
