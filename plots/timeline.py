@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Gantt timeline and memory over time of a simulated iteration, from `osdp simulate --trace`.
 
-Usage: timeline.py TRACE_JSON [--out DIR] [--ranks 0,1] [--title TEXT]
+Usage: timeline.py TRACE_JSON [TRACE_JSON ...] [--out DIR] [--name NAME] [--ranks 0,1] [--title TEXT]
 Reads the Chrome trace (times in microseconds, memory counters in bytes) and writes
 DIR/timeline.png and DIR/timeline.svg (DIR defaults to the trace's folder): on top one row per
 rank and stream (compute, then each communication lane), coloured by phase and collective
 category, like Figure 1 of the OSDP paper; below, each selected rank's live memory over time.
+Several traces share one time axis: the teaching chart "one operator in DP vs ZDP" is
+  osdp simulate scenarios/paper-form.json --plan scenarios/sim-paper-form-dp.plan.json --trace dp.json
+  osdp simulate scenarios/paper-form.json --plan scenarios/sim-paper-form-zdp.plan.json --trace zdp.json
+  timeline.py dp.json zdp.json --name dp_vs_zdp
 Each file is written to a temporary name first and renamed into place.
 Exit codes: 0 written, 2 bad input, 3 no matplotlib.
 """
@@ -72,60 +76,77 @@ def save(figure, out_dir, name):
         print(final)
 
 
-def plot(spans, counters, tracks, processes, ranks, title, out_dir):
+def plot(traces, ranks, title, out_dir, name):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    rows = sorted({(e["pid"], e["tid"]) for e in spans if e["pid"] in ranks})
+    rows = []
+    for index, (label, (spans, _, _, _)) in enumerate(traces):
+        rows += sorted({(index, e["pid"], e["tid"]) for e in spans if e["pid"] in ranks})
     row_of = {key: i for i, key in enumerate(rows)}
     figure, (gantt, memory) = plt.subplots(
         2, 1, sharex=True, figsize=(12, 2 + 0.45 * len(rows) + 3),
         gridspec_kw={"height_ratios": [max(1.5, 0.45 * len(rows)), 2.5]})
     used = set()
     by_row_and_category = {}
-    for event in spans:
-        key = (event["pid"], event["tid"])
-        if key not in row_of:
-            continue
-        category = event.get("cat", "")
-        used.add(category)
-        start_ms = event["ts"] / 1e3
-        by_row_and_category.setdefault((row_of[key], category), []).append((start_ms, event["dur"] / 1e3))
+    for index, (label, (spans, _, _, _)) in enumerate(traces):
+        for event in spans:
+            key = (index, event["pid"], event["tid"])
+            if key not in row_of:
+                continue
+            category = event.get("cat", "")
+            used.add(category)
+            bar = (event["ts"] / 1e3, event["dur"] / 1e3)
+            by_row_and_category.setdefault((row_of[key], category), []).append(bar)
     for (row, category), bars in sorted(by_row_and_category.items()):
         gantt.broken_barh(bars, (row - 0.4, 0.8), facecolors=COLOURS.get(category, "#333333"),
                           edgecolor="white", linewidth=0.2)
     gantt.set_yticks(range(len(rows)))
-    gantt.set_yticklabels([f"{processes.get(pid, pid)} / {tracks.get((pid, tid), tid)}" for pid, tid in rows])
+    def row_label(index, pid, tid):
+        label, (_, _, tracks, processes) = traces[index]
+        prefix = f"{label}: " if len(traces) > 1 else ""
+        return f"{prefix}{processes.get(pid, pid)} / {tracks.get((pid, tid), tid)}"
+
+    gantt.set_yticklabels([row_label(*row) for row in rows])
     gantt.invert_yaxis()
     gantt.legend(handles=[Patch(color=COLOURS[c], label=c.replace("_", " ")) for c in COLOURS if c in used],
                  loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     gantt.set_title(title)
-    for rank in ranks:
-        points = [(e["ts"] / 1e3, sum(e["args"].values()) / 2**30) for e in counters if e["pid"] == rank]
-        if points:
-            times, live = zip(*points)
-            memory.step(times, live, where="post", label=processes.get(rank, f"rank {rank}"))
+    any_counters = False
+    for label, (_, counters, _, processes) in traces:
+        for rank in ranks:
+            points = [(e["ts"] / 1e3, sum(e["args"].values()) / 2**30)
+                      for e in counters if e["pid"] == rank]
+            if points:
+                any_counters = True
+                times, live = zip(*points)
+                prefix = f"{label}: " if len(traces) > 1 else ""
+                memory.step(times, live, where="post", label=prefix + processes.get(rank, f"rank {rank}"))
     memory.set_xlabel("time (ms)")
     memory.set_ylabel("live memory (GiB)")
     memory.grid(True, alpha=0.3)
-    if counters:
+    if any_counters:
         memory.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    save(figure, out_dir, "timeline")
+    save(figure, out_dir, name)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace")
-    parser.add_argument("--out", help="output folder (default: the trace's folder)")
+    parser.add_argument("traces", nargs="+", metavar="trace")
+    parser.add_argument("--out", help="output folder (default: the first trace's folder)")
+    parser.add_argument("--name", default="timeline", help="output file name without extension")
     parser.add_argument("--ranks", help="ranks to show, e.g. 0,1 (default: the first four)")
     parser.add_argument("--title", default=None)
     args = parser.parse_args()
     try:
-        spans, counters, tracks, processes = read_trace(args.trace)
-        ranks = parse_ranks(args.ranks, {e["pid"] for e in spans})
+        traces = [(os.path.splitext(os.path.basename(path))[0], read_trace(path)) for path in args.traces]
+        available = set.intersection(*({e["pid"] for e in trace[0]} for _, trace in traces))
+        ranks = parse_ranks(args.ranks, available)
+        if not args.name or "/" in args.name or args.name.startswith("."):
+            raise ValueError(f"--name: expected a plain file name, not {args.name!r}")
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"timeline.py: error: {error}", file=sys.stderr)
         return 2
@@ -135,10 +156,10 @@ def main():
         print("timeline.py: matplotlib is missing (Debian: apt-get install python3-matplotlib)",
               file=sys.stderr)
         return 3
-    out_dir = args.out or os.path.dirname(os.path.abspath(args.trace))
+    out_dir = args.out or os.path.dirname(os.path.abspath(args.traces[0]))
     os.makedirs(out_dir, exist_ok=True)
-    title = args.title or f"simulated iteration: {os.path.basename(args.trace)}"
-    plot(spans, counters, tracks, processes, ranks, title, out_dir)
+    title = args.title or "simulated iteration: " + " vs ".join(label for label, _ in traces)
+    plot(traces, ranks, title, out_dir, args.name)
     return 0
 
 
