@@ -206,3 +206,28 @@ TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
     CHECK(last_rank0 == Approx(spec.operators * (4 * spec.parameter_bytes / 8 + spec.extra_bytes)));
   }
 }
+
+TEST_CASE("compute, optimizer step and exposed communication add up to the iteration",
+          "[sim][iteration]") {
+  ChainSpec spec;
+  Cluster cluster = nvswitch_cluster(2, 1);
+  cluster.gpu.memory_bandwidth_Bps = 1e12;  // a real optimizer step and slice adds
+  const Scenario scenario = chain_scenario(spec, cluster);
+  SimOptions separate;
+  separate.separate_reduce_scatter_lane = true;
+  separate.overlap_slowdown = 1.2;
+  for (const SimOptions& options : {SimOptions{}, separate}) {
+    for (OperatorChoice choice :
+         {OperatorChoice::whole(Mode::dp), OperatorChoice::whole(Mode::zdp, Checkpoint::unfused),
+          OperatorChoice::whole(Mode::z2), OperatorChoice::whole(Mode::hsdp, Checkpoint::fused),
+          OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none}}) {
+      INFO(describe(choice) << (options.separate_reduce_scatter_lane ? ", separate lane" : ""));
+      const SimulationResult result =
+          simulate_plan(scenario, uniform_plan(scenario, 2, choice), options);
+      CHECK(result.iteration_time_s ==
+            Approx(result.compute_s + result.optimizer_step_s + result.exposed_comm_total_s())
+                .epsilon(1e-9));
+      CHECK(result.optimizer_step_s > 0);
+    }
+  }
+}
