@@ -5,6 +5,7 @@
 // --json prints the figures as JSON (keys with units: iteration_time_s, peak_memory_bytes, ...).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -158,8 +159,17 @@ int run_plan(const SimulateOptions& options) {
     fmt::print("    {:<24}{:>16}\n", sim::comm_category_name(static_cast<sim::CommCategory>(c)),
                units::format_seconds(result.exposed_comm_s[c]));
   }
-  fmt::print("  peak memory on rank {} at {}: {}\n", result.peak_rank,
+  fmt::print("  peak memory on rank {} at {}, reached by {}\n", result.peak_rank,
              units::format_seconds(result.peak_time_s), result.peak_memory_cause);
+  std::string live;
+  for (int c = 0; c < sim::memory_categories; ++c) {
+    if (result.peak_breakdown_bytes[c] <= 0) continue;
+    std::string name(sim::memory_category_name(static_cast<sim::MemoryCategory>(c)));
+    std::replace(name.begin(), name.end(), '_', ' ');
+    live += fmt::format("{}{} {}", live.empty() ? "" : ", ", name,
+                        units::format_bytes(result.peak_breakdown_bytes[c]));
+  }
+  fmt::print("    live then: {}\n", live);
   if (!options.trace_path.empty()) fmt::print("  trace written to {}\n", options.trace_path);
   return exit_ok;
 }
