@@ -371,8 +371,13 @@ class Builder {
   }
 
   void optimizer() {
+    // The optimizer step runs whatever the cost model: the extended model's memory-bound update
+    // (zero when the GPU's memory bandwidth is unknown).
+    CostSettings settings = model_.settings();
+    settings.kind = CostModelKind::extended;
+    const CostModel extended(model_.workload(), cluster_, model_.training(), settings);
     double work = 0;
-    for (int i = 0; i < model_.workload().size(); ++i) work += model_.optimizer_step_s(i, choice(i));
+    for (int i = 0; i < model_.workload().size(); ++i) work += extended.optimizer_step_s(i, choice(i));
     const int step = add_compute(Phase::optimizer, -1, 0, work, 0);
     for (int reduction : reductions_) program_.items[step].deps.push_back({reduction, DepOn::end});
   }
