@@ -111,7 +111,51 @@ void free_storage(at::Tensor& tensor) {
   storage->set_nbytes(0);
 }
 
+std::string operator_name_of(const GptShape& shape, int i) {
+  if (i == 0) return "embedding";
+  if (i == shape.operators() - 1) return "head";
+  return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
+}
+
 }  // namespace
+
+void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus_per_node,
+                    const std::string& file) {
+  if (static_cast<int>(plan.choices.size()) != shape.operators()) {
+    throw InputError(file, "$.operators", std::to_string(plan.choices.size()) + " operators",
+                     fmt::format("{} operators", shape.operators()));
+  }
+  for (int i = 0; i < shape.operators(); ++i) {
+    const OperatorChoice& choice = plan.choices[i];
+    const std::string path = "$.operators." + operator_name_of(shape, i);
+    const int k = choice.slices;
+    if (k < 1 || choice.sharded_slices < 0 || choice.sharded_slices > k ||
+        (choice.mode == Mode::dp) != (choice.sharded_slices == 0)) {
+      throw InputError(file, path, describe(choice),
+                       "slices >= 1 and 0 sharded slices exactly for mode dp");
+    }
+    int64_t divisible = 1;
+    std::string what = "embedding (a table lookup cannot be split)";
+    if (i > 0 && i < shape.operators() - 1) {
+      const bool attention = (i - 1) % 2 == 0;
+      divisible = attention ? shape.heads : 4 * shape.hidden;
+      what = attention ? "attention heads" : "MLP hidden units";
+    } else if (i > 0) {
+      divisible = shape.hidden;
+      what = "hidden size";
+    }
+    if (divisible % k != 0) {
+      throw InputError(file, path, fmt::format("slices {}", k),
+                       fmt::format("a slice count that divides the {} ({})", what, divisible));
+    }
+    if (choice.mode == Mode::hsdp &&
+        (gpus_per_node < 2 || world % gpus_per_node != 0 || world / gpus_per_node < 2)) {
+      throw InputError(file, path, "hsdp",
+                       fmt::format("hsdp needs >= 2 nodes of >= 2 ranks ({} ranks, {} per node)",
+                                   world, gpus_per_node));
+    }
+  }
+}
 
 struct ShardedGpt::Impl {
   GptShape shape;
@@ -135,10 +179,7 @@ struct ShardedGpt::Impl {
   Impl(const GptShape& s, const Plan& plan, Communicator& c, const NamedTensors& initial,
        RuntimeOptions o)
       : shape(s), comm(c), options(o), world(c.size()), rank(c.rank()) {
-    if (static_cast<int>(plan.choices.size()) != shape.operators()) {
-      throw InputError("plan", "$.operators", std::to_string(plan.choices.size()) + " operators",
-                       fmt::format("{} operators", shape.operators()));
-    }
+    check_runnable(shape, plan, world, options.gpus_per_node);
     ops.resize(shape.operators());
     for (int i = 0; i < shape.operators(); ++i) build_operator(i, plan.choices[i], initial);
     build_gather_order();
@@ -146,11 +187,7 @@ struct ShardedGpt::Impl {
 
   // ---- layout --------------------------------------------------------------------------------
 
-  std::string operator_name(int i) const {
-    if (i == 0) return "embedding";
-    if (i == shape.operators() - 1) return "head";
-    return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
-  }
+  std::string operator_name(int i) const { return operator_name_of(shape, i); }
 
   std::vector<std::vector<Piece>> slice_pieces(const OperatorRuntime& op, int k) const {
     const int64_t h = shape.hidden;
@@ -161,21 +198,12 @@ struct ShardedGpt::Impl {
       slices[s].push_back(
           {std::move(role), op.prefix + tensor, dim, start, length, std::move(block)});
     };
-    auto unsplittable = [&](int64_t divisible_by, const char* what) {
-      if (divisible_by % k != 0) {
-        throw InputError("plan", "$.operators." + operator_name(&op - ops.data()),
-                         fmt::format("slices {}", k),
-                         fmt::format("a slice count that divides the {} ({})", what, divisible_by));
-      }
-    };
     switch (op.kind) {
       case OperatorKind::embedding:
-        if (k != 1) unsplittable(1, "embedding (a table lookup cannot be split)");
         add(0, "token", "token", 0, 0, v, {v, h});
         add(0, "position", "position", 0, 0, shape.sequence_length, {shape.sequence_length, h});
         break;
       case OperatorKind::attention: {
-        unsplittable(shape.heads, "attention heads");
         const int64_t hs = h / k;
         add(0, "ln.weight", "ln.weight", 0, 0, h, {h});
         add(0, "ln.bias", "ln.bias", 0, 0, h, {h});
@@ -192,7 +220,6 @@ struct ShardedGpt::Impl {
         break;
       }
       case OperatorKind::mlp: {
-        unsplittable(4 * h, "MLP hidden units");
         const int64_t q = 4 * h / k;
         add(0, "ln.weight", "ln.weight", 0, 0, h, {h});
         add(0, "ln.bias", "ln.bias", 0, 0, h, {h});
@@ -205,7 +232,6 @@ struct ShardedGpt::Impl {
         break;
       }
       case OperatorKind::head: {
-        unsplittable(h, "hidden size");
         const int64_t c = h / k;
         add(0, "ln.weight", "ln.weight", 0, 0, h, {h});
         add(0, "ln.bias", "ln.bias", 0, 0, h, {h});
@@ -232,19 +258,6 @@ struct ShardedGpt::Impl {
       op.prefix = operator_name(i) + ".";
     }
     const int k = choice.slices;
-    if (k < 1 || choice.sharded_slices < 0 || choice.sharded_slices > k ||
-        (choice.mode == Mode::dp) != (choice.sharded_slices == 0)) {
-      throw InputError("plan", "$.operators." + operator_name(i), describe(choice),
-                       "slices >= 1 and 0 sharded slices exactly for mode dp");
-    }
-    if (choice.mode == Mode::hsdp &&
-        (options.gpus_per_node < 2 || world % options.gpus_per_node != 0 ||
-         world / options.gpus_per_node < 2)) {
-      throw InputError("plan", "$.operators." + operator_name(i), "hsdp",
-                       fmt::format("hsdp needs whole nodes of >= 2 ranks and >= 2 nodes ({} ranks, "
-                                   "{} per node)",
-                                   world, options.gpus_per_node));
-    }
     auto pieces = slice_pieces(op, k);
     op.slices.resize(k);
     int64_t dp_numel = 0;
@@ -588,20 +601,33 @@ struct ShardedGpt::Impl {
     next_gather = issued_gather = 0;
     prefetch();
     const int n = static_cast<int>(ops.size());
+    StepMetrics metrics;
+    metrics.operators.resize(n);
+    // Compute time of a phase: its wall time less the waits for collectives inside it.
+    auto timed = [&](double& start_s, double& duration_s, auto&& body) {
+      const auto begin = Clock::now();
+      const double exposed_before = exposed_s;
+      start_s = std::chrono::duration<double>(begin - start).count();
+      body();
+      duration_s = seconds_since(begin) - (exposed_s - exposed_before);
+    };
     at::Tensor x = batch.inputs;
     for (int i = 0; i < n; ++i) {
       OperatorRuntime& op = ops[i];
       const bool checkpointed = is_checkpointed(op.choice);
       op.input = i == 0 ? x : x.detach().requires_grad_(!checkpointed);
-      x = run_forward(i, Phase::forward, !checkpointed, batch.targets);
+      timed(metrics.operators[i].forward_start_s, metrics.operators[i].forward_s,
+            [&] { x = run_forward(i, Phase::forward, !checkpointed, batch.targets); });
     }
-    StepMetrics metrics;
     metrics.loss = ops.back().loss.item<double>();
     at::Tensor grad;
     for (int i = n - 1; i >= 0; --i) {
       if (is_checkpointed(ops[i].choice) && i > 0) ops[i].input.requires_grad_(true);
-      grad = run_backward(i, grad, batch.targets);
+      timed(metrics.operators[i].backward_start_s, metrics.operators[i].backward_s,
+            [&] { grad = run_backward(i, grad, batch.targets); });
     }
+    const auto optimizer_start = Clock::now();
+    const double exposed_before_step = exposed_s;
     TORCH_CHECK(next_gather == gather_order.size(), "not every planned gather was consumed");
     {
       torch::autograd::AutoGradMode no_grad(false);
@@ -618,6 +644,7 @@ struct ShardedGpt::Impl {
         }
       }
     }
+    metrics.optimizer_step_s = seconds_since(optimizer_start) - (exposed_s - exposed_before_step);
     metrics.iteration_time_s = seconds_since(start);
     metrics.exposed_communication_s = exposed_s;
     metrics.peak_memory_bytes = memory_counts().peak_bytes;

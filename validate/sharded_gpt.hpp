@@ -43,7 +43,23 @@ struct StepMetrics {
   double loss = 0;  // this rank's mean loss on its local batch
   // High-water mark of the process's CPU allocations during the step (counting allocator).
   std::int64_t peak_memory_bytes = 0;
+  // Compute of each operator (waits for collectives excluded): forward, and backward including
+  // a checkpointed operator's recompute; seconds from the step's start for the trace.
+  struct OperatorTiming {
+    double forward_start_s = 0;
+    double forward_s = 0;
+    double backward_start_s = 0;
+    double backward_s = 0;
+  };
+  std::vector<OperatorTiming> operators;
+  double optimizer_step_s = 0;
 };
+
+// Throws InputError (file `file`, path "$.operators.<name>") for a choice the runtime cannot
+// execute: slice counts that do not divide the operator (attention heads, MLP hidden units,
+// LM-head input features; the embedding cannot be split), hsdp without >= 2 nodes of >= 2 ranks.
+void check_runnable(const GptShape& shape, const Plan& plan, int world_size, int gpus_per_node,
+                    const std::string& file = "plan");
 
 class ShardedGpt {
  public:

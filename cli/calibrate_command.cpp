@@ -1,0 +1,98 @@
+// `osdp calibrate`: OSDP's profiler on this machine (CPU ranks over Gloo): collective alpha/beta
+// over message sizes, operator compute rates, memory bandwidth, launch cost, overlap slowdown.
+//   osdp calibrate --ranks N [--out cluster.json] [--report report.json] [--json]
+// Writes a cluster description that `plan`, `simulate` and `validate --cluster` load.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "model/atomic_file.hpp"
+#include "model/scenario.hpp"
+#include "model/units.hpp"
+#include "validate/calibration.hpp"
+#include "validate/rank_runner.hpp"
+
+namespace osdp::cli {
+namespace {
+
+struct CalibrateOptions {
+  int ranks = 2;
+  std::string out;
+  std::string report;
+  std::string name;
+  bool json = false;
+  bool quick = false;
+};
+
+int run(const CalibrateOptions& options) {
+  validate::CalibrationOptions calibration;
+  if (!options.name.empty()) calibration.cluster_name = options.name;
+  if (options.quick) {
+    calibration.message_bytes = {16e3, 256e3, 4e6};
+    calibration.repetitions = 3;
+    calibration.probe = {2, 64, 4, 32, 256};
+    calibration.batch_sizes = {1, 2};
+  }
+  if (!options.json) {
+    fmt::print(stderr, "osdp calibrate: {} local ranks, {} message sizes x 3 collectives\n",
+               options.ranks, calibration.message_bytes.size());
+  }
+  std::optional<validate::CalibrationResult> result;
+  try {
+    result = validate::run_calibration(options.ranks, calibration);
+  } catch (const validate::RunFailure& failure) {
+    fmt::print(stderr, "osdp: {}\n", failure.what());
+    return 1;
+  }
+  if (!result) return exit_ok;  // not rank 0 under torchrun
+  const Json cluster = cluster_to_json(result->cluster);
+  const Json report = validate::calibration_report_json(*result);
+  if (!options.out.empty()) write_file_atomically(options.out, cluster.dump(2) + "\n");
+  if (!options.report.empty()) write_file_atomically(options.report, report.dump(2) + "\n");
+  if (options.json) {
+    fmt::print("{}\n", Json{{"cluster", cluster}, {"report", report}}.dump(2));
+    return exit_ok;
+  }
+  fmt::print("calibrated {} ranks on this machine\n", result->ranks);
+  fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}\n", "collective", "bytes", "time", "step time",
+             "bus bandwidth");
+  for (const auto& point : result->collectives) {
+    fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}\n", collective_name(point.kind),
+               units::format_bytes(point.bytes), units::format_seconds(point.time_s),
+               units::format_seconds(point.step_time_s),
+               units::format_bandwidth(point.bus_bandwidth_Bps));
+  }
+  fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}\n", "operator", "batch", "forward", "backward",
+             "GFLOP/s");
+  for (const auto& point : result->operators) {
+    fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16.2f}\n", point.kind, point.batch_size,
+               units::format_seconds(point.forward_s), units::format_seconds(point.backward_s),
+               point.flops / (point.forward_s + point.backward_s) / 1e9);
+  }
+  fmt::print("  compute rate      {:.2f} GFLOP/s (sustained, largest batch)\n",
+             result->compute_flops_per_s / 1e9);
+  fmt::print("  memory bandwidth  {}\n", units::format_bandwidth(result->memory_bandwidth_Bps));
+  fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
+  fmt::print("  overlap slowdown  {:.3f}x\n", result->overlap_slowdown);
+  if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
+  return exit_ok;
+}
+
+}  // namespace
+
+Subcommand add_calibrate_command(CLI::App& root) {
+  auto options = std::make_shared<CalibrateOptions>();
+  CLI::App* app = root.add_subcommand(
+      "calibrate", "Measure collectives and compute on local CPU ranks; write a cluster JSON");
+  app->add_option("--ranks", options->ranks, "Local ranks to start")->check(CLI::Range(1, 1024));
+  app->add_option("--out", options->out, "Write the cluster description here");
+  app->add_option("--report", options->report, "Write every measured point here (JSON)");
+  app->add_option("--name", options->name, "Name of the calibrated cluster");
+  app->add_flag("--quick", options->quick, "Fewer sizes and a smaller probe model (seconds)");
+  app->add_flag("--json", options->json, "Print the cluster and the measurements as JSON");
+  return {app, [options]() { return run(*options); }};
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,191 @@
+// `osdp validate`: runs plans for real (libtorch, c10d Gloo; one process per rank) and in
+// simulation, and compares time and peak memory.
+//   osdp validate SCENARIO (--plan PLAN.json | --strategies osdp,ddp,fsdp,zero2) [--ranks N]
+//                 [--cluster CALIBRATED.json] [--batch B] [--json] [--out DIR]
+// Without torchrun-style variables it forks its N local ranks itself; under torchrun, Slurm or
+// mpirun every process is one rank and rank 0 reports.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "model/atomic_file.hpp"
+#include "search/exact.hpp"
+#include "search/strategies.hpp"
+#include "validate/comparison.hpp"
+#include "validate/launch.hpp"
+#include "validate/rank_runner.hpp"
+#include "validate/sharded_gpt.hpp"
+
+namespace osdp::cli {
+namespace {
+
+constexpr const char* command_line = "<command line>";
+
+struct ValidateOptions {
+  std::string scenario_path;
+  std::string plan_path;
+  std::string strategies;
+  std::string cluster_path;
+  int ranks = 0;
+  int batch = 0;
+  bool json = false;
+  std::string out;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) items.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
+                                            const Scenario& scenario, const CostModel& model,
+                                            int batch) {
+  std::vector<validate::PlanRun> plans;
+  if (!options.plan_path.empty()) {
+    if (!options.strategies.empty()) {
+      throw InputError(command_line, "--strategies", options.strategies,
+                       "either --plan or --strategies");
+    }
+    plans.push_back({std::filesystem::path(options.plan_path).stem().string(),
+                     load_plan_file(options.plan_path, *scenario.workload, model)});
+    return plans;
+  }
+  const std::string list = options.strategies.empty() ? "osdp,ddp,fsdp,zero2" : options.strategies;
+  for (const std::string& name : split(list)) {
+    if (name == "osdp") {
+      const auto best = solve_batch(model, scenario.search, batch, model.memory_limit_bytes());
+      if (!best) {
+        throw InfeasibleError(fmt::format("osdp: no plan fits in memory at batch size {}", batch));
+      }
+      plans.push_back({name, best->plan});
+      continue;
+    }
+    const auto strategy = strategy_from_name(name);
+    if (!strategy) {
+      throw InputError(command_line, "--strategies", name,
+                       "osdp, ddp, fsdp or zero2 (+ckpt), comma-separated");
+    }
+    plans.push_back({name, strategy_plan(model, *strategy, batch)});
+  }
+  if (plans.empty())
+    throw InputError(command_line, "--strategies", "\"" + list + "\"", "at least one strategy");
+  return plans;
+}
+
+int run(const ValidateOptions& options) {
+  Scenario loaded = load_scenario(options.scenario_path);
+  if (!options.cluster_path.empty()) {
+    const Json document = read_json_file(options.cluster_path);
+    loaded.cluster = load_cluster(JsonReader(document, options.cluster_path));
+  }
+  const auto scenario = std::make_unique<const Scenario>(std::move(loaded));
+  const validate::GptShape shape =
+      validate::require_gpt_shape(*scenario->workload, scenario->training, scenario->file);
+  validate::ValidationOptions validation = validate::read_validation_options(*scenario);
+  if (options.batch > 0) validation.batch_size = options.batch;
+  const auto environment = validate::rank_from_environment();
+  const int ranks = environment ? environment->world_size
+                                : (options.ranks > 0 ? options.ranks : scenario->cluster.ranks);
+  if (ranks != scenario->cluster.ranks) {
+    throw InputError(options.cluster_path.empty() ? scenario->file : options.cluster_path,
+                     "$.cluster.ranks", std::to_string(scenario->cluster.ranks),
+                     fmt::format("a cluster of {} ranks, as many as the run has (--ranks, or "
+                                 "WORLD_SIZE under torchrun)",
+                                 ranks));
+  }
+  const CostModel model = scenario->cost_model();
+  const std::vector<validate::PlanRun> plans =
+      choose_plans(options, *scenario, model, validation.batch_size);
+  for (const auto& plan : plans) {
+    validate::check_runnable(shape, plan.plan, ranks, scenario->cluster.gpus_per_node,
+                             options.plan_path.empty() ? plan.name : options.plan_path);
+  }
+  if (!options.json && !environment) {
+    fmt::print(stderr, "osdp validate: {} plan(s) on {} local ranks, {} + {} iterations each\n",
+               plans.size(), ranks, validation.warmup_iterations, validation.iterations);
+  }
+
+  std::optional<std::vector<validate::PlanMeasurement>> measurements;
+  try {
+    measurements = validate::run_measurements(shape, plans, ranks, validation,
+                                              scenario->cluster.gpus_per_node);
+  } catch (const validate::RunFailure& failure) {
+    fmt::print(stderr, "osdp: {}\n", failure.what());
+    return 1;
+  }
+  if (!measurements) return exit_ok;  // a rank other than 0 under torchrun
+
+  std::vector<validate::SimulatedFigures> simulated;
+  for (const auto& plan : plans) {
+    const std::string trace =
+        options.out.empty()
+            ? ""
+            : (std::filesystem::path(options.out) / "traces" / (plan.name + ".simulated.json"))
+                  .string();
+    simulated.push_back(validate::simulate_for_validation(*scenario, plan.plan, trace));
+  }
+  const validate::Comparison comparison =
+      validate::compare(*scenario, plans, *measurements, simulated);
+  Json json = validate::comparison_json(comparison);
+  json["scenario"] = scenario->name;
+  json["validation"] = validate::validation_options_to_json(validation);
+  json["measurements"] = validate::measurements_to_json(*measurements);
+
+  if (!options.out.empty()) {
+    const std::filesystem::path out(options.out);
+    write_file_atomically((out / "validation.csv").string(), validate::comparison_csv(comparison));
+    write_file_atomically((out / "validation.json").string(), json.dump(2) + "\n");
+    for (const auto& plan : plans) {
+      write_file_atomically((out / "plans" / (plan.name + ".json")).string(),
+                            plan_to_json(plan.plan, *scenario->workload).dump(2) + "\n");
+    }
+    const std::string plot = validate::plot_predicted_vs_measured(
+        (out / "validation.csv").string(), (out / "predicted_vs_measured.png").string());
+    if (!options.json) fmt::print(stderr, "osdp validate: wrote {} ({})\n", out.string(), plot);
+  }
+  if (options.json) {
+    fmt::print("{}\n", json.dump(2));
+  } else {
+    fmt::print("{}: {} ranks, measured on this machine vs simulated on cluster \"{}\"\n",
+               scenario->name, ranks, scenario->cluster.name);
+    fmt::print("{}", validate::comparison_table(comparison));
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+Subcommand add_validate_command(CLI::App& root) {
+  auto options = std::make_shared<ValidateOptions>();
+  CLI::App* app = root.add_subcommand(
+      "validate", "Run plans for real (libtorch, Gloo) and compare with the simulation");
+  app->add_option("scenario", options->scenario_path, "Scenario JSON file")->required();
+  app->add_option("--plan", options->plan_path, "Plan JSON file (as `osdp plan --json` writes)");
+  app->add_option("--strategies", options->strategies,
+                  "Comma-separated: osdp, ddp, fsdp, zero2 (+ckpt); default all four");
+  app->add_option("--ranks", options->ranks, "Local ranks to start (default: the cluster's)")
+      ->check(CLI::Range(1, 1024));
+  app->add_option("--cluster", options->cluster_path,
+                  "Cluster JSON replacing the scenario's (e.g. from `osdp calibrate`)");
+  app->add_option("--batch", options->batch, "Batch size per rank for strategies and osdp")
+      ->check(CLI::Range(1, 1 << 16));
+  app->add_flag("--json", options->json, "Print the comparison as JSON");
+  app->add_option("--out", options->out,
+                  "Write validation.csv, validation.json, plans, traces, plot");
+  return {app, [options]() { return run(*options); }};
+}
+
+}  // namespace osdp::cli

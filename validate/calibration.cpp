@@ -1,0 +1,340 @@
+#include "validate/calibration.hpp"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "model/atomic_file.hpp"
+#include "validate/launch.hpp"
+#include "validate/rank_runner.hpp"
+#include "validate/sharded_gpt.hpp"
+
+namespace osdp::validate {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t m = values.size() / 2;
+  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
+}
+
+// Rank 0's value for everyone (an all-reduce of a buffer that only rank 0 fills).
+double from_rank0(Communicator& comm, double value) {
+  at::Tensor buffer = at::zeros({comm.size()}, at::kDouble);
+  if (comm.rank() == 0) buffer[0] = value;
+  comm.run(CollectiveKind::all_reduce, buffer);
+  return buffer[0].item<double>();
+}
+
+std::vector<CollectivePoint> time_collectives(Communicator& comm,
+                                              const CalibrationOptions& options) {
+  std::vector<CollectivePoint> points;
+  const int n = comm.size();
+  for (CollectiveKind kind :
+       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+    for (double bytes : options.message_bytes) {
+      const int64_t elements = std::max<int64_t>(n, static_cast<int64_t>(bytes / 4) / n * n);
+      at::Tensor buffer = at::ones({elements}, at::kFloat);
+      std::vector<double> times;
+      comm.run(kind, buffer);  // warm-up
+      for (int r = 0; r < options.repetitions; ++r) {
+        comm.barrier();
+        const auto start = Clock::now();
+        comm.run(kind, buffer);
+        times.push_back(seconds_since(start));
+      }
+      CollectivePoint point;
+      point.kind = kind;
+      point.bytes = 4.0 * elements;
+      point.time_s = from_rank0(comm, median(times));
+      point.step_bytes = ring_step_bytes(point.bytes, n);
+      point.step_time_s = ring_steps(kind, n) > 0 ? point.time_s / ring_steps(kind, n) : 0.0;
+      point.bus_bandwidth_Bps = point.bytes / point.time_s * bus_bandwidth_factor(kind, n);
+      points.push_back(point);
+    }
+  }
+  return points;
+}
+
+// A fixed amount of matrix work, timed.
+double matmul_work_s(int repetitions) {
+  const at::Tensor a = at::ones({192, 192}, at::kFloat);
+  at::Tensor c = at::zeros({192, 192}, at::kFloat);
+  const auto start = Clock::now();
+  for (int r = 0; r < repetitions; ++r) c = at::mm(a, c.add_(1e-3));
+  return seconds_since(start);
+}
+
+}  // namespace
+
+CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> points) {
+  std::sort(points.begin(), points.end());
+  CollectiveTiming timing;
+  if (points.empty()) return timing;
+  // Least squares t = alpha + beta * bytes.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double count = static_cast<double>(points.size());
+  const double denominator = count * sxx - sx * sx;
+  double beta = denominator > 0 ? (count * sxy - sx * sy) / denominator : 0.0;
+  beta = std::max(beta, 0.0);
+  timing.alpha_beta = {std::max((sy - beta * sx) / count, 0.0), beta};
+  for (std::size_t i = 0; i + 1 < points.size(); ++i) {
+    const auto [x0, y0] = points[i];
+    const auto [x1, y1] = points[i + 1];
+    const double slope = x1 > x0 ? std::max((y1 - y0) / (x1 - x0), 0.0) : 0.0;
+    timing.by_size.push_back({i == 0 ? 0.0 : x0, {std::max(y0 - slope * x0, 0.0), slope}});
+  }
+  return timing;
+}
+
+CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& options) {
+  at::set_num_threads(1);
+  const int n = comm.size();
+  CalibrationResult result;
+  result.ranks = n;
+  result.collectives = time_collectives(comm, options);
+
+  // Operators: a DP run of the probe GPT at each batch size, per-operator compute time.
+  const Workload workload = make_gpt(options.probe.spec(), Training{});
+  double total_flops = 0;
+  double total_s = 0;
+  for (int batch : options.batch_sizes) {
+    Plan plan;
+    plan.batch_size = batch;
+    plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
+    ShardedGpt model(options.probe, plan, comm, initial_gpt_parameters(options.probe, 1), {});
+    std::vector<std::vector<StepMetrics::OperatorTiming>> steps;
+    for (int step = 0; step < 1 + options.repetitions; ++step) {
+      const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
+      const StepMetrics metrics = model.train_step(data.rows(comm.rank() * batch, batch));
+      if (step > 0) steps.push_back(metrics.operators);
+    }
+    std::map<std::string, OperatorPoint> by_kind;
+    for (int i = 0; i < workload.size(); ++i) {
+      std::vector<double> forward, backward;
+      for (const auto& step : steps) {
+        forward.push_back(step[i].forward_s);
+        backward.push_back(step[i].backward_s);
+      }
+      const Operator& op = workload.op(i);
+      OperatorPoint& point = by_kind[std::string(operator_kind_name(op.kind))];
+      point.kind = operator_kind_name(op.kind);
+      point.batch_size = batch;
+      point.forward_s += from_rank0(comm, median(forward));
+      point.backward_s += from_rank0(comm, median(backward));
+      point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
+    }
+    for (auto& [kind, point] : by_kind) {
+      if (batch == options.batch_sizes.back()) {
+        total_flops += point.flops;
+        total_s += point.forward_s + point.backward_s;
+      }
+      result.operators.push_back(point);
+    }
+  }
+  result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
+
+  // Memory bandwidth: a large copy reads and writes every byte.
+  {
+    const at::Tensor source = at::ones({16 << 20}, at::kFloat);
+    at::Tensor target = at::empty_like(source);
+    std::vector<double> times;
+    for (int r = 0; r < options.repetitions; ++r) {
+      const auto start = Clock::now();
+      target.copy_(source);
+      times.push_back(seconds_since(start));
+    }
+    result.memory_bandwidth_Bps = from_rank0(comm, 2.0 * source.nbytes() / median(times));
+  }
+  // Per-kernel cost: a tiny operation, dominated by dispatch.
+  {
+    at::Tensor a = at::ones({1}, at::kFloat);
+    const at::Tensor b = at::ones({1}, at::kFloat);
+    const int count = 20000;
+    const auto start = Clock::now();
+    for (int r = 0; r < count; ++r) a.add_(b);
+    result.kernel_launch_s = from_rank0(comm, seconds_since(start) / count);
+  }
+  // Overlap: the same matrix work alone and while all ranks run all-reduces.
+  {
+    const int repetitions = 400;
+    comm.barrier();
+    const double alone_s = matmul_work_s(repetitions);
+    at::Tensor buffer = at::ones({n * (1 << 20)}, at::kFloat);
+    comm.barrier();
+    std::vector<CommHandle> handles;
+    for (int r = 0; r < 6; ++r) handles.push_back(comm.start(CollectiveKind::all_reduce, buffer));
+    const double overlapped_s = matmul_work_s(repetitions);
+    for (auto& handle : handles) handle.wait();
+    result.overlap_slowdown = from_rank0(comm, std::max(1.0, overlapped_s / alone_s));
+  }
+
+  Cluster& cluster = result.cluster;
+  cluster.name = options.cluster_name;
+  cluster.ranks = n;
+  cluster.gpus_per_node = n;
+  cluster.gpu.name = "cpu rank (1 thread)";
+  const double memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  cluster.gpu.memory_bytes = memory_bytes / std::max(n, 1);
+  cluster.gpu.compute_flops_per_s = result.compute_flops_per_s;
+  cluster.gpu.memory_bandwidth_Bps = result.memory_bandwidth_Bps;
+  cluster.gpu.kernel_launch_s = result.kernel_launch_s;
+  cluster.gpu.overlap_slowdown = result.overlap_slowdown;
+  for (CollectiveKind kind :
+       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+    std::vector<std::pair<double, double>> points;
+    for (const auto& point : result.collectives) {
+      if (point.kind == kind) points.emplace_back(point.step_bytes, point.step_time_s);
+    }
+    CollectiveTiming timing = fit_collective_timing(points);
+    switch (kind) {
+      case CollectiveKind::all_gather:
+        cluster.world.all_gather = timing;
+        break;
+      case CollectiveKind::reduce_scatter:
+        cluster.world.reduce_scatter = timing;
+        break;
+      case CollectiveKind::all_reduce:
+        cluster.world.all_reduce = timing;
+        break;
+    }
+  }
+  cluster.intra_node = cluster.world;
+  cluster.inter_node = cluster.world;
+  return result;
+}
+
+Json calibration_report_json(const CalibrationResult& result) {
+  Json collectives = Json::array();
+  for (const auto& p : result.collectives) {
+    collectives.push_back({{"collective", std::string(collective_name(p.kind))},
+                           {"bytes", p.bytes},
+                           {"time_s", p.time_s},
+                           {"step_bytes", p.step_bytes},
+                           {"step_time_s", p.step_time_s},
+                           {"bus_bandwidth_Bps", p.bus_bandwidth_Bps}});
+  }
+  Json operators = Json::array();
+  for (const auto& p : result.operators) {
+    operators.push_back({{"kind", p.kind},
+                         {"batch_size", p.batch_size},
+                         {"forward_s", p.forward_s},
+                         {"backward_s", p.backward_s},
+                         {"flops", p.flops},
+                         {"flops_per_s", p.flops / (p.forward_s + p.backward_s)}});
+  }
+  return {{"ranks", result.ranks},
+          {"collectives", std::move(collectives)},
+          {"operators", std::move(operators)},
+          {"compute_flops_per_s", result.compute_flops_per_s},
+          {"memory_bandwidth_Bps", result.memory_bandwidth_Bps},
+          {"kernel_launch_s", result.kernel_launch_s},
+          {"overlap_slowdown", result.overlap_slowdown}};
+}
+
+std::optional<CalibrationResult> run_calibration(int local_ranks,
+                                                 const CalibrationOptions& options) {
+  if (const auto environment = rank_from_environment()) {
+    ConnectOptions connect;
+    connect.rank = environment->rank;
+    connect.world_size = environment->world_size;
+    connect.store = ConnectOptions::StoreKind::tcp;
+    connect.master_addr = environment->master_addr;
+    connect.master_port = environment->master_port;
+    connect.gloo_hostname = "";
+    connect.timeout = options.timeout;
+    try {
+      auto communicator = Communicator::connect(connect);
+      CalibrationResult result = calibrate(*communicator, options);
+      if (environment->rank != 0) return std::nullopt;
+      return result;
+    } catch (const CollectiveError& error) {
+      throw RunFailure(error.what());
+    }
+  }
+  const fs::path directory =
+      fs::temp_directory_path() /
+      fmt::format("osdp-calibrate-{}-{}", ::getpid(), std::random_device()());
+  fs::create_directories(directory);
+  const std::string output = (directory / "calibration.json").string();
+  const LaunchResult launched = launch_local_ranks(
+      local_ranks,
+      [&](int rank) {
+        ConnectOptions connect;
+        connect.rank = rank;
+        connect.world_size = local_ranks;
+        connect.file_store_path = (directory / "store").string();
+        connect.timeout = options.timeout;
+        auto communicator = Communicator::connect(connect);
+        const CalibrationResult result = calibrate(*communicator, options);
+        if (rank == 0) {
+          write_file_atomically(output, Json{{"report", calibration_report_json(result)},
+                                             {"cluster", cluster_to_json(result.cluster)}}
+                                            .dump());
+        }
+        return 0;
+      },
+      options.timeout + std::chrono::seconds(10));
+  std::optional<CalibrationResult> result;
+  if (launched.ok) {
+    const Json document = read_json_file(output);
+    CalibrationResult parsed;
+    const Json& report = document.at("report");
+    parsed.ranks = report.at("ranks").get<int>();
+    for (const auto& p : report.at("collectives")) {
+      CollectivePoint point;
+      const std::string name = p.at("collective").get<std::string>();
+      for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                                  CollectiveKind::all_reduce}) {
+        if (collective_name(kind) == name) point.kind = kind;
+      }
+      point.bytes = p.at("bytes").get<double>();
+      point.time_s = p.at("time_s").get<double>();
+      point.step_bytes = p.at("step_bytes").get<double>();
+      point.step_time_s = p.at("step_time_s").get<double>();
+      point.bus_bandwidth_Bps = p.at("bus_bandwidth_Bps").get<double>();
+      parsed.collectives.push_back(point);
+    }
+    for (const auto& p : report.at("operators")) {
+      parsed.operators.push_back({p.at("kind").get<std::string>(), p.at("batch_size").get<int>(),
+                                  p.at("forward_s").get<double>(), p.at("backward_s").get<double>(),
+                                  p.at("flops").get<double>()});
+    }
+    parsed.compute_flops_per_s = report.at("compute_flops_per_s").get<double>();
+    parsed.memory_bandwidth_Bps = report.at("memory_bandwidth_Bps").get<double>();
+    parsed.kernel_launch_s = report.at("kernel_launch_s").get<double>();
+    parsed.overlap_slowdown = report.at("overlap_slowdown").get<double>();
+    parsed.cluster = load_cluster(JsonReader(document.at("cluster"), output, "$.cluster"));
+    result = parsed;
+  }
+  std::error_code ignored;
+  fs::remove_all(directory, ignored);
+  if (!launched.ok) {
+    std::string message = "the calibration run failed:";
+    for (const auto& failure : launched.failures) message += "\n  " + failure;
+    throw RunFailure(message);
+  }
+  return result;
+}
+
+}  // namespace osdp::validate

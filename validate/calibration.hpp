@@ -1,0 +1,75 @@
+// OSDP's profiler on this hardware: alpha/beta of each ring collective over message sizes (a
+// piecewise fit, since bandwidth changes with size), compute time per operator type and batch
+// size (and from it a sustained compute rate), memory bandwidth, per-kernel launch cost and the
+// compute slowdown while a collective runs. The result is a cluster description that `plan`,
+// `simulate` and `validate --cluster` load.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/cluster.hpp"
+#include "model/json_reader.hpp"
+#include "model/scenario.hpp"
+#include "validate/communicator.hpp"
+#include "validate/gpt_shape.hpp"
+
+namespace osdp::validate {
+
+struct CalibrationOptions {
+  // Full buffer sizes S of the collectives probed.
+  std::vector<double> message_bytes{16e3, 64e3, 256e3, 1e6, 4e6, 16e6};
+  int repetitions = 5;  // the median is kept
+  // The GPT whose operators are timed, and the batch sizes.
+  GptShape probe{2, 256, 8, 128, 2048};
+  std::vector<int> batch_sizes{1, 2, 4};
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  std::string cluster_name = "local-cpu (calibrated)";
+};
+
+struct CollectivePoint {
+  CollectiveKind kind = CollectiveKind::all_gather;
+  double bytes = 0;        // S
+  double time_s = 0;       // median
+  double step_bytes = 0;   // S / N
+  double step_time_s = 0;  // time / ring steps
+  double bus_bandwidth_Bps = 0;
+};
+
+struct OperatorPoint {
+  std::string kind;  // embedding, attention, mlp, head
+  int batch_size = 0;
+  double forward_s = 0;
+  double backward_s = 0;
+  double flops = 0;  // forward + backward
+};
+
+struct CalibrationResult {
+  int ranks = 1;
+  std::vector<CollectivePoint> collectives;
+  std::vector<OperatorPoint> operators;
+  double compute_flops_per_s = 0;
+  double memory_bandwidth_Bps = 0;
+  double kernel_launch_s = 0;
+  double overlap_slowdown = 1;
+  Cluster cluster;  // what the figures above make
+};
+
+// Piecewise alpha-beta through (step bytes, step time) points sorted by size: each segment
+// joins two neighbouring points (alpha, beta >= 0); `alpha_beta` is a least-squares fit.
+CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> step_points);
+
+// Every rank runs this (the same collectives in the same order); the figures are rank 0's.
+CalibrationResult calibrate(Communicator& communicator, const CalibrationOptions& options);
+
+// Local ranks forked here, or this process as one rank under torchrun-style variables; returns
+// the result on the reporting process (nullopt on other ranks). Throws RunFailure (see
+// rank_runner.hpp) naming failed ranks.
+std::optional<CalibrationResult> run_calibration(int local_ranks,
+                                                 const CalibrationOptions& options);
+
+Json calibration_report_json(const CalibrationResult& result);
+
+}  // namespace osdp::validate

@@ -1,0 +1,213 @@
+#include "validate/comparison.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#ifdef OSDP_VALIDATE_WITH_SIM
+#include "sim/simulate.hpp"
+#endif
+
+namespace osdp::validate {
+namespace {
+
+double percent_error(double simulated, double measured) {
+  return measured > 0 ? 100.0 * (simulated - measured) / measured : 0.0;
+}
+
+double median_abs(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  for (double& v : values) v = std::abs(v);
+  std::sort(values.begin(), values.end());
+  const std::size_t m = values.size() / 2;
+  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
+}
+
+std::string describe_plan(const Plan& plan) {
+  // Counts of each distinct choice, e.g. "6x zdp, 2x dp+ckpt".
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& choice : plan.choices) {
+    const std::string label = describe(choice);
+    auto found = std::find_if(counts.begin(), counts.end(),
+                              [&](const auto& entry) { return entry.first == label; });
+    if (found == counts.end()) {
+      counts.emplace_back(label, 1);
+    } else {
+      ++found->second;
+    }
+  }
+  std::string text;
+  for (const auto& [label, count] : counts) {
+    if (!text.empty()) text += ", ";
+    text += fmt::format("{}x {}", count, label);
+  }
+  return text;
+}
+
+std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }
+
+}  // namespace
+
+std::string simulator_name() {
+#ifdef OSDP_VALIDATE_WITH_SIM
+  return "simgrid";
+#else
+  return "analytic";
+#endif
+}
+
+SimulatedFigures simulate_for_validation(const Scenario& scenario, const Plan& plan,
+                                         const std::string& trace_path) {
+  SimulatedFigures figures;
+#ifdef OSDP_VALIDATE_WITH_SIM
+  const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
+  const sim::SimulationResult result = sim::simulate_plan(scenario, plan, options, trace_path);
+  figures.iteration_time_s = result.iteration_time_s;
+  figures.peak_memory_bytes = result.peak_memory_bytes;
+  figures.exposed_communication_s = result.exposed_comm_total_s();
+#else
+  (void)trace_path;
+  const CostModel model = scenario.cost_model();
+  const PlanCost cost = model.plan_cost(plan);
+  figures.iteration_time_s = cost.iteration_time_s;
+  figures.peak_memory_bytes = cost.peak_memory_bytes;
+  figures.exposed_communication_s = cost.communication_s;  // no overlap in the analytic model
+#endif
+  return figures;
+}
+
+double ComparisonRow::time_error_percent() const {
+  return percent_error(simulated_iteration_time_s, measured_iteration_time_s);
+}
+
+double ComparisonRow::memory_error_percent() const {
+  return percent_error(simulated_peak_memory_bytes, measured_peak_memory_bytes);
+}
+
+double Comparison::median_abs_time_error_percent() const {
+  std::vector<double> errors;
+  for (const auto& row : rows) errors.push_back(row.time_error_percent());
+  return median_abs(errors);
+}
+
+double Comparison::median_abs_memory_error_percent() const {
+  std::vector<double> errors;
+  for (const auto& row : rows) errors.push_back(row.memory_error_percent());
+  return median_abs(errors);
+}
+
+Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
+                   const std::vector<PlanMeasurement>& measurements,
+                   const std::vector<SimulatedFigures>& simulated) {
+  Comparison comparison;
+  comparison.simulator = simulator_name();
+  comparison.ranks = scenario.cluster.ranks;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    ComparisonRow row;
+    row.name = plans[i].name;
+    row.plan = describe_plan(plans[i].plan);
+    row.batch_size = plans[i].plan.batch_size;
+    row.measured_iteration_time_s = measurements.at(i).iteration_time_s();
+    row.measured_exposed_communication_s = measurements.at(i).exposed_communication_s();
+    row.measured_peak_memory_bytes = measurements.at(i).peak_memory_bytes();
+    row.simulated_iteration_time_s = simulated.at(i).iteration_time_s;
+    row.simulated_exposed_communication_s = simulated.at(i).exposed_communication_s;
+    row.simulated_peak_memory_bytes = simulated.at(i).peak_memory_bytes;
+    comparison.rows.push_back(row);
+  }
+  const auto& rows = comparison.rows;
+  for (std::size_t a = 0; a < rows.size(); ++a) {
+    for (std::size_t b = a + 1; b < rows.size(); ++b) {
+      ++comparison.pairs;
+      const double measured = rows[a].measured_iteration_time_s - rows[b].measured_iteration_time_s;
+      const double simulated =
+          rows[a].simulated_iteration_time_s - rows[b].simulated_iteration_time_s;
+      if ((measured < 0) == (simulated < 0)) ++comparison.concordant_pairs;
+    }
+  }
+  return comparison;
+}
+
+std::string comparison_table(const Comparison& comparison) {
+  std::ostringstream out;
+  out << fmt::format("{:<14} {:>9} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}  {}\n", "plan", "batch",
+                     "measured", "simulated", "error", "measured", "simulated", "error",
+                     "operators");
+  out << fmt::format("{:<14} {:>9} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}\n", "", "per rank",
+                     "time ms", "time ms", "%", "peak MiB", "peak MiB", "%");
+  for (const auto& row : comparison.rows) {
+    out << fmt::format("{:<14} {:>9} {:>10.2f} {:>10.2f} {:>+8.1f} {:>11} {:>11} {:>+8.1f}  {}\n",
+                       row.name, row.batch_size, 1e3 * row.measured_iteration_time_s,
+                       1e3 * row.simulated_iteration_time_s, row.time_error_percent(),
+                       mib(row.measured_peak_memory_bytes), mib(row.simulated_peak_memory_bytes),
+                       row.memory_error_percent(), row.plan);
+  }
+  out << fmt::format(
+      "ranking by time: {} ({} of {} pairs ordered alike); median |error|: time {:.1f} %, peak "
+      "memory {:.1f} %; simulated by: {}\n",
+      comparison.ranking_agrees() ? "agrees" : "differs", comparison.concordant_pairs,
+      comparison.pairs, comparison.median_abs_time_error_percent(),
+      comparison.median_abs_memory_error_percent(),
+      comparison.simulator == "simgrid" ? "SimGrid simulator"
+                                        : "analytic cost model (osdp built without the simulator)");
+  return out.str();
+}
+
+std::string comparison_csv(const Comparison& comparison) {
+  std::ostringstream out;
+  out << "plan,batch_size,measured_iteration_time_s,simulated_iteration_time_s,time_error_percent,"
+         "measured_exposed_communication_s,simulated_exposed_communication_s,"
+         "measured_peak_memory_bytes,simulated_peak_memory_bytes,memory_error_percent\n";
+  for (const auto& row : comparison.rows) {
+    out << fmt::format("{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f}\n", row.name,
+                       row.batch_size, row.measured_iteration_time_s,
+                       row.simulated_iteration_time_s, row.time_error_percent(),
+                       row.measured_exposed_communication_s, row.simulated_exposed_communication_s,
+                       row.measured_peak_memory_bytes, row.simulated_peak_memory_bytes,
+                       row.memory_error_percent());
+  }
+  return out.str();
+}
+
+Json comparison_json(const Comparison& comparison) {
+  Json plans = Json::array();
+  for (const auto& row : comparison.rows) {
+    plans.push_back({{"name", row.name},
+                     {"plan", row.plan},
+                     {"batch_size", row.batch_size},
+                     {"measured_iteration_time_s", row.measured_iteration_time_s},
+                     {"simulated_iteration_time_s", row.simulated_iteration_time_s},
+                     {"time_error_percent", row.time_error_percent()},
+                     {"measured_exposed_communication_s", row.measured_exposed_communication_s},
+                     {"simulated_exposed_communication_s", row.simulated_exposed_communication_s},
+                     {"measured_peak_memory_bytes", row.measured_peak_memory_bytes},
+                     {"simulated_peak_memory_bytes", row.simulated_peak_memory_bytes},
+                     {"memory_error_percent", row.memory_error_percent()}});
+  }
+  return {{"simulator", comparison.simulator},
+          {"ranks", comparison.ranks},
+          {"plans", std::move(plans)},
+          {"ranking_agrees", comparison.ranking_agrees()},
+          {"concordant_pairs", comparison.concordant_pairs},
+          {"pairs", comparison.pairs},
+          {"median_abs_time_error_percent", comparison.median_abs_time_error_percent()},
+          {"median_abs_memory_error_percent", comparison.median_abs_memory_error_percent()}};
+}
+
+std::string plot_predicted_vs_measured(const std::string& csv_path, const std::string& png_path) {
+  const std::filesystem::path script =
+      std::filesystem::path(OSDP_SOURCE_DIR) / "plots" / "predicted_vs_measured.py";
+  if (!std::filesystem::exists(script)) return "no plot: " + script.string() + " not found";
+  const std::string command =
+      fmt::format("python3 '{}' '{}' '{}' >/dev/null 2>&1", script.string(), csv_path, png_path);
+  if (std::system(command.c_str()) != 0) {
+    return "no plot: python3 with matplotlib failed on " + script.string();
+  }
+  return "plot " + png_path;
+}
+
+}  // namespace osdp::validate

@@ -1,0 +1,68 @@
+// Measured against simulated: per plan the error in iteration time and peak memory, and whether
+// the simulator ranks the plans as the measurements do. The simulated figures come from the
+// SimGrid simulator when osdp is built with it, else from the analytic (extended) cost model;
+// `simulator` says which.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/scenario.hpp"
+#include "validate/rank_runner.hpp"
+
+namespace osdp::validate {
+
+struct SimulatedFigures {
+  double iteration_time_s = 0;
+  double peak_memory_bytes = 0;
+  double exposed_communication_s = 0;
+};
+
+// "simgrid" or "analytic".
+std::string simulator_name();
+
+// Simulates one iteration of the plan on the scenario's cluster; writes a Chrome trace to
+// `trace_path` when it is not empty and the simulator makes one.
+SimulatedFigures simulate_for_validation(const Scenario& scenario, const Plan& plan,
+                                         const std::string& trace_path = "");
+
+struct ComparisonRow {
+  std::string name;
+  std::string plan;  // short description
+  int batch_size = 0;
+  double measured_iteration_time_s = 0;
+  double simulated_iteration_time_s = 0;
+  double measured_exposed_communication_s = 0;
+  double simulated_exposed_communication_s = 0;
+  double measured_peak_memory_bytes = 0;
+  double simulated_peak_memory_bytes = 0;
+  // (simulated - measured) / measured, in percent.
+  double time_error_percent() const;
+  double memory_error_percent() const;
+};
+
+struct Comparison {
+  std::string simulator;
+  int ranks = 0;
+  std::vector<ComparisonRow> rows;
+  // Pairs of plans the simulator orders as the measurements do (by iteration time).
+  int concordant_pairs = 0;
+  int pairs = 0;
+  bool ranking_agrees() const { return concordant_pairs == pairs; }
+  double median_abs_time_error_percent() const;
+  double median_abs_memory_error_percent() const;
+};
+
+Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
+                   const std::vector<PlanMeasurement>& measurements,
+                   const std::vector<SimulatedFigures>& simulated);
+
+// Runs plots/predicted_vs_measured.py (python3 + matplotlib) on the CSV; returns what happened
+// ("plot written to ...", or why not), never throws.
+std::string plot_predicted_vs_measured(const std::string& csv_path, const std::string& png_path);
+
+std::string comparison_table(const Comparison& comparison);
+std::string comparison_csv(const Comparison& comparison);
+Json comparison_json(const Comparison& comparison);
+
+}  // namespace osdp::validate

@@ -1,0 +1,188 @@
+#include "validate/rank_runner.hpp"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "model/atomic_file.hpp"
+#include "validate/counting_allocator.hpp"
+#include "validate/launch.hpp"
+#include "validate/sharded_gpt.hpp"
+
+namespace osdp::validate {
+namespace {
+
+namespace fs = std::filesystem;
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+constexpr int figures_per_rank = 4;
+
+}  // namespace
+
+double PlanMeasurement::iteration_time_s() const {
+  double worst = 0;
+  for (const auto& rank : ranks) worst = std::max(worst, rank.iteration_time_s);
+  return worst;
+}
+
+double PlanMeasurement::exposed_communication_s() const {
+  double worst = 0;
+  for (const auto& rank : ranks) worst = std::max(worst, rank.exposed_communication_s);
+  return worst;
+}
+
+double PlanMeasurement::peak_memory_bytes() const {
+  double worst = 0;
+  for (const auto& rank : ranks) worst = std::max(worst, rank.peak_memory_bytes);
+  return worst;
+}
+
+std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
+                                           Communicator& communicator,
+                                           const ValidationOptions& options, int gpus_per_node) {
+  at::set_num_threads(1);
+  install_counting_allocator();
+  const int world = communicator.size();
+  const int rank = communicator.rank();
+  RuntimeOptions runtime;
+  runtime.adam.learning_rate = options.learning_rate;
+  runtime.prefetch_depth = options.prefetch_depth;
+  runtime.gpus_per_node = gpus_per_node;
+  std::vector<PlanMeasurement> measurements;
+  for (const PlanRun& run : plans) {
+    const int b = run.plan.batch_size;
+    RankFigures mine;
+    {
+      ShardedGpt model(shape, run.plan, communicator, initial_gpt_parameters(shape, options.seed),
+                       runtime);
+      std::vector<double> times;
+      std::vector<double> exposed;
+      const int total = options.warmup_iterations + options.iterations;
+      communicator.barrier();
+      for (int step = 0; step < total; ++step) {
+        const TokenBatch global = make_token_batch(shape, world * b, options.seed, step);
+        const StepMetrics metrics = model.train_step(global.rows(rank * b, b));
+        if (step < options.warmup_iterations) continue;
+        times.push_back(metrics.iteration_time_s);
+        exposed.push_back(metrics.exposed_communication_s);
+        mine.peak_memory_bytes =
+            std::max(mine.peak_memory_bytes, static_cast<double>(metrics.peak_memory_bytes));
+        mine.loss = metrics.loss;
+      }
+      mine.iteration_time_s = median(times);
+      mine.exposed_communication_s = median(exposed);
+    }
+    at::Tensor figures = at::zeros({world * figures_per_rank}, at::kDouble);
+    double* slot = figures.data_ptr<double>() + rank * figures_per_rank;
+    slot[0] = mine.iteration_time_s;
+    slot[1] = mine.exposed_communication_s;
+    slot[2] = mine.peak_memory_bytes;
+    slot[3] = mine.loss;
+    communicator.run(CollectiveKind::all_gather, figures);
+    PlanMeasurement measurement;
+    measurement.name = run.name;
+    for (int r = 0; r < world; ++r) {
+      const double* f = figures.data_ptr<double>() + r * figures_per_rank;
+      measurement.ranks.push_back({f[0], f[1], f[2], f[3]});
+    }
+    measurements.push_back(std::move(measurement));
+  }
+  return measurements;
+}
+
+std::optional<std::vector<PlanMeasurement>> run_measurements(const GptShape& shape,
+                                                             const std::vector<PlanRun>& plans,
+                                                             int local_ranks,
+                                                             const ValidationOptions& options,
+                                                             int gpus_per_node) {
+  if (const auto environment = rank_from_environment()) {
+    ConnectOptions connect;
+    connect.rank = environment->rank;
+    connect.world_size = environment->world_size;
+    connect.store = ConnectOptions::StoreKind::tcp;
+    connect.master_addr = environment->master_addr;
+    connect.master_port = environment->master_port;
+    connect.gloo_hostname = "";
+    connect.timeout = options.collective_timeout;
+    try {
+      auto communicator = Communicator::connect(connect);
+      auto measurements = measure_plans(shape, plans, *communicator, options, gpus_per_node);
+      if (environment->rank != 0) return std::nullopt;
+      return measurements;
+    } catch (const CollectiveError& error) {
+      throw RunFailure(error.what());
+    }
+  }
+
+  const fs::path directory = fs::temp_directory_path() /
+                             fmt::format("osdp-validate-{}-{}", ::getpid(), std::random_device()());
+  fs::create_directories(directory);
+  const std::string results = (directory / "measurements.json").string();
+  const LaunchResult launched = launch_local_ranks(
+      local_ranks,
+      [&](int rank) {
+        ConnectOptions connect;
+        connect.rank = rank;
+        connect.world_size = local_ranks;
+        connect.file_store_path = (directory / "store").string();
+        connect.timeout = options.collective_timeout;
+        auto communicator = Communicator::connect(connect);
+        const auto measurements =
+            measure_plans(shape, plans, *communicator, options, gpus_per_node);
+        if (rank == 0) write_file_atomically(results, measurements_to_json(measurements).dump(1));
+        return 0;
+      },
+      options.collective_timeout + std::chrono::seconds(10));
+  std::optional<std::vector<PlanMeasurement>> measurements;
+  if (launched.ok) measurements = measurements_from_json(read_json_file(results));
+  std::error_code ignored;
+  fs::remove_all(directory, ignored);
+  if (!launched.ok) {
+    std::string message = "the validation run failed:";
+    for (const auto& failure : launched.failures) message += "\n  " + failure;
+    throw RunFailure(message);
+  }
+  return measurements;
+}
+
+Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
+  Json list = Json::array();
+  for (const auto& m : measurements) {
+    Json ranks = Json::array();
+    for (const auto& r : m.ranks) {
+      ranks.push_back({{"iteration_time_s", r.iteration_time_s},
+                       {"exposed_communication_s", r.exposed_communication_s},
+                       {"peak_memory_bytes", r.peak_memory_bytes},
+                       {"loss", r.loss}});
+    }
+    list.push_back({{"name", m.name}, {"ranks", std::move(ranks)}});
+  }
+  return list;
+}
+
+std::vector<PlanMeasurement> measurements_from_json(const Json& json) {
+  std::vector<PlanMeasurement> measurements;
+  for (const auto& entry : json) {
+    PlanMeasurement m;
+    m.name = entry.at("name").get<std::string>();
+    for (const auto& r : entry.at("ranks")) {
+      m.ranks.push_back({r.at("iteration_time_s").get<double>(),
+                         r.at("exposed_communication_s").get<double>(),
+                         r.at("peak_memory_bytes").get<double>(), r.at("loss").get<double>()});
+    }
+    measurements.push_back(std::move(m));
+  }
+  return measurements;
+}
+
+}  // namespace osdp::validate

@@ -1,0 +1,65 @@
+// One rank's part of a validation run: each plan trained for warm-up + measured iterations,
+// then every rank's figures gathered on all ranks (the same collectives, so a missing rank is
+// reported here too).
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/json_reader.hpp"
+#include "model/plan.hpp"
+#include "validate/communicator.hpp"
+#include "validate/gpt_shape.hpp"
+#include "validate/validation_options.hpp"
+
+namespace osdp::validate {
+
+struct PlanRun {
+  std::string name;
+  Plan plan;
+};
+
+struct RankFigures {
+  double iteration_time_s = 0;         // median over the measured iterations
+  double exposed_communication_s = 0;  // median
+  double peak_memory_bytes = 0;        // highest over the measured iterations
+  double loss = 0;                     // after the last iteration
+};
+
+struct PlanMeasurement {
+  std::string name;
+  std::vector<RankFigures> ranks;
+  // The slowest rank's median (ranks synchronise every iteration) and the highest peak.
+  double iteration_time_s() const;
+  double exposed_communication_s() const;
+  double peak_memory_bytes() const;
+};
+
+// Installs the counting allocator, sets one compute thread, runs every plan on this rank.
+std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
+                                           Communicator& communicator,
+                                           const ValidationOptions& options, int gpus_per_node);
+
+// A run failed: a rank died, hung or reported an error. The message names the ranks.
+class RunFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs the plans on all ranks: under torchrun-style variables (rank_from_environment) this
+// process is one rank and rendezvous goes through a TCP store at MASTER_ADDR:MASTER_PORT;
+// otherwise `local_ranks` processes are forked here over a file store. Returns the measurements
+// where they are reported (the launching process, or rank 0 under torchrun) and nullopt on the
+// other ranks. Throws RunFailure naming the ranks that died or failed.
+std::optional<std::vector<PlanMeasurement>> run_measurements(const GptShape& shape,
+                                                             const std::vector<PlanRun>& plans,
+                                                             int local_ranks,
+                                                             const ValidationOptions& options,
+                                                             int gpus_per_node);
+
+Json measurements_to_json(const std::vector<PlanMeasurement>& measurements);
+std::vector<PlanMeasurement> measurements_from_json(const Json& json);
+
+}  // namespace osdp::validate

@@ -1,0 +1,43 @@
+#include "validate/validation_options.hpp"
+
+#include <cmath>
+
+namespace osdp::validate {
+
+ValidationOptions read_validation_options(const Scenario& scenario) {
+  const JsonReader reader(scenario.validation, scenario.file, "$.validation");
+  reader.require_only({"batch_size", "warmup_iterations", "iterations", "seed", "learning_rate",
+                       "collective_timeout", "prefetch_depth"});
+  ValidationOptions options;
+  options.batch_size = static_cast<int>(
+      reader.optional_integer("batch_size", 1, 1 << 16).value_or(options.batch_size));
+  options.warmup_iterations = static_cast<int>(
+      reader.optional_integer("warmup_iterations", 0, 1000).value_or(options.warmup_iterations));
+  options.iterations = static_cast<int>(
+      reader.optional_integer("iterations", 1, 100000).value_or(options.iterations));
+  options.seed = static_cast<std::uint64_t>(
+      reader.optional_integer("seed", 0, 1LL << 62).value_or(static_cast<long long>(options.seed)));
+  if (reader.has("learning_rate")) options.learning_rate = reader.positive_number("learning_rate");
+  if (const auto timeout =
+          reader.optional_quantity("collective_timeout", units::Dimension::seconds)) {
+    if (*timeout < 1.0 || *timeout > 3600.0) {
+      reader.fail("collective_timeout", "a timeout from 1 s to 1 h");
+    }
+    options.collective_timeout = std::chrono::milliseconds(std::llround(*timeout * 1000.0));
+  }
+  options.prefetch_depth = static_cast<int>(
+      reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));
+  return options;
+}
+
+Json validation_options_to_json(const ValidationOptions& options) {
+  return {{"batch_size", options.batch_size},
+          {"warmup_iterations", options.warmup_iterations},
+          {"iterations", options.iterations},
+          {"seed", options.seed},
+          {"learning_rate", options.learning_rate},
+          {"collective_timeout_s", options.collective_timeout.count() / 1000.0},
+          {"prefetch_depth", options.prefetch_depth}};
+}
+
+}  // namespace osdp::validate

@@ -1,0 +1,27 @@
+// The scenario's "validation" object: how the validator runs plans for real.
+//   {"batch_size": 4, "warmup_iterations": 2, "iterations": 5, "seed": 1,
+//    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1}
+// Every key is optional; unknown keys are InputErrors.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "model/scenario.hpp"
+
+namespace osdp::validate {
+
+struct ValidationOptions {
+  int batch_size = 4;  // per rank, for strategies and the search (a --plan file brings its own)
+  int warmup_iterations = 2;
+  int iterations = 5;  // measured; the median is reported
+  std::uint64_t seed = 1;
+  double learning_rate = 1e-3;
+  std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
+  int prefetch_depth = 1;
+};
+
+ValidationOptions read_validation_options(const Scenario& scenario);
+Json validation_options_to_json(const ValidationOptions& options);
+
+}  // namespace osdp::validate
