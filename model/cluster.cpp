@@ -125,20 +125,42 @@ DerivedTimings derive_timings(const Topology& topology) {
   }
   // Crossing nodes: GPU -> NIC -> switch -> NIC -> GPU.
   double cross_latency_s = 2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
-  // PCIe nodes hold their NICs on the first socket's root complex: the ring leaves a node from
-  // its last socket, crossing the inter-socket links once (it enters on the first socket).
-  const PcieTree& tree = topology.node.pcie;
-  if (topology.node.kind == NodeKind::pcie && tree.sockets > 1) {
-    cross_latency_s += (tree.sockets - 1) * tree.inter_socket.latency_s;
+  // The fabric between a GPU and its node's NICs, and how many of a node's GPUs share each
+  // link of it when every GPU talks to a NIC at once (HSDP's cross-node groups).
+  const NodeTopology& node = topology.node;
+  const PcieTree& tree = node.pcie;
+  const bool pcie = node.kind == NodeKind::pcie;
+  double to_nic_bandwidth_Bps = pcie ? std::min(tree.gpu_link.bandwidth_Bps,
+                                                tree.switch_uplink.bandwidth_Bps)
+                                     : node.gpu_link.bandwidth_Bps;
+  double all_to_nic_bandwidth_Bps =
+      pcie ? std::min(tree.gpu_link.bandwidth_Bps,
+                      tree.switch_uplink.bandwidth_Bps / tree.gpus_per_switch)
+           : node.gpu_link.bandwidth_Bps;
+  double inter_latency_s = cross_latency_s;
+  // PCIe nodes hold their NICs on the first socket's root complex: the world ring leaves a node
+  // from its last socket, crossing the inter-socket links once (it enters on the first socket);
+  // a cross-node group of a GPU on the last socket crosses them on both ends.
+  if (pcie && tree.sockets > 1) {
+    const double hops_latency_s = (tree.sockets - 1) * tree.inter_socket.latency_s;
+    cross_latency_s += hops_latency_s;
+    inter_latency_s += 2 * hops_latency_s;
+    to_nic_bandwidth_Bps = std::min(to_nic_bandwidth_Bps, tree.inter_socket.bandwidth_Bps);
+    const double beyond_first_socket = (tree.sockets - 1) * tree.switches_per_socket *
+                                       static_cast<double>(tree.gpus_per_switch);
+    all_to_nic_bandwidth_Bps =
+        std::min(all_to_nic_bandwidth_Bps, tree.inter_socket.bandwidth_Bps / beyond_first_socket);
   }
   // The world ring is split into one channel per NIC; each crosses every node boundary once.
   RingBottleneck world = intra;
-  world.add({cross_latency_s, topology.nic.bandwidth_Bps * topology.nics_per_node});
+  world.add({cross_latency_s,
+             std::min(to_nic_bandwidth_Bps, topology.nic.bandwidth_Bps * topology.nics_per_node)});
   timings.world = world.alpha_beta();
   // HSDP's cross-node groups: one per local rank, all running at once over the node's NICs.
   RingBottleneck inter;
-  const double shared = static_cast<double>(topology.node.gpus) / topology.nics_per_node;
-  inter.add({cross_latency_s, topology.nic.bandwidth_Bps / std::max(1.0, shared)});
+  const double shared = static_cast<double>(node.gpus) / topology.nics_per_node;
+  inter.add({inter_latency_s, std::min(all_to_nic_bandwidth_Bps,
+                                       topology.nic.bandwidth_Bps / std::max(1.0, shared))});
   timings.inter_node = inter.alpha_beta();
   return timings;
 }
