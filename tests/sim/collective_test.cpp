@@ -147,3 +147,20 @@ TEST_CASE("HSDP's concurrent cross-node groups equal the inter-node alpha-beta",
     CHECK(slowest == Approx(formula(cluster)).epsilon(0.05));
   }
 }
+
+TEST_CASE("paper-form rings follow per-collective, per-size timings", "[sim][collective]") {
+  Cluster cluster = logical_cluster(8, 10e-6, 1.0 / 10e9);
+  cluster.world.all_reduce.alpha_beta = {30e-6, 1.0 / 5e9};
+  cluster.world.all_gather.by_size.push_back({1e6, {2e-6, 1.0 / 40e9}});
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::all_reduce}) {
+    for (double bytes : {64e3, 64e6}) {  // step sizes 8 kB and 8 MB
+      for (Granularity granularity : {Granularity::step, Granularity::scale}) {
+        SimOptions options;
+        options.granularity = granularity;
+        const double expected = cluster.world.time_s(kind, bytes, 8);
+        CHECK(simulate_collective(cluster, kind, bytes, options).time_s ==
+              Approx(expected).epsilon(1e-6));
+      }
+    }
+  }
+}
