@@ -202,12 +202,14 @@ std::string plot_predicted_vs_measured(const std::string& csv_path, const std::s
   const std::filesystem::path script =
       std::filesystem::path(OSDP_SOURCE_DIR) / "plots" / "predicted_vs_measured.py";
   if (!std::filesystem::exists(script)) return "no plot: " + script.string() + " not found";
-  const std::string command =
-      fmt::format("python3 '{}' '{}' '{}' >/dev/null 2>&1", script.string(), csv_path, png_path);
-  if (std::system(command.c_str()) != 0) {
-    return "no plot: python3 with matplotlib failed on " + script.string();
+  // Debian's python3-matplotlib lives with the system interpreter; a pyenv or venv python3
+  // first on PATH may lack it.
+  for (const char* python : {"/usr/bin/python3", "python3"}) {
+    const std::string command = fmt::format("'{}' '{}' '{}' '{}' >/dev/null 2>&1", python,
+                                            script.string(), csv_path, png_path);
+    if (std::system(command.c_str()) == 0) return "plot " + png_path;
   }
-  return "plot " + png_path;
+  return "no plot: python3 with matplotlib failed on " + script.string();
 }
 
 }  // namespace osdp::validate
