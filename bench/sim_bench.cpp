@@ -2,9 +2,8 @@
 // simulated iteration of N&D 96 layers (hidden 1536, 16 heads, 194 operators), FSDP at batch 4:
 // on 16 GPUs (2 x 8 A100, NVSwitch) in step mode, and on 1,024 GPUs (128 x 8) in scale mode.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
-
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <memory>
 
@@ -55,8 +54,8 @@ Scenario nd_96_scenario(int nodes) {
 
 void simulate_iteration(benchmark::State& state, int nodes, sim::Granularity granularity) {
   const Scenario scenario = nd_96_scenario(nodes);
-  const Plan plan{4, std::vector<OperatorChoice>(scenario.workload->size(),
-                                                 OperatorChoice::whole(Mode::zdp))};
+  const Plan plan{
+      4, std::vector<OperatorChoice>(scenario.workload->size(), OperatorChoice::whole(Mode::zdp))};
   sim::SimOptions options;
   options.granularity = granularity;
   sim::SimulationResult result;
@@ -66,9 +65,8 @@ void simulate_iteration(benchmark::State& state, int nodes, sim::Granularity gra
   rusage usage{};
   getrusage(RUSAGE_CHILDREN, &usage);
   state.counters["events"] = static_cast<double>(result.events());
-  state.counters["events_per_s"] =
-      benchmark::Counter(static_cast<double>(result.events()) * state.iterations(),
-                         benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(
+      static_cast<double>(result.events()) * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["flows"] = static_cast<double>(result.flows);
   state.counters["child_peak_rss_MiB"] = usage.ru_maxrss / 1024.0;
   state.SetLabel(fmt::format("simulated iteration {:.4f} s", result.iteration_time_s));

@@ -33,8 +33,8 @@ struct SimulateOptions {
 };
 
 CollectiveKind parse_collective(const std::string& name) {
-  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
-                              CollectiveKind::all_reduce}) {
+  for (CollectiveKind kind :
+       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     if (collective_name(kind) == name) return kind;
   }
   throw InputError(command_line, "--collective", name, "all-gather, reduce-scatter or all-reduce");
@@ -45,8 +45,7 @@ sim::SimOptions with_granularity(sim::SimOptions options, const std::string& gra
   if (granularity != "step" && granularity != "scale") {
     throw InputError(command_line, "--collectives", granularity, "step or scale");
   }
-  options.granularity =
-      granularity == "step" ? sim::Granularity::step : sim::Granularity::scale;
+  options.granularity = granularity == "step" ? sim::Granularity::step : sim::Granularity::scale;
   return options;
 }
 
@@ -80,7 +79,8 @@ int run_collective(const SimulateOptions& options) {
              units::format_bytes(*bytes), result.ranks, cluster.name,
              sim::granularity_name(sim_options.granularity));
   fmt::print("  time                 {}\n", units::format_seconds(result.time_s));
-  fmt::print("  algorithm bandwidth  {}\n", units::format_bandwidth(result.algorithm_bandwidth_Bps));
+  fmt::print("  algorithm bandwidth  {}\n",
+             units::format_bandwidth(result.algorithm_bandwidth_Bps));
   fmt::print("  bus bandwidth        {}\n", units::format_bandwidth(result.bus_bandwidth_Bps));
   fmt::print("  alpha-beta model     {}\n", units::format_seconds(result.alpha_beta_time_s));
   return exit_ok;
@@ -143,7 +143,8 @@ int run_plan(const SimulateOptions& options) {
   fmt::print("{}: plan {} at batch size {} on {} ranks ({} collectives)\n", scenario->name, label,
              plan.batch_size, result.ranks, sim::granularity_name(result.granularity));
   fmt::print("  {:<26}{:>16}{:>16}\n", "", "simulated", "analytic");
-  fmt::print("  {:<26}{:>16}{:>16}\n", "iteration time", units::format_seconds(result.iteration_time_s),
+  fmt::print("  {:<26}{:>16}{:>16}\n", "iteration time",
+             units::format_seconds(result.iteration_time_s),
              units::format_seconds(analytic.iteration_time_s));
   fmt::print("  {:<26}{:>16}{:>16}\n", "throughput",
              fmt::format("{:.2f} samples/s", result.throughput_samples_per_s),

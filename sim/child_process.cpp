@@ -1,7 +1,6 @@
 #include "sim/child_process.hpp"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "model/input_error.hpp"
@@ -44,7 +44,8 @@ std::string read_all(int fd) {
 
 std::string run_in_child(const std::function<std::string()>& body) {
   int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error(fmt::format("sim: pipe: {}", std::strerror(errno)));
+  if (::pipe(fds) != 0)
+    throw std::runtime_error(fmt::format("sim: pipe: {}", std::strerror(errno)));
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -55,13 +56,13 @@ std::string run_in_child(const std::function<std::string()>& body) {
   if (pid == 0) {
     ::close(fds[0]);
     // The parent's handlers (a test framework's, say) must not report the child's crash.
-    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT}) std::signal(sig, SIG_DFL);
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT})
+      std::signal(sig, SIG_DFL);
     nlohmann::json reply;
     try {
       reply = {{"ok", body()}};
     } catch (const InputError& error) {
-      reply = {{"input_error",
-                {error.file(), error.json_path(), error.value(), error.expected()}}};
+      reply = {{"input_error", {error.file(), error.json_path(), error.value(), error.expected()}}};
     } catch (const std::exception& error) {
       reply = {{"error", error.what()}};
     }

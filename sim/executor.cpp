@@ -33,7 +33,8 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   gpus_per_node_ = cluster.gpus_per_node;
   nodes_ = ranks_ / gpus_per_node_;
   slowdown_ = options.overlap_slowdown.value_or(cluster.gpu.overlap_slowdown);
-  for (const Group& group : program_groups(cluster, program)) group_members_.push_back(group.members);
+  for (const Group& group : program_groups(cluster, program))
+    group_members_.push_back(group.members);
 
   const auto& items = program.items;
   successors_.assign(items.size(), {});

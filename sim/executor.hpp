@@ -42,7 +42,9 @@ class Executor {
   int ring_of(int item, int who) const;
 
   const std::vector<MemoryTimeline>& memory() const { return memory_; }
-  const std::vector<std::array<double, comm_categories>>& exposed_comm_s() const { return exposed_; }
+  const std::vector<std::array<double, comm_categories>>& exposed_comm_s() const {
+    return exposed_;
+  }
   const std::vector<double>& compute_s() const { return compute_busy_; }
   const std::vector<double>& finish_s() const { return finish_; }
   double optimizer_step_s(int rank) const;

@@ -44,14 +44,16 @@ Fabric::Fabric(const Topology& topology) : topology_(topology) {
   int node_root = -1;  // where a single node's ring search starts: its top-most vertex
   for (int n = 0; n < topology.nodes; ++n) {
     const int first = n * gpus;
-    for (int g = 0; g < gpus; ++g) gpu_vertex_[first + g] = add_vertex(VertexKind::gpu, n, first + g);
+    for (int g = 0; g < gpus; ++g)
+      gpu_vertex_[first + g] = add_vertex(VertexKind::gpu, n, first + g);
     std::vector<int> nic_attach;  // where each NIC plugs into the node
     switch (node.kind) {
       case NodeKind::nvswitch: {
         const int hub = add_vertex(VertexKind::nvswitch, n, 0);
         if (node_root < 0) node_root = hub;
         for (int g = 0; g < gpus; ++g) {
-          add_link(fmt::format("n{}.gpu{}-nvswitch", n, g), gpu_vertex_[first + g], hub, node.gpu_link);
+          add_link(fmt::format("n{}.gpu{}-nvswitch", n, g), gpu_vertex_[first + g], hub,
+                   node.gpu_link);
         }
         nic_attach.assign(topology.nics_per_node, hub);
         break;
@@ -133,8 +135,8 @@ Path Fabric::shortest(int from_vertex, int to_vertex) const {
   };
   boost::dijkstra_shortest_paths(
       graph_, from_vertex,
-      boost::predecessor_map(boost::make_iterator_property_map(parent.begin(),
-                                                               boost::get(boost::vertex_index, graph_)))
+      boost::predecessor_map(boost::make_iterator_property_map(
+                                 parent.begin(), boost::get(boost::vertex_index, graph_)))
           .distance_map(boost::make_iterator_property_map(distance.begin(),
                                                           boost::get(boost::vertex_index, graph_)))
           .weight_map(boost::make_function_property_map<FabricGraph::edge_descriptor>(weight)));

@@ -1,11 +1,11 @@
 #include "sim/kernel.hpp"
 
 #include <fmt/format.h>
-#include <simgrid/kernel/Timer.hpp>
-#include <simgrid/s4u.hpp>
 
 #include <cmath>
 #include <set>
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/s4u.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -28,9 +28,7 @@ namespace {
 // SimGrid parses its options from argv; the log threshold must come first to silence the
 // configuration messages.
 std::vector<std::string> engine_arguments(const NetworkConfig& config) {
-  return {"osdp-sim",
-          "--log=root.thresh:critical",
-          "--cfg=network/model:" + config.model,
+  return {"osdp-sim", "--log=root.thresh:critical", "--cfg=network/model:" + config.model,
           std::string("--cfg=network/crosstraffic:") + (config.crosstraffic ? "1" : "0"),
           fmt::format("--cfg=network/TCP-gamma:{}", config.tcp_gamma)};
 }
@@ -54,10 +52,10 @@ Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
   auto host_of = [&](const Endpoint& endpoint) {
     auto [it, inserted] = state_->hosts.try_emplace(endpoint, nullptr);
     if (inserted) {
-      it->second = zone->create_host(
-          endpoint.tag < 0 ? fmt::format("gpu{}", endpoint.rank)
-                           : fmt::format("gpu{}.{}", endpoint.rank, endpoint.tag),
-          1.0);
+      it->second =
+          zone->create_host(endpoint.tag < 0 ? fmt::format("gpu{}", endpoint.rank)
+                                             : fmt::format("gpu{}.{}", endpoint.rank, endpoint.tag),
+                            1.0);
     }
     return it->second;
   };
@@ -93,7 +91,8 @@ Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
     }
   }
   zone->seal();
-  sg4::Activity::on_completion_cb([this](const sg4::Activity& activity) { on_completion(activity); });
+  sg4::Activity::on_completion_cb(
+      [this](const sg4::Activity& activity) { on_completion(activity); });
 }
 
 Kernel::~Kernel() = default;

@@ -34,8 +34,8 @@ GroupRing logical_ring(const Cluster& cluster, const Group& group, int group_ind
     channel.from = {ring.order[i], group_index};
     channel.to = {ring.order[(i + 1) % n], group_index};
     const int id = static_cast<int>(plan.links.size());
-    plan.links.push_back({fmt::format("g{}.ring{}", group_index, i), -1, -1,
-                          Link{logical_units_per_s, 0.0}, false});
+    plan.links.push_back(
+        {fmt::format("g{}.ring{}", group_index, i), -1, -1, Link{logical_units_per_s, 0.0}, false});
     channel.hops.push_back({id, true});
     ring.edges.push_back({{channel}});
   }
@@ -72,11 +72,15 @@ GroupRing fabric_ring(const Fabric& fabric, const Group& group) {
     } else {
       for (int nic = 0; nic < topology.nics_per_node; ++nic) {
         Path path = fabric.path_via_nic(a, b, nic);
-        edge.channels.push_back({{a, nic}, {b, nic}, std::move(path.hops), path.latency_s,
+        edge.channels.push_back({{a, nic},
+                                 {b, nic},
+                                 std::move(path.hops),
+                                 path.latency_s,
                                  1.0 / topology.nics_per_node});
       }
     }
-    for (const auto& channel : edge.channels) ring.alpha_s = std::max(ring.alpha_s, channel.latency_s);
+    for (const auto& channel : edge.channels)
+      ring.alpha_s = std::max(ring.alpha_s, channel.latency_s);
     ring.edges.push_back(std::move(edge));
   }
   return ring;

@@ -33,9 +33,9 @@ struct BackwardStep {
   int op = 0;
   int slice = 0;
   Phase phase = Phase::backward;
-  bool new_gather = false;    // needs a gather of its own
+  bool new_gather = false;  // needs a gather of its own
   CommCategory gather_category = CommCategory::ag_backward;
-  bool frees_gather = false;  // frees the gather it uses when it ends
+  bool frees_gather = false;      // frees the gather it uses when it ends
   bool post_collectives = false;  // reduce-scatter (and all-reduce) follow it
 };
 
@@ -76,12 +76,13 @@ class Builder {
   }
   double saved_activation_bytes(int op) const {
     const Operator& o = model_.workload().op(op);
-    return plan_.batch_size *
-           (checkpointed(op) ? *o.input_activation_bytes_per_sample : o.activation_bytes_per_sample);
+    return plan_.batch_size * (checkpointed(op) ? *o.input_activation_bytes_per_sample
+                                                : o.activation_bytes_per_sample);
   }
   double recomputed_activation_bytes(int op) const {
     const Operator& o = model_.workload().op(op);
-    return plan_.batch_size * (o.activation_bytes_per_sample - *o.input_activation_bytes_per_sample);
+    return plan_.batch_size *
+           (o.activation_bytes_per_sample - *o.input_activation_bytes_per_sample);
   }
   // The partial-sum add of slices after the first: read two operands, write one.
   double slice_add_s(int op, int slice) const {
@@ -188,9 +189,9 @@ class Builder {
 
   // Marks compute `item` as the last user of `gather`: the buffer is freed when it ends.
   void free_after(int gather, int item) {
-    program_.items[item].at_end.push_back(
-        {-program_.items[gather].bytes, MemoryCategory::gathered_parameters,
-         program_.items[gather].op});
+    program_.items[item].at_end.push_back({-program_.items[gather].bytes,
+                                           MemoryCategory::gathered_parameters,
+                                           program_.items[gather].op});
     const auto it = pending_free_.find(gather);
     if (it != pending_free_.end()) {
       gather_free_item_[it->second] = item;
@@ -253,7 +254,8 @@ class Builder {
           if (gathers) {
             recompute.new_gather = true;
             const bool fused = c.checkpoint == Checkpoint::fused;
-            recompute.gather_category = fused ? CommCategory::ag_backward : CommCategory::ag_recompute;
+            recompute.gather_category =
+                fused ? CommCategory::ag_backward : CommCategory::ag_recompute;
             recompute.frees_gather = !fused;
           }
           steps.push_back(recompute);
@@ -296,34 +298,35 @@ class Builder {
         emit_gather(i, window_after(last_compute_, DepOn::end));
       }
       const int gather = step.new_gather ? gather_of[i] : in_use;
-      const double per_sample = step.phase == Phase::recompute
-                                    ? model_.forward_compute_s_per_sample(step.op)
-                                    : model_.compute_s_per_sample(step.op) -
-                                          model_.forward_compute_s_per_sample(step.op);
+      const double per_sample =
+          step.phase == Phase::recompute
+              ? model_.forward_compute_s_per_sample(step.op)
+              : model_.compute_s_per_sample(step.op) - model_.forward_compute_s_per_sample(step.op);
       const double work =
           plan_.batch_size * per_sample / c.slices + slice_add_s(step.op, step.slice);
-      const int compute = add_compute(step.phase, step.op, step.slice, work,
-                                      step.phase == Phase::backward ? 2 : 1);
+      const int compute =
+          add_compute(step.phase, step.op, step.slice, work, step.phase == Phase::backward ? 2 : 1);
       ProgramItem& item = program_.items[compute];
       const bool gathers = sharded(step.op, step.slice) && gathers_each_use(c.mode);
       if (gathers) item.deps.push_back({gather, DepOn::end});
       // Z2: the slice's parameters were gathered in forward and are held until its backward.
       const auto held = held_gathers_.find({step.op, step.slice});
       if (held != held_gathers_.end() && step.phase == Phase::backward) {
-        item.at_end.push_back({-slice_bytes(step.op), MemoryCategory::gathered_parameters, step.op});
+        item.at_end.push_back(
+            {-slice_bytes(step.op), MemoryCategory::gathered_parameters, step.op});
       }
       if (step.phase == Phase::recompute && step.slice == c.slices - 1) {
-        item.at_start.push_back(
-            {recomputed_activation_bytes(step.op), MemoryCategory::recomputed_activations, step.op});
+        item.at_start.push_back({recomputed_activation_bytes(step.op),
+                                 MemoryCategory::recomputed_activations, step.op});
       }
       const bool sharded_slice = sharded(step.op, step.slice);
-      const double gradient_bytes =
-          model_.workload().op(step.op).gradient_bytes / c.slices;
+      const double gradient_bytes = model_.workload().op(step.op).gradient_bytes / c.slices;
       if (step.phase == Phase::backward && sharded_slice) {
         item.at_start.push_back({gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
       }
       if (step.phase == Phase::backward && step.slice == 0) {
-        item.at_end.push_back({-saved_activation_bytes(step.op), MemoryCategory::activations, step.op});
+        item.at_end.push_back(
+            {-saved_activation_bytes(step.op), MemoryCategory::activations, step.op});
         if (checkpointed(step.op)) {
           item.at_end.push_back({-recomputed_activation_bytes(step.op),
                                  MemoryCategory::recomputed_activations, step.op});
@@ -341,8 +344,9 @@ class Builder {
       const int next = next_gathering(i + 1);
       // (Not while a fused recompute holds its gather for the backward that follows.)
       if (next >= 0 && gather_of[next] < 0 && policy != BackwardPrefetch::none && in_use < 0) {
-        emit_gather(static_cast<std::size_t>(next),
-                    window_after(compute, policy == BackwardPrefetch::pre ? DepOn::start : DepOn::end));
+        emit_gather(
+            static_cast<std::size_t>(next),
+            window_after(compute, policy == BackwardPrefetch::pre ? DepOn::start : DepOn::end));
       }
       if (step.phase == Phase::backward) post_collectives(step, compute, gradient_bytes);
     }
@@ -377,7 +381,8 @@ class Builder {
     settings.kind = CostModelKind::extended;
     const CostModel extended(model_.workload(), cluster_, model_.training(), settings);
     double work = 0;
-    for (int i = 0; i < model_.workload().size(); ++i) work += extended.optimizer_step_s(i, choice(i));
+    for (int i = 0; i < model_.workload().size(); ++i)
+      work += extended.optimizer_step_s(i, choice(i));
     const int step = add_compute(Phase::optimizer, -1, 0, work, 0);
     for (int reduction : reductions_) program_.items[step].deps.push_back({reduction, DepOn::end});
   }
@@ -392,8 +397,8 @@ class Builder {
   std::vector<int> stream_;
   int lane_tail_[6] = {-1, -1, -1, -1, -1, -1};
   std::vector<int> reductions_;
-  std::vector<int> gather_free_item_;       // rate-limited gathers in issue order -> free item
-  std::map<int, int> pending_free_;         // gather item -> its index in gather_free_item_
+  std::vector<int> gather_free_item_;  // rate-limited gathers in issue order -> free item
+  std::map<int, int> pending_free_;    // gather item -> its index in gather_free_item_
   std::map<std::pair<int, int>, int> held_gathers_;  // Z2 (op, slice) -> forward gather
 };
 

@@ -68,9 +68,9 @@ std::string describe_peak_event(const MemoryEvent& event, const Program& program
   if (event.op >= 0) text += " of " + workload.op(event.op).name;
   if (event.item >= 0) {
     const ProgramItem& item = program.items[event.item];
-    text += item.collective
-                ? fmt::format(" ({} {})", collective_name(item.kind), comm_category_name(item.category))
-                : fmt::format(" ({})", phase_name(item.phase));
+    text += item.collective ? fmt::format(" ({} {})", collective_name(item.kind),
+                                          comm_category_name(item.category))
+                            : fmt::format(" ({})", phase_name(item.phase));
   }
   return text;
 }
@@ -133,7 +133,8 @@ Json to_json(const SimulationResult& result) {
   Json exposed = Json::object();
   Json breakdown = Json::object();
   for (int c = 0; c < comm_categories; ++c) {
-    exposed[std::string(comm_category_name(static_cast<CommCategory>(c)))] = result.exposed_comm_s[c];
+    exposed[std::string(comm_category_name(static_cast<CommCategory>(c)))] =
+        result.exposed_comm_s[c];
   }
   for (int c = 0; c < memory_categories; ++c) {
     breakdown[std::string(memory_category_name(static_cast<MemoryCategory>(c))) + "_bytes"] =
@@ -154,25 +155,29 @@ Json to_json(const SimulationResult& result) {
           {"peak_memory_cause", result.peak_memory_cause},
           {"peak_memory_breakdown", breakdown},
           {"peak_memory_bytes_per_rank", result.peak_memory_bytes_per_rank},
-          {"events", {{"compute_tasks", result.compute_tasks},
-                      {"collectives", result.collectives},
-                      {"flows", result.flows},
-                      {"timers", result.timers}}}};
+          {"events",
+           {{"compute_tasks", result.compute_tasks},
+            {"collectives", result.collectives},
+            {"flows", result.flows},
+            {"timers", result.timers}}}};
 }
 
 SimulationResult simulation_result_from_json(const Json& json) {
   SimulationResult result;
   result.ranks = json.at("ranks").get<int>();
   result.batch_size = json.at("batch_size").get<int>();
-  result.granularity =
-      json.at("collectives_mode").get<std::string>() == "step" ? Granularity::step : Granularity::scale;
+  result.granularity = json.at("collectives_mode").get<std::string>() == "step"
+                           ? Granularity::step
+                           : Granularity::scale;
   result.iteration_time_s = json.at("iteration_time_s").get<double>();
   result.throughput_samples_per_s = json.at("throughput_samples_per_s").get<double>();
   result.compute_s = json.at("compute_s").get<double>();
   result.optimizer_step_s = json.at("optimizer_step_s").get<double>();
   for (int c = 0; c < comm_categories; ++c) {
     result.exposed_comm_s[c] =
-        json.at("exposed_comm_s").at(std::string(comm_category_name(static_cast<CommCategory>(c)))).get<double>();
+        json.at("exposed_comm_s")
+            .at(std::string(comm_category_name(static_cast<CommCategory>(c))))
+            .get<double>();
   }
   for (int c = 0; c < memory_categories; ++c) {
     result.peak_breakdown_bytes[c] =

@@ -72,10 +72,10 @@ struct SimulationResult {
   int ranks = 0;
   int batch_size = 0;
   Granularity granularity = Granularity::step;
-  double iteration_time_s = 0;  // slowest rank
+  double iteration_time_s = 0;          // slowest rank
   double throughput_samples_per_s = 0;  // ranks * b / iteration time
   // Rank 0's figures (ranks are symmetric unless the network is not).
-  double compute_s = 0;           // forward, recompute and backward kernels incl. launch gaps
+  double compute_s = 0;  // forward, recompute and backward kernels incl. launch gaps
   double optimizer_step_s = 0;
   std::array<double, comm_categories> exposed_comm_s{};
   // Peak memory: the highest rank, when, what set it and what was live then.

@@ -44,9 +44,8 @@ std::vector<CollectiveResult> simulate_collectives(const Cluster& cluster,
     groups.push_back(std::move(group));
   }
   const NetworkPlan plan = plan_network(cluster, groups);
-  const std::string reply = run_in_child([&]() {
-    return Json(run_collectives(cluster, plan, requests, options)).dump();
-  });
+  const std::string reply = run_in_child(
+      [&]() { return Json(run_collectives(cluster, plan, requests, options)).dump(); });
   const std::vector<double> times = Json::parse(reply).get<std::vector<double>>();
   std::vector<CollectiveResult> results;
   for (std::size_t i = 0; i < requests.size(); ++i) {

@@ -47,11 +47,20 @@ std::string chrome_trace(const Executor& executor, const Workload& workload) {
   const Program& program = executor.program();
   Json events = Json::array();
   for (int r = 0; r < executor.ranks(); ++r) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0},
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", r},
+                      {"tid", 0},
                       {"args", {{"name", fmt::format("rank {}", r)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0},
+    events.push_back({{"ph", "M"},
+                      {"name", "process_sort_index"},
+                      {"pid", r},
+                      {"tid", 0},
                       {"args", {{"sort_index", r}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", 0},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", r},
+                      {"tid", 0},
                       {"args", {{"name", "compute"}}}});
     for (GroupKind kind : {GroupKind::world, GroupKind::intra_node, GroupKind::inter_node}) {
       for (int lane = 0; lane < program.lanes; ++lane) {
@@ -60,10 +69,13 @@ std::string chrome_trace(const Executor& executor, const Workload& workload) {
         probe.collective = true;
         probe.group = kind;
         probe.lane = lane;
-        const std::string name = fmt::format("comm {}{}", group_label(kind),
-                                             lane == 1 ? " (reductions)" : "");
-        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r},
-                          {"tid", track_of(probe)}, {"args", {{"name", name}}}});
+        const std::string name =
+            fmt::format("comm {}{}", group_label(kind), lane == 1 ? " (reductions)" : "");
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", r},
+                          {"tid", track_of(probe)},
+                          {"args", {{"name", name}}}});
       }
     }
   }
@@ -72,9 +84,8 @@ std::string chrome_trace(const Executor& executor, const Workload& workload) {
     const int item_index = executor.item_of_task(t);
     const ProgramItem& item = program.items[item_index];
     const std::string name = item_name(item, workload);
-    const std::string category =
-        item.collective ? std::string(comm_category_name(item.category))
-                        : std::string(phase_name(item.phase));
+    const std::string category = item.collective ? std::string(comm_category_name(item.category))
+                                                 : std::string(phase_name(item.phase));
     Json args = {{"slice", item.slice}};
     if (item.collective) args["bytes"] = item.bytes;
     auto add = [&](int rank) {
@@ -125,9 +136,11 @@ std::string chrome_trace(const Executor& executor, const Workload& workload) {
   }
   const Json trace = {{"traceEvents", std::move(events)},
                       {"displayTimeUnit", "ms"},
-                      {"otherData", {{"time_unit", "us"}, {"memory_unit", "bytes"},
-                                     {"peak_memory_bytes", peak_bytes(executor)},
-                                     {"generator", "osdp simulate"}}}};
+                      {"otherData",
+                       {{"time_unit", "us"},
+                        {"memory_unit", "bytes"},
+                        {"peak_memory_bytes", peak_bytes(executor)},
+                        {"generator", "osdp simulate"}}}};
   return trace.dump() + "\n";
 }
 

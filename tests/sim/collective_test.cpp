@@ -12,7 +12,8 @@ namespace {
 void check_alpha_beta(const Cluster& cluster, CollectiveKind kind, double bytes) {
   SimOptions options;
   const CollectiveResult result = simulate_collective(cluster, kind, bytes, options);
-  const double expected = ring_time_s(kind, bytes, cluster.ranks, cluster.world.of(kind).alpha_beta);
+  const double expected =
+      ring_time_s(kind, bytes, cluster.ranks, cluster.world.of(kind).alpha_beta);
   INFO(collective_name(kind) << " on " << cluster.ranks << " ranks: " << result.time_s << " vs "
                              << expected);
   CHECK(result.time_s == Approx(expected).epsilon(1e-6));
@@ -24,8 +25,8 @@ const double mib = 1024.0 * 1024.0;
 }  // namespace
 
 TEST_CASE("uncontended ring collectives equal the alpha-beta formula", "[sim][collective]") {
-  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
-                              CollectiveKind::all_reduce}) {
+  for (CollectiveKind kind :
+       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     SECTION(std::string(collective_name(kind)) + " PCIe, two switches") {
       check_alpha_beta(pcie_cluster(1, 2), kind, 64 * mib);
     }
@@ -106,8 +107,8 @@ TEST_CASE("scale mode agrees with step mode", "[sim][collective]") {
     const auto with_steps = simulate_collectives(cluster, requests, step);
     const auto with_scale = simulate_collectives(cluster, requests, scale);
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      INFO("ring " << i << ": step " << with_steps[i].time_s << " s, scale "
-                   << with_scale[i].time_s << " s");
+      INFO("ring " << i << ": step " << with_steps[i].time_s << " s, scale " << with_scale[i].time_s
+                   << " s");
       CHECK(with_scale[i].time_s == Approx(with_steps[i].time_s).epsilon(0.05));
     }
   }

@@ -1,7 +1,8 @@
+#include "sim/fabric.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "clusters.hpp"
-#include "sim/fabric.hpp"
 #include "sim/network.hpp"
 
 using namespace osdp;

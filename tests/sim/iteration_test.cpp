@@ -37,7 +37,8 @@ TEST_CASE("zero communication gives the sum of compute", "[sim][iteration]") {
   }
   SECTION("checkpointing adds one forward per operator") {
     const SimulationResult result = simulate_plan(
-        scenario, uniform_plan(scenario, batch, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused)),
+        scenario,
+        uniform_plan(scenario, batch, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused)),
         SimOptions{});
     CHECK(result.iteration_time_s ==
           Approx(spec.operators * batch * spec.compute_s_per_sample * 4 / 3).epsilon(1e-9));
@@ -61,13 +62,14 @@ TEST_CASE("zero compute gives the sum of serialised communication", "[sim][itera
       OperatorChoice choice;
       double expected_s;
     };
-    for (const Case& c : {Case{OperatorChoice::whole(Mode::dp), n * ar},
-                          Case{OperatorChoice::whole(Mode::zdp), n * (2 * ag + rs)},
-                          Case{OperatorChoice::whole(Mode::z2), n * (ag + rs)},
-                          Case{OperatorChoice::whole(Mode::zdp, Checkpoint::unfused), n * (3 * ag + rs)},
-                          Case{OperatorChoice::whole(Mode::zdp, Checkpoint::fused), n * (2 * ag + rs)},
-                          Case{OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none},
-                               n * (2 * 2 * ag / 4 + 2 * rs / 4) + n * ar / 2}}) {
+    for (const Case& c :
+         {Case{OperatorChoice::whole(Mode::dp), n * ar},
+          Case{OperatorChoice::whole(Mode::zdp), n * (2 * ag + rs)},
+          Case{OperatorChoice::whole(Mode::z2), n * (ag + rs)},
+          Case{OperatorChoice::whole(Mode::zdp, Checkpoint::unfused), n * (3 * ag + rs)},
+          Case{OperatorChoice::whole(Mode::zdp, Checkpoint::fused), n * (2 * ag + rs)},
+          Case{OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none},
+               n * (2 * 2 * ag / 4 + 2 * rs / 4) + n * ar / 2}}) {
       INFO(describe(c.choice));
       // Slices move a quarter (or half) of the bytes but pay every step's latency.
       double expected = c.expected_s;
@@ -142,7 +144,8 @@ TEST_CASE("prefetch hides gathers behind compute", "[sim][iteration]") {
   const double ag = ring_time_s(CollectiveKind::all_gather, spec.parameter_bytes, 8,
                                 scenario.cluster.world.all_gather.alpha_beta);
   CHECK(exposed(hidden, CommCategory::ag_forward) == Approx(ag).epsilon(1e-6));
-  CHECK(exposed(exposed_run, CommCategory::ag_forward) == Approx(spec.operators * ag).epsilon(1e-6));
+  CHECK(exposed(exposed_run, CommCategory::ag_forward) ==
+        Approx(spec.operators * ag).epsilon(1e-6));
   SECTION("slowdown while communication overlaps") {
     SimOptions slow = prefetch;
     slow.overlap_slowdown = 1.5;
@@ -173,8 +176,10 @@ TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
   const Scenario scenario = chain_scenario(spec, pcie_cluster(1, 2));
   const Plan plan = uniform_plan(scenario, 2, OperatorChoice::whole(Mode::zdp, Checkpoint::fused));
   const std::string dir = OSDP_BINARY_DIR;
-  const SimulationResult first = simulate_plan(scenario, plan, SimOptions{}, dir + "/sim-trace-a.json");
-  const SimulationResult second = simulate_plan(scenario, plan, SimOptions{}, dir + "/sim-trace-b.json");
+  const SimulationResult first =
+      simulate_plan(scenario, plan, SimOptions{}, dir + "/sim-trace-a.json");
+  const SimulationResult second =
+      simulate_plan(scenario, plan, SimOptions{}, dir + "/sim-trace-b.json");
   CHECK(to_json(first).dump() == to_json(second).dump());
   const Json a = read_json_file(dir + "/sim-trace-a.json");
   const Json b = read_json_file(dir + "/sim-trace-b.json");
@@ -201,7 +206,8 @@ TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
     // extra buffers.
     double last_rank0 = -1;
     for (const Json& event : a.at("traceEvents")) {
-      if (event.at("ph") == "i" && event.at("pid") == 0) last_rank0 = event.at("args").at("live_bytes");
+      if (event.at("ph") == "i" && event.at("pid") == 0)
+        last_rank0 = event.at("args").at("live_bytes");
     }
     CHECK(last_rank0 == Approx(spec.operators * (4 * spec.parameter_bytes / 8 + spec.extra_bytes)));
   }

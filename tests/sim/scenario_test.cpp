@@ -1,6 +1,7 @@
+#include "model/scenario.hpp"
+
 #include <catch2/catch.hpp>
 
-#include "model/scenario.hpp"
 #include "scenarios.hpp"
 #include "sim/simulate.hpp"
 
@@ -52,7 +53,8 @@ TEST_CASE("simulation options are read strictly", "[sim][options]") {
     };
     CHECK(message(R"({"units_in_fligth": 2})").find("$.simulation") != std::string::npos);
     CHECK(message(R"({"units_in_fligth": 2})").find("units_in_flight") != std::string::npos);
-    CHECK(message(R"({"collectives": "fast"})").find("$.simulation.collectives") != std::string::npos);
+    CHECK(message(R"({"collectives": "fast"})").find("$.simulation.collectives") !=
+          std::string::npos);
     CHECK(message(R"({"units_in_flight": 0})").find("units_in_flight") != std::string::npos);
     CHECK(message(R"({"overlap_slowdown": 0.5})").find("overlap_slowdown") != std::string::npos);
     CHECK(message(R"({"network": {"model": "CM03"}})").find("$.simulation.network.model") !=
