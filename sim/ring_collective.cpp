@@ -1,6 +1,8 @@
 #include "sim/ring_collective.hpp"
 
+#include <map>
 #include <memory>
+#include <vector>
 
 namespace osdp::sim {
 namespace {
@@ -35,27 +37,52 @@ void start_round(const std::shared_ptr<RingRun>& run) {
   const bool scale = run->granularity == Granularity::scale;
   const int steps_in_flow = scale ? run->steps : 1;
   const double bytes = run->step_bytes * steps_in_flow;
+  // Flows grouped by the delay before they start: one timer per group, not one per flow.
+  struct Send {
+    const Channel* channel;
+    double amount;  // bytes, or logical units
+    bool flow;      // false: a pure delay (logical rings too fast to need a flow)
+  };
+  std::map<double, std::vector<Send>> by_delay;
   int flows = 0;
-  for (const auto& edge : ring.edges) flows += static_cast<int>(edge.channels.size());
-  run->outstanding = flows;
   for (const auto& edge : ring.edges) {
     for (const auto& channel : edge.channels) {
+      ++flows;
       const double channel_bytes = bytes * channel.share;
-      auto done = [run]() { flow_done(run); };
       if (ring.logical) {
         const AlphaBeta ab = ring.logical->of(run->kind).at(run->step_bytes);
         const double latency_s = steps_in_flow * ab.alpha_s;
         const double units = channel_bytes * ab.beta_s_per_byte * logical_units_per_s;
         if (units < 1.0) {
-          run->kernel->after(latency_s + channel_bytes * ab.beta_s_per_byte, std::move(done));
+          by_delay[latency_s + channel_bytes * ab.beta_s_per_byte].push_back({&channel, 0.0, false});
         } else {
-          run->kernel->send(channel, units, latency_s, std::move(done));
+          by_delay[latency_s].push_back({&channel, units, true});
         }
       } else {
         // The route's own latency is paid by the flow; scale mode adds the other steps'.
         const double delay_s = scale ? steps_in_flow * ring.alpha_s - channel.latency_s : 0.0;
-        run->kernel->send(channel, channel_bytes, delay_s, std::move(done));
+        by_delay[delay_s].push_back({&channel, channel_bytes, true});
       }
+    }
+  }
+  run->outstanding = flows;
+  for (auto& [delay_s, sends] : by_delay) {
+    bool pure_delays = false;
+    for (const Send& send : sends) pure_delays = pure_delays || !send.flow;
+    auto start = [run, sends = std::move(sends)]() {
+      for (const Send& send : sends) {
+        if (send.flow) {
+          run->kernel->send(*send.channel, send.amount, 0.0, [run]() { flow_done(run); });
+        } else {
+          flow_done(run);
+        }
+      }
+    };
+    // Pure delays always go through a timer: a collective never completes inside its own start.
+    if (delay_s > 0 || pure_delays) {
+      run->kernel->after(delay_s, std::move(start));
+    } else {
+      start();
     }
   }
 }
