@@ -174,37 +174,57 @@ double peak_with(const CostModel& model, const Plan& plan, int index,
   return model.plan_cost(changed).peak_memory_bytes;
 }
 
+std::string over_or_within(double peak_bytes, double limit_bytes) {
+  return fmt::format("{} {} limit", peak_bytes > limit_bytes ? "over the" : "within the",
+                     units::format_bytes(limit_bytes));
+}
+
 std::string why(const CostModel& model, const SearchSpec& spec, const Plan& plan, int index,
                 double limit_bytes) {
   const int b = plan.batch_size;
   const OperatorChoice chosen = plan.choices[index];
-  const OptionCost chosen_cost = model.option_cost(index, chosen);
+  const double chosen_s = model.option_cost(index, chosen).time_s.at(b);
+  // Among the faster options: the fastest, and the one that needs the least memory.
   std::optional<CostedOption> fastest;
+  std::optional<CostedOption> cheapest;
+  double fastest_peak = 0;
+  double cheapest_peak = 0;
   for (const CostedOption& option : costed_options(model, index, spec)) {
-    if (!fastest || option.cost.time_s.at(b) < fastest->cost.time_s.at(b)) fastest = option;
+    const double time_s = option.cost.time_s.at(b);
+    if (time_s >= chosen_s * (1 - 1e-12)) continue;
+    const double peak = peak_with(model, plan, index, option.choice);
+    if (!fastest || time_s < fastest->cost.time_s.at(b)) {
+      fastest = option;
+      fastest_peak = peak;
+    }
+    if (!cheapest || peak < cheapest_peak) {
+      cheapest = option;
+      cheapest_peak = peak;
+    }
   }
-  if (!fastest || fastest->cost.time_s.at(b) >= chosen_cost.time_s.at(b) * (1 - 1e-12)) {
+  if (!fastest) {
     return fmt::format(
         "{} is the fastest choice the search options allow for this operator ({} at b = {}), "
         "and the memory limit leaves room for it.",
-        describe(chosen), units::format_seconds(chosen_cost.time_s.at(b)), b);
+        describe(chosen), units::format_seconds(chosen_s), b);
   }
-  const double saved_s = chosen_cost.time_s.at(b) - fastest->cost.time_s.at(b);
-  const double peak_bytes = peak_with(model, plan, index, fastest->choice);
   std::string text = fmt::format(
       "{} would be {} faster per iteration, but switching even one such operator to it raises "
-      "the peak to {} ",
-      describe(fastest->choice), units::format_seconds(saved_s), units::format_bytes(peak_bytes));
-  if (peak_bytes > limit_bytes) {
+      "the peak to {} ({}).",
+      describe(fastest->choice), units::format_seconds(chosen_s - fastest->cost.time_s.at(b)),
+      units::format_bytes(fastest_peak), over_or_within(fastest_peak, limit_bytes));
+  if (!(cheapest->choice == fastest->choice)) {
     text += fmt::format(
-        "(over the {} limit). {} trades that time for memory, where a byte saved "
-        "costs the least time.",
-        units::format_bytes(limit_bytes), describe(chosen));
+        " The faster choice that needs the least memory, {}, would save {} and raise the peak to "
+        "{} ({}).",
+        describe(cheapest->choice), units::format_seconds(chosen_s - cheapest->cost.time_s.at(b)),
+        units::format_bytes(cheapest_peak), over_or_within(cheapest_peak, limit_bytes));
+  }
+  if (cheapest_peak > limit_bytes) {
+    text += fmt::format(" So {} trades that time for memory the plan needs elsewhere.",
+                        describe(chosen));
   } else {
-    text += fmt::format(
-        "(within the {} limit); the search gave that memory to operators where "
-        "it buys more time.",
-        units::format_bytes(limit_bytes));
+    text += " A faster plan fits at this batch size: the search missed it (please report).";
   }
   return text;
 }
