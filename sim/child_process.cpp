@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -40,12 +43,16 @@ std::string read_all(int fd) {
   return text;
 }
 
-}  // namespace
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
 
-std::string run_in_child(const std::function<std::string()>& body) {
+Child start_child(const std::function<std::string()>& body) {
   int fds[2];
-  if (::pipe(fds) != 0)
+  if (::pipe(fds) != 0) {
     throw std::runtime_error(fmt::format("sim: pipe: {}", std::strerror(errno)));
+  }
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -56,8 +63,9 @@ std::string run_in_child(const std::function<std::string()>& body) {
   if (pid == 0) {
     ::close(fds[0]);
     // The parent's handlers (a test framework's, say) must not report the child's crash.
-    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT})
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT}) {
       std::signal(sig, SIG_DFL);
+    }
     nlohmann::json reply;
     try {
       reply = {{"ok", body()}};
@@ -72,10 +80,15 @@ std::string run_in_child(const std::function<std::string()>& body) {
     ::_exit(0);  // no atexit handlers or destructors of the parent's state
   }
   ::close(fds[1]);
-  const std::string text = read_all(fds[0]);
-  ::close(fds[0]);
+  return {pid, fds[0]};
+}
+
+// Reads the child's reply to the end, reaps it, and decodes the reply.
+std::string finish_child(const Child& child) {
+  const std::string text = read_all(child.fd);
+  ::close(child.fd);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFSIGNALED(status)) {
     throw std::runtime_error(
@@ -92,6 +105,42 @@ std::string run_in_child(const std::function<std::string()>& body) {
                      e[3].get<std::string>());
   }
   throw std::runtime_error(reply.value("error", std::string("sim: unknown failure")));
+}
+
+}  // namespace
+
+std::string run_in_child(const std::function<std::string()>& body) {
+  return finish_child(start_child(body));
+}
+
+std::vector<std::string> run_in_children(const std::vector<std::function<std::string()>>& bodies,
+                                         int parallelism) {
+  const std::size_t window = static_cast<std::size_t>(std::max(1, parallelism));
+  std::vector<std::string> replies(bodies.size());
+  std::deque<std::pair<std::size_t, Child>> running;
+  std::exception_ptr first_error;
+  std::size_t next = 0;
+  // Children finish in start order; a child whose reply is not yet read waits on its pipe.
+  while (next < bodies.size() || !running.empty()) {
+    while (next < bodies.size() && running.size() < window && !first_error) {
+      try {
+        running.emplace_back(next, start_child(bodies[next]));
+      } catch (...) {
+        first_error = std::current_exception();
+      }
+      ++next;
+    }
+    if (running.empty()) break;
+    const auto [index, child] = running.front();
+    running.pop_front();
+    try {
+      replies[index] = finish_child(child);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+  return replies;
 }
 
 }  // namespace osdp::sim

@@ -109,24 +109,61 @@ SimulationResult collect(const Executor& executor, const Program& program, const
 
 }  // namespace
 
+namespace {
+
+// What the parent prepares for one plan; the child only runs it.
+struct Prepared {
+  Program program;
+  NetworkPlan network;
+};
+
+Prepared prepare(const Scenario& scenario, const Plan& plan, const SimOptions& options) {
+  const CostModel model = scenario.cost_model();
+  Program program = build_program(model, plan, options);
+  NetworkPlan network = plan_network(scenario.cluster, program_groups(scenario.cluster, program));
+  return {std::move(program), std::move(network)};
+}
+
+std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOptions& options,
+                         const Prepared& prepared, const std::string& trace_path) {
+  Kernel kernel(prepared.network, options.network);
+  Executor executor(prepared.program, scenario.cluster, prepared.network, options, kernel,
+                    !trace_path.empty());
+  executor.start();
+  kernel.run();
+  if (!executor.complete()) throw std::logic_error("sim: the iteration deadlocked");
+  if (!trace_path.empty()) {
+    write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload));
+  }
+  return to_json(collect(executor, prepared.program, plan, *scenario.workload, kernel, options))
+      .dump();
+}
+
+}  // namespace
+
 SimulationResult simulate_plan(const Scenario& scenario, const Plan& plan,
                                const SimOptions& options, const std::string& trace_path) {
-  const CostModel model = scenario.cost_model();
-  const Program program = build_program(model, plan, options);
-  const Cluster& cluster = scenario.cluster;
-  const NetworkPlan network = plan_network(cluster, program_groups(cluster, program));
-  const std::string reply = run_in_child([&]() {
-    Kernel kernel(network, options.network);
-    Executor executor(program, cluster, network, options, kernel, !trace_path.empty());
-    executor.start();
-    kernel.run();
-    if (!executor.complete()) throw std::logic_error("sim: the iteration deadlocked");
-    if (!trace_path.empty()) {
-      write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload));
-    }
-    return to_json(collect(executor, program, plan, *scenario.workload, kernel, options)).dump();
-  });
+  const Prepared prepared = prepare(scenario, plan, options);
+  const std::string reply =
+      run_in_child([&]() { return run_prepared(scenario, plan, options, prepared, trace_path); });
   return simulation_result_from_json(Json::parse(reply));
+}
+
+std::vector<SimulationResult> simulate_plans(const Scenario& scenario,
+                                             const std::vector<Plan>& plans,
+                                             const SimOptions& options, int parallelism) {
+  std::vector<Prepared> prepared;
+  for (const Plan& plan : plans) prepared.push_back(prepare(scenario, plan, options));
+  std::vector<std::function<std::string()>> bodies;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    bodies.emplace_back(
+        [&, i]() { return run_prepared(scenario, plans[i], options, prepared[i], ""); });
+  }
+  std::vector<SimulationResult> results;
+  for (const std::string& reply : run_in_children(bodies, parallelism)) {
+    results.push_back(simulation_result_from_json(Json::parse(reply)));
+  }
+  return results;
 }
 
 Json to_json(const SimulationResult& result) {

@@ -99,6 +99,10 @@ struct SimulationResult {
 // (JSON; Perfetto opens it) there, atomically.
 SimulationResult simulate_plan(const Scenario& scenario, const Plan& plan,
                                const SimOptions& options, const std::string& trace_path = "");
+// Several plans (re-ranking candidates), `parallelism` simulations at a time; results in order.
+std::vector<SimulationResult> simulate_plans(const Scenario& scenario,
+                                             const std::vector<Plan>& plans,
+                                             const SimOptions& options, int parallelism = 2);
 
 Json to_json(const SimulationResult& result);
 SimulationResult simulation_result_from_json(const Json& json);

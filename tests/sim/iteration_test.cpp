@@ -237,3 +237,20 @@ TEST_CASE("compute, optimizer step and exposed communication add up to the itera
     }
   }
 }
+
+TEST_CASE("plans simulated side by side equal plans simulated one by one", "[sim][iteration]") {
+  ChainSpec spec;
+  const Scenario scenario = chain_scenario(spec, nvswitch_cluster(1, 1));
+  std::vector<Plan> plans;
+  for (Mode mode : {Mode::dp, Mode::zdp, Mode::z2}) {
+    plans.push_back(uniform_plan(scenario, 2, OperatorChoice::whole(mode)));
+  }
+  const std::vector<SimulationResult> together = simulate_plans(scenario, plans, SimOptions{}, 2);
+  REQUIRE(together.size() == plans.size());
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    CHECK(to_json(together[i]).dump() ==
+          to_json(simulate_plan(scenario, plans[i], SimOptions{})).dump());
+  }
+  plans.back().choices.pop_back();  // an invalid plan fails before any simulation runs
+  CHECK_THROWS_AS(simulate_plans(scenario, plans, SimOptions{}), InputError);
+}
