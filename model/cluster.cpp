@@ -115,7 +115,27 @@ double gpu_to_nic_latency_s(const NodeTopology& node) {
 
 }  // namespace
 
-DerivedTimings derive_timings(const Topology& topology) {
+namespace {
+
+// Half-duplex links (split_duplex false) carry a ring's two directions at once, each at half
+// the bandwidth: every tree link (PCIe, NVSwitch, NIC) is crossed once per direction; an NVLink
+// mesh link only when two GPUs form the ring.
+Topology with_duplex_sharing(Topology topology) {
+  if (topology.split_duplex) return topology;
+  auto halve = [](Link& link) { link.bandwidth_Bps /= 2; };
+  NodeTopology& node = topology.node;
+  halve(topology.nic);
+  halve(node.pcie.gpu_link);
+  halve(node.pcie.switch_uplink);
+  halve(node.pcie.inter_socket);
+  if (node.kind != NodeKind::nvlink_mesh || node.gpus == 2) halve(node.gpu_link);
+  return topology;
+}
+
+}  // namespace
+
+DerivedTimings derive_timings(const Topology& physical) {
+  const Topology topology = with_duplex_sharing(physical);
   const RingBottleneck intra = intra_node_ring(topology.node);
   DerivedTimings timings;
   timings.intra_node = intra.alpha_beta();

@@ -165,3 +165,28 @@ TEST_CASE("paper-form rings follow per-collective, per-size timings", "[sim][col
     }
   }
 }
+
+TEST_CASE("half-duplex links halve a ring's bandwidth", "[sim][collective]") {
+  const double bytes = 256 * mib;
+  SECTION("NVSwitch nodes: exact") {
+    Topology topology = *nvswitch_cluster(2, 1).topology;
+    topology.split_duplex = false;
+    const Cluster cluster = with_topology(topology);
+    check_alpha_beta(cluster, CollectiveKind::all_gather, bytes);
+    SimOptions options;
+    CHECK(simulate_collective(cluster, CollectiveKind::all_reduce, bytes, options).time_s >
+          1.9 * simulate_collective(nvswitch_cluster(2, 1), CollectiveKind::all_reduce, bytes,
+                                    options)
+                    .time_s);
+  }
+  SECTION("PCIe: within 15% (CM02 shares a link in inverse proportion to route latency)") {
+    Topology topology = *pcie_cluster(2, 2).topology;
+    topology.split_duplex = false;
+    const Cluster cluster = with_topology(topology);
+    const double simulated =
+        simulate_collective(cluster, CollectiveKind::all_gather, bytes, SimOptions{}).time_s;
+    const double formula = cluster.world.time_s(CollectiveKind::all_gather, bytes, 8);
+    CHECK(simulated >= formula * (1 - 1e-9));
+    CHECK(simulated == Approx(formula).epsilon(0.15));
+  }
+}
