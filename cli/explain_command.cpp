@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -83,6 +85,15 @@ std::vector<CollectiveCall> collectives_of(const Cluster& cluster, const Operato
   return calls;
 }
 
+// The explanation must add up to the cost model's communication time (a bug otherwise).
+void check_against_cost_model(const std::vector<CollectiveCall>& calls, const OptionCost& cost) {
+  double total_s = 0;
+  for (const CollectiveCall& call : calls) total_s += call.time_s();
+  assert(std::abs(total_s - cost.communication_s) <= 1e-9 * std::max(1e-6, cost.communication_s));
+  (void)total_s;
+  (void)cost;
+}
+
 std::string describe_collectives(const std::vector<CollectiveCall>& calls) {
   if (calls.empty()) return "none";
   std::string text;
@@ -153,6 +164,8 @@ std::string options_table(const CostModel& model, int index, int batch,
   const Operator& op = model.workload().op(index);
   for (const OperatorChoice& choice : choices_to_show(model, index, chosen)) {
     const OptionCost cost = model.option_cost(index, choice);
+    const std::vector<CollectiveCall> calls = collectives_of(model.cluster(), op, choice);
+    check_against_cost_model(calls, cost);
     const bool picked = std::find(chosen.begin(), chosen.end(), choice) != chosen.end();
     table.add_row({describe(choice) + (picked ? "  <- plan" : ""),
                    units::format_bytes(model.model_state_bytes(index, choice)),
@@ -160,8 +173,7 @@ std::string options_table(const CostModel& model, int index, int batch,
                    units::format_bytes(cost.transient_bytes.at(batch)),
                    units::format_seconds(cost.time_s.at(batch)),
                    units::format_seconds(cost.compute_s.at(batch)),
-                   units::format_seconds(cost.communication_s),
-                   describe_collectives(collectives_of(model.cluster(), op, choice))});
+                   units::format_seconds(cost.communication_s), describe_collectives(calls)});
   }
   return table.render("    ");
 }

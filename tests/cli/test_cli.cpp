@@ -345,3 +345,15 @@ TEST_CASE("sweep --json prints every point on stdout") {
         point["fsdp"]["throughput_samples_per_s"].get<double>());
   CHECK(fs::exists(dir.path() / "sweep.csv"));
 }
+
+TEST_CASE("explain on a multi-node cluster covers hsdp (debug builds assert the sums)") {
+  // explain asserts that the collectives it lists add up to the cost model's communication time.
+  for (const char* checkpoint : {"off", "on"}) {
+    const Run run = run_osdp({"explain", scenarios + "a100-2x8-16g-ws-2l-10240h.json",
+                              "--checkpoint", checkpoint, "--split", "4"});
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(contains(run.out, "hsdp"));
+    CHECK(contains(run.out, "all-reduce"));
+  }
+}
