@@ -42,10 +42,12 @@ CollectiveKind parse_collective(const std::string& name) {
 
 sim::SimOptions with_granularity(sim::SimOptions options, const std::string& granularity) {
   if (granularity.empty()) return options;
-  if (granularity != "step" && granularity != "scale") {
-    throw InputError(command_line, "--collectives", granularity, "step or scale");
+  if (granularity != "step" && granularity != "scale" && granularity != "auto") {
+    throw InputError(command_line, "--collectives", granularity, "auto, step or scale");
   }
-  options.granularity = granularity == "step" ? sim::Granularity::step : sim::Granularity::scale;
+  options.granularity = granularity == "step"    ? sim::Granularity::step
+                        : granularity == "scale" ? sim::Granularity::scale
+                                                 : sim::Granularity::automatic;
   return options;
 }
 
@@ -71,13 +73,15 @@ int run_collective(const SimulateOptions& options) {
   if (options.json) {
     Json json = sim::to_json(result);
     json["cluster"] = cluster.name;
-    json["collectives"] = std::string(sim::granularity_name(sim_options.granularity));
+    json["collectives"] = std::string(
+        sim::granularity_name(sim::resolve_granularity(sim_options.granularity, cluster.ranks)));
     fmt::print("{}\n", json.dump(2));
     return exit_ok;
   }
-  fmt::print("{} of {} on {} ranks of {} ({} mode)\n", collective_name(kind),
-             units::format_bytes(*bytes), result.ranks, cluster.name,
-             sim::granularity_name(sim_options.granularity));
+  fmt::print(
+      "{} of {} on {} ranks of {} ({} mode)\n", collective_name(kind), units::format_bytes(*bytes),
+      result.ranks, cluster.name,
+      sim::granularity_name(sim::resolve_granularity(sim_options.granularity, cluster.ranks)));
   fmt::print("  time                 {}\n", units::format_seconds(result.time_s));
   fmt::print("  algorithm bandwidth  {}\n",
              units::format_bandwidth(result.algorithm_bandwidth_Bps));
@@ -191,7 +195,8 @@ Subcommand add_simulate_command(CLI::App& root) {
   app->add_option("--bytes", options->bytes, "Buffer size of the collective (\"256MiB\")");
   app->add_option("--cluster", options->cluster_path, "Cluster JSON file for --collective");
   app->add_option("--collectives", options->granularity,
-                  "step (every ring step a flow) or scale (one flow per ring edge)");
+                  "step (every ring step a flow), scale (one flow per ring edge) or auto "
+                  "(step up to 32 ranks; the default)");
   app->add_flag("--json", options->json, "Print the figures as JSON");
   return {app, [options]() {
             return options->collective.empty() ? run_plan(*options) : run_collective(*options);

@@ -3,7 +3,20 @@
 namespace osdp::sim {
 
 std::string_view granularity_name(Granularity granularity) {
-  return granularity == Granularity::step ? "step" : "scale";
+  switch (granularity) {
+    case Granularity::step:
+      return "step";
+    case Granularity::scale:
+      return "scale";
+    case Granularity::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
+Granularity resolve_granularity(Granularity granularity, int ranks) {
+  if (granularity != Granularity::automatic) return granularity;
+  return ranks <= auto_step_max_ranks ? Granularity::step : Granularity::scale;
 }
 
 std::string_view backward_prefetch_name(BackwardPrefetch prefetch) {
@@ -30,9 +43,10 @@ SimOptions read_sim_options(const Json& simulation, const std::string& file,
                        "separate_reduce_scatter_lane", "overlap_slowdown", "kernel_launch",
                        "network"});
   if (reader.has("collectives")) {
-    options.granularity = reader.choice("collectives", {"step", "scale"}) == "step"
-                              ? Granularity::step
-                              : Granularity::scale;
+    const std::string name = reader.choice("collectives", {"auto", "step", "scale"});
+    options.granularity = name == "step"    ? Granularity::step
+                          : name == "scale" ? Granularity::scale
+                                            : Granularity::automatic;
   }
   options.forward_prefetch =
       static_cast<int>(reader.optional_integer("forward_prefetch", 0, 64).value_or(1));

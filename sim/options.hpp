@@ -1,5 +1,5 @@
 // Options of the simulator, read strictly from a scenario's "simulation" object:
-//   {"collectives": "step" | "scale", "forward_prefetch": 1, "backward_prefetch": "pre",
+//   {"collectives": "auto" | "step" | "scale", "forward_prefetch": 1, "backward_prefetch": "pre",
 //    "units_in_flight": 2, "separate_reduce_scatter_lane": false,
 //    "overlap_slowdown": 1.1, "kernel_launch": "5us",
 //    "network": {"model": "CM02", "crosstraffic": false, "tcp_gamma": 0}}
@@ -13,8 +13,12 @@
 
 namespace osdp::sim {
 
-// step: every ring step is its own set of flows; scale: one aggregated flow per ring edge.
-enum class Granularity { step, scale };
+// step: every ring step is its own set of flows; scale: one aggregated flow per ring edge;
+// automatic: step up to auto_step_max_ranks ranks, scale above (step mode's flows grow as N^2).
+enum class Granularity { step, scale, automatic };
+inline constexpr int auto_step_max_ranks = 32;
+// The mode a simulation of `ranks` ranks runs in: never `automatic`.
+Granularity resolve_granularity(Granularity granularity, int ranks);
 // When the gather of the next backward unit may start (FSDP's BackwardPrefetch).
 //   pre  - when the current unit's backward compute starts; issued before its reduce-scatter
 //   post - when the current unit's backward compute ends; issued before its reduce-scatter
@@ -31,7 +35,7 @@ struct NetworkConfig {
 };
 
 struct SimOptions {
-  Granularity granularity = Granularity::step;
+  Granularity granularity = Granularity::automatic;
   // Gathers may run this many compute tasks ahead of their use in forward (0: no prefetch).
   int forward_prefetch = 1;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;

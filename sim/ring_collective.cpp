@@ -24,7 +24,7 @@ void start_round(const std::shared_ptr<RingRun>& run);
 void flow_done(const std::shared_ptr<RingRun>& run) {
   if (--run->outstanding > 0) return;
   ++run->round;
-  const int rounds = run->granularity == Granularity::step ? run->steps : 1;
+  const int rounds = run->granularity == Granularity::scale ? 1 : run->steps;
   if (run->round < rounds) {
     start_round(run);
   } else {
@@ -54,7 +54,8 @@ void start_round(const std::shared_ptr<RingRun>& run) {
         const double latency_s = steps_in_flow * ab.alpha_s;
         const double units = channel_bytes * ab.beta_s_per_byte * logical_units_per_s;
         if (units < 1.0) {
-          by_delay[latency_s + channel_bytes * ab.beta_s_per_byte].push_back({&channel, 0.0, false});
+          by_delay[latency_s + channel_bytes * ab.beta_s_per_byte].push_back(
+              {&channel, 0.0, false});
         } else {
           by_delay[latency_s].push_back({&channel, units, true});
         }

@@ -142,7 +142,9 @@ std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOp
 }  // namespace
 
 SimulationResult simulate_plan(const Scenario& scenario, const Plan& plan,
-                               const SimOptions& options, const std::string& trace_path) {
+                               const SimOptions& requested, const std::string& trace_path) {
+  SimOptions options = requested;
+  options.granularity = resolve_granularity(options.granularity, scenario.cluster.ranks);
   const Prepared prepared = prepare(scenario, plan, options);
   const std::string reply =
       run_in_child([&]() { return run_prepared(scenario, plan, options, prepared, trace_path); });
@@ -151,7 +153,9 @@ SimulationResult simulate_plan(const Scenario& scenario, const Plan& plan,
 
 std::vector<SimulationResult> simulate_plans(const Scenario& scenario,
                                              const std::vector<Plan>& plans,
-                                             const SimOptions& options, int parallelism) {
+                                             const SimOptions& requested, int parallelism) {
+  SimOptions options = requested;
+  options.granularity = resolve_granularity(options.granularity, scenario.cluster.ranks);
   std::vector<Prepared> prepared;
   for (const Plan& plan : plans) prepared.push_back(prepare(scenario, plan, options));
   std::vector<std::function<std::string()>> bodies;

@@ -30,7 +30,9 @@ std::vector<double> run_collectives(const Cluster& cluster, const NetworkPlan& p
 
 std::vector<CollectiveResult> simulate_collectives(const Cluster& cluster,
                                                    const std::vector<CollectiveRequest>& requests,
-                                                   const SimOptions& options) {
+                                                   const SimOptions& requested) {
+  SimOptions options = requested;
+  options.granularity = resolve_granularity(options.granularity, cluster.ranks);
   std::vector<Group> groups;
   for (const auto& request : requests) {
     Group group{GroupKind::world, request.ranks.empty() ? world_members(cluster) : request.ranks};

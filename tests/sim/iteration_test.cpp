@@ -262,17 +262,17 @@ TEST_CASE("mixed plans finish under every prefetch policy", "[sim][iteration]") 
   cluster.gpus_per_node = 4;  // two nodes for HSDP
   cluster.gpu.memory_bandwidth_Bps = 1e12;
   const Scenario scenario = chain_scenario(spec, cluster);
-  const std::vector<OperatorChoice> mix{
-      OperatorChoice::whole(Mode::zdp, Checkpoint::fused),
-      OperatorChoice{Mode::zdp, 4, 3, Checkpoint::unfused},
-      OperatorChoice::whole(Mode::dp, Checkpoint::unfused),
-      OperatorChoice{Mode::z2, 2, 1, Checkpoint::none},
-      OperatorChoice::whole(Mode::hsdp, Checkpoint::unfused),
-      OperatorChoice{Mode::zdp, 2, 2, Checkpoint::fused},
-      OperatorChoice::whole(Mode::zdp)};
+  const std::vector<OperatorChoice> mix{OperatorChoice::whole(Mode::zdp, Checkpoint::fused),
+                                        OperatorChoice{Mode::zdp, 4, 3, Checkpoint::unfused},
+                                        OperatorChoice::whole(Mode::dp, Checkpoint::unfused),
+                                        OperatorChoice{Mode::z2, 2, 1, Checkpoint::none},
+                                        OperatorChoice::whole(Mode::hsdp, Checkpoint::unfused),
+                                        OperatorChoice{Mode::zdp, 2, 2, Checkpoint::fused},
+                                        OperatorChoice::whole(Mode::zdp)};
   for (int rotation = 0; rotation < 3; ++rotation) {
     Plan plan{2, {}};
-    for (int i = 0; i < spec.operators; ++i) plan.choices.push_back(mix[(i + rotation) % mix.size()]);
+    for (int i = 0; i < spec.operators; ++i)
+      plan.choices.push_back(mix[(i + rotation) % mix.size()]);
     for (BackwardPrefetch policy :
          {BackwardPrefetch::pre, BackwardPrefetch::post, BackwardPrefetch::none}) {
       for (int forward : {0, 1, 3}) {
@@ -293,8 +293,9 @@ TEST_CASE("mixed plans finish under every prefetch policy", "[sim][iteration]") 
           for (const OperatorChoice& c : plan.choices) {
             if (c.mode == Mode::z2) held += spec.parameter_bytes * c.sharded_slices / c.slices;
           }
-          CHECK(result.peak_breakdown_bytes[static_cast<int>(MemoryCategory::gathered_parameters)] <=
-                units * spec.parameter_bytes + held + 1.0);
+          CHECK(
+              result.peak_breakdown_bytes[static_cast<int>(MemoryCategory::gathered_parameters)] <=
+              units * spec.parameter_bytes + held + 1.0);
         }
       }
     }

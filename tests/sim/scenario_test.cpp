@@ -41,6 +41,10 @@ TEST_CASE("simulation options are read strictly", "[sim][options]") {
     CHECK_FALSE(options.network.crosstraffic);
     CHECK(options.network.tcp_gamma == 0);
     CHECK(options.units_in_flight == 2);
+    CHECK(options.granularity == Granularity::automatic);
+    CHECK(resolve_granularity(options.granularity, 32) == Granularity::step);
+    CHECK(resolve_granularity(options.granularity, 64) == Granularity::scale);
+    CHECK(resolve_granularity(Granularity::step, 1024) == Granularity::step);
   }
   SECTION("bad input names the file, the path and what was expected") {
     const auto message = [](const char* text) {
