@@ -133,7 +133,12 @@ std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOp
   kernel.run();
   if (!executor.complete()) throw std::logic_error("sim: the iteration deadlocked");
   if (!trace_path.empty()) {
-    write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload));
+    try {
+      write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload));
+    } catch (const std::runtime_error& error) {
+      throw InputError("<command line>", "--trace", trace_path,
+                       fmt::format("a path where the trace can be written ({})", error.what()));
+    }
   }
   return to_json(collect(executor, prepared.program, plan, *scenario.workload, kernel, options))
       .dump();
