@@ -120,8 +120,9 @@ int run(const ValidateOptions& options) {
 
   std::optional<std::vector<validate::PlanMeasurement>> measurements;
   try {
-    measurements = validate::run_measurements(shape, plans, ranks, validation,
-                                              scenario->cluster.gpus_per_node);
+    measurements = validate::run_measurements(
+        shape, plans, ranks, validation, scenario->cluster.gpus_per_node,
+        options.out.empty() ? "" : (std::filesystem::path(options.out) / "traces").string());
   } catch (const validate::RunFailure& failure) {
     fmt::print(stderr, "osdp: {}\n", failure.what());
     return 1;

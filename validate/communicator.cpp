@@ -15,6 +15,10 @@
 
 namespace osdp::validate {
 
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 bool CommHandle::ready() const {
   return !done_.valid() || done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
@@ -113,6 +117,7 @@ class GlooCommunicator final : public Communicator {
     return CommHandle(executor_->submit(
         [this, kind, buffer, group = std::move(group), index, tag, then = std::move(then)] {
           if (failure_) std::rethrow_exception(failure_);
+          const double start_s = steady_seconds();
           try {
             switch (kind) {
               case CollectiveKind::all_gather:
@@ -127,11 +132,21 @@ class GlooCommunicator final : public Communicator {
                 break;
             }
             if (then) then();
+            std::lock_guard lock(events_mutex_);
+            events_.push_back({kind, static_cast<double>(buffer.nbytes()),
+                               static_cast<int>(group.size()), start_s, steady_seconds()});
           } catch (...) {
             failure_ = std::current_exception();
             throw;
           }
         }));
+  }
+
+  std::vector<CollectiveEvent> take_events() override {
+    std::lock_guard lock(events_mutex_);
+    std::vector<CollectiveEvent> events;
+    events.swap(events_);
+    return events;
   }
 
   void barrier() override {
@@ -209,6 +224,8 @@ class GlooCommunicator final : public Communicator {
   std::vector<int> world_;
   long long sequence_ = 0;
   std::exception_ptr failure_;  // touched only on the communication thread
+  std::mutex events_mutex_;
+  std::vector<CollectiveEvent> events_;
   std::unique_ptr<SerialExecutor> executor_ = std::make_unique<SerialExecutor>();
 };
 

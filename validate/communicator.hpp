@@ -61,6 +61,18 @@ class CommHandle {
   std::shared_future<void> done_;
 };
 
+// One collective as the communication thread ran it (steady-clock seconds), for traces.
+struct CollectiveEvent {
+  CollectiveKind kind = CollectiveKind::all_gather;
+  double bytes = 0;  // the full buffer
+  int ranks = 0;     // group size
+  double start_s = 0;
+  double end_s = 0;
+};
+
+// Seconds on the steady clock, the time base of CollectiveEvent and StepMetrics.
+double steady_seconds();
+
 class Communicator {
  public:
   // Rendezvous with the other ranks; throws CollectiveError when they do not come in time.
@@ -87,6 +99,8 @@ class Communicator {
   }
   // Blocks until every rank reaches it (an all-reduce of one value).
   virtual void barrier() = 0;
+  // The collectives completed since the last call (oldest first).
+  virtual std::vector<CollectiveEvent> take_events() = 0;
 };
 
 // Index of `rank` in `group`, or -1.

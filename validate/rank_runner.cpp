@@ -27,6 +27,48 @@ double median(std::vector<double> values) {
 
 constexpr int figures_per_rank = 4;
 
+std::string operator_label(const GptShape& shape, int i) {
+  if (i == 0) return "embedding";
+  if (i == shape.operators() - 1) return "head";
+  return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
+}
+
+// Chrome trace events of one iteration (microseconds from the step's start).
+Json trace_events(const GptShape& shape, const StepMetrics& metrics,
+                  const std::vector<CollectiveEvent>& collectives, int rank) {
+  Json events = Json::array();
+  auto complete = [&](const std::string& name, const char* category, int track, double start_s,
+                      double duration_s, Json args) {
+    events.push_back({{"name", name},
+                      {"cat", category},
+                      {"ph", "X"},
+                      {"ts", 1e6 * start_s},
+                      {"dur", 1e6 * std::max(duration_s, 0.0)},
+                      {"pid", rank},
+                      {"tid", track},
+                      {"args", std::move(args)}});
+  };
+  for (std::size_t i = 0; i < metrics.operators.size(); ++i) {
+    const auto& op = metrics.operators[i];
+    const std::string name = operator_label(shape, static_cast<int>(i));
+    complete(name + " forward", "compute", 0, op.forward_start_s, op.forward_s,
+             {{"compute_s", op.forward_s}});
+    complete(name + " backward", "compute", 0, op.backward_start_s, op.backward_s,
+             {{"compute_s", op.backward_s}});
+  }
+  for (const auto& c : collectives) {
+    if (c.end_s < metrics.start_s) continue;
+    complete(std::string(collective_name(c.kind)), "communication", 1, c.start_s - metrics.start_s,
+             c.end_s - c.start_s, {{"bytes", c.bytes}, {"ranks", c.ranks}});
+  }
+  events.push_back({{"name", "peak memory"},
+                    {"ph", "C"},
+                    {"ts", 0},
+                    {"pid", rank},
+                    {"args", {{"peak_memory_bytes", metrics.peak_memory_bytes}}}});
+  return events;
+}
+
 }  // namespace
 
 double PlanMeasurement::iteration_time_s() const {
@@ -49,7 +91,8 @@ double PlanMeasurement::peak_memory_bytes() const {
 
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
                                            Communicator& communicator,
-                                           const ValidationOptions& options, int gpus_per_node) {
+                                           const ValidationOptions& options, int gpus_per_node,
+                                           const std::string& trace_directory) {
   at::set_num_threads(1);
   install_counting_allocator();
   const int world = communicator.size();
@@ -71,7 +114,13 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
       communicator.barrier();
       for (int step = 0; step < total; ++step) {
         const TokenBatch global = make_token_batch(shape, world * b, options.seed, step);
+        (void)communicator.take_events();
         const StepMetrics metrics = model.train_step(global.rows(rank * b, b));
+        if (step + 1 == total && !trace_directory.empty()) {
+          write_file_atomically(
+              (fs::path(trace_directory) / fmt::format("{}.rank{}.json", run.name, rank)).string(),
+              trace_events(shape, metrics, communicator.take_events(), rank).dump());
+        }
         if (step < options.warmup_iterations) continue;
         times.push_back(metrics.iteration_time_s);
         exposed.push_back(metrics.exposed_communication_s);
@@ -100,11 +149,40 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   return measurements;
 }
 
-std::optional<std::vector<PlanMeasurement>> run_measurements(const GptShape& shape,
-                                                             const std::vector<PlanRun>& plans,
-                                                             int local_ranks,
-                                                             const ValidationOptions& options,
-                                                             int gpus_per_node) {
+int merge_measured_trace(const std::string& directory, const std::string& plan, int ranks,
+                         const std::string& path) {
+  Json events = Json::array();
+  int merged = 0;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const fs::path file = fs::path(directory) / fmt::format("{}.rank{}.json", plan, rank);
+    if (!fs::exists(file)) continue;
+    ++merged;
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"args", {{"name", fmt::format("rank {}", rank)}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 1},
+                      {"args", {{"name", "communication"}}}});
+    for (auto& event : read_json_file(file.string())) events.push_back(std::move(event));
+  }
+  write_file_atomically(path, Json{{"traceEvents", std::move(events)},
+                                   {"displayTimeUnit", "ms"},
+                                   {"otherData", {{"plan", plan}, {"source", "measured"}}}}
+                                  .dump());
+  return merged;
+}
+
+std::optional<std::vector<PlanMeasurement>> run_measurements(
+    const GptShape& shape, const std::vector<PlanRun>& plans, int local_ranks,
+    const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory) {
   if (const auto environment = rank_from_environment()) {
     ConnectOptions connect;
     connect.rank = environment->rank;
@@ -116,8 +194,18 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(const GptShape& sha
     connect.timeout = options.collective_timeout;
     try {
       auto communicator = Communicator::connect(connect);
-      auto measurements = measure_plans(shape, plans, *communicator, options, gpus_per_node);
+      const std::string raw =
+          trace_directory.empty() ? "" : (fs::path(trace_directory) / "ranks").string();
+      auto measurements = measure_plans(shape, plans, *communicator, options, gpus_per_node, raw);
       if (environment->rank != 0) return std::nullopt;
+      // Ranks on other machines wrote their events there only if the directory is shared.
+      for (const auto& plan : plans) {
+        if (!raw.empty()) {
+          merge_measured_trace(
+              raw, plan.name, environment->world_size,
+              (fs::path(trace_directory) / (plan.name + ".measured.json")).string());
+        }
+      }
       return measurements;
     } catch (const CollectiveError& error) {
       throw RunFailure(error.what());
@@ -138,13 +226,21 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(const GptShape& sha
         connect.timeout = options.collective_timeout;
         auto communicator = Communicator::connect(connect);
         const auto measurements =
-            measure_plans(shape, plans, *communicator, options, gpus_per_node);
+            measure_plans(shape, plans, *communicator, options, gpus_per_node, directory.string());
         if (rank == 0) write_file_atomically(results, measurements_to_json(measurements).dump(1));
         return 0;
       },
       options.collective_timeout + std::chrono::seconds(10));
   std::optional<std::vector<PlanMeasurement>> measurements;
-  if (launched.ok) measurements = measurements_from_json(read_json_file(results));
+  if (launched.ok) {
+    measurements = measurements_from_json(read_json_file(results));
+    for (const auto& plan : plans) {
+      if (!trace_directory.empty()) {
+        merge_measured_trace(directory.string(), plan.name, local_ranks,
+                             (fs::path(trace_directory) / (plan.name + ".measured.json")).string());
+      }
+    }
+  }
   std::error_code ignored;
   fs::remove_all(directory, ignored);
   if (!launched.ok) {

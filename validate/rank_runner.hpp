@@ -37,10 +37,19 @@ struct PlanMeasurement {
   double peak_memory_bytes() const;
 };
 
-// Installs the counting allocator, sets one compute thread, runs every plan on this rank.
+// Installs the counting allocator, sets one compute thread, runs every plan on this rank. When
+// `trace_directory` is not empty, writes this rank's last measured iteration there as
+// "<plan>.rank<r>.json" (Chrome trace events: operators on the compute track, collectives on
+// the communication track).
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
                                            Communicator& communicator,
-                                           const ValidationOptions& options, int gpus_per_node);
+                                           const ValidationOptions& options, int gpus_per_node,
+                                           const std::string& trace_directory = "");
+
+// Merges the ranks' event files of `plan` in `directory` into one Chrome trace (one process per
+// rank) at `path`; ranks without a file are left out. Returns the ranks merged.
+int merge_measured_trace(const std::string& directory, const std::string& plan, int ranks,
+                         const std::string& path);
 
 // A run failed: a rank died, hung or reported an error. The message names the ranks.
 class RunFailure : public std::runtime_error {
@@ -53,11 +62,10 @@ class RunFailure : public std::runtime_error {
 // otherwise `local_ranks` processes are forked here over a file store. Returns the measurements
 // where they are reported (the launching process, or rank 0 under torchrun) and nullopt on the
 // other ranks. Throws RunFailure naming the ranks that died or failed.
-std::optional<std::vector<PlanMeasurement>> run_measurements(const GptShape& shape,
-                                                             const std::vector<PlanRun>& plans,
-                                                             int local_ranks,
-                                                             const ValidationOptions& options,
-                                                             int gpus_per_node);
+// With `trace_directory`, the measured traces are written there as "<plan>.measured.json".
+std::optional<std::vector<PlanMeasurement>> run_measurements(
+    const GptShape& shape, const std::vector<PlanRun>& plans, int local_ranks,
+    const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory = "");
 
 Json measurements_to_json(const std::vector<PlanMeasurement>& measurements);
 std::vector<PlanMeasurement> measurements_from_json(const Json& json);

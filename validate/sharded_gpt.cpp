@@ -602,6 +602,7 @@ struct ShardedGpt::Impl {
     prefetch();
     const int n = static_cast<int>(ops.size());
     StepMetrics metrics;
+    metrics.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
     metrics.operators.resize(n);
     // Compute time of a phase: its wall time less the waits for collectives inside it.
     auto timed = [&](double& start_s, double& duration_s, auto&& body) {

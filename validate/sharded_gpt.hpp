@@ -36,6 +36,7 @@ struct RuntimeOptions {
 
 // One optimizer step of one rank.
 struct StepMetrics {
+  double start_s = 0;  // steady_seconds() at the step's start
   double iteration_time_s = 0;
   // Time the compute thread waited for collectives (gathers, gradient reductions before the
   // optimizer step).
