@@ -78,14 +78,16 @@ inline Operator random_operator(Random& random, const std::string& name) {
   return op;
 }
 
-// `count` operators; a share of them are copies of a few templates (identical operators).
-inline std::vector<Operator> random_operators(Random& random, int count) {
+// `count` operators; a share of them (at least `least_copy_share`) are copies of a few templates
+// (identical operators).
+inline std::vector<Operator> random_operators(Random& random, int count,
+                                              double least_copy_share = 0.0) {
   std::vector<Operator> templates;
   const int template_count = random.integer(1, 3);
   for (int t = 0; t < template_count; ++t) {
     templates.push_back(random_operator(random, "template"));
   }
-  const double copy_share = random.uniform(0.0, 0.7);
+  const double copy_share = random.uniform(least_copy_share, std::max(0.7, least_copy_share));
   std::vector<Operator> operators;
   for (int i = 0; i < count; ++i) {
     Operator op = random.chance(copy_share) ? templates[random.integer(0, template_count - 1)]
@@ -166,15 +168,15 @@ inline MemoryRange memory_range(const CostModel& model, const SearchSpec& spec, 
 // somewhere between the least memory any plan needs and the most (sometimes below: infeasible).
 inline std::unique_ptr<Instance> random_instance(std::uint64_t seed, int operators,
                                                  const OptionKind& kind, CostModelKind cost,
-                                                 int batch) {
+                                                 int batch, double least_copy_share = 0.0) {
   Random random(seed);
   const int ranks = kind.nodes > 1 ? 16 : (random.chance(0.8) ? 8 : random.integer(2, 4) * 2);
   Training training;
   training.min_batch_size = 1;
   training.max_batch_size = 16;
-  auto instance =
-      std::make_unique<Instance>(Workload::chain("random", random_operators(random, operators)),
-                                 random_cluster(random, ranks, kind.nodes), training, cost);
+  auto instance = std::make_unique<Instance>(
+      Workload::chain("random", random_operators(random, operators, least_copy_share)),
+      random_cluster(random, ranks, kind.nodes), training, cost);
   const MemoryRange range = memory_range(instance->model, kind.spec, batch);
   const double share = random.uniform(-0.05, 0.8);
   instance->training.memory_limit_bytes =
