@@ -57,10 +57,6 @@ struct CalibrationResult {
   Cluster cluster;  // what the figures above make
 };
 
-// Piecewise alpha-beta through (step bytes, step time) points sorted by size: each segment
-// joins two neighbouring points (alpha, beta >= 0); `alpha_beta` is a least-squares fit.
-CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> step_points);
-
 // Every rank runs this (the same collectives in the same order); the figures are rank 0's.
 CalibrationResult calibrate(Communicator& communicator, const CalibrationOptions& options);
 
