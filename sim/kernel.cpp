@@ -21,6 +21,8 @@ struct Kernel::State {
   // Completed flows are released once the clock has moved on, never inside their own callback.
   std::vector<sg4::CommPtr> finished;
   double finished_at = -1;
+  // Callbacks due at the same date share one SimGrid timer (symmetric ranks end together).
+  std::map<double, std::vector<std::function<void()>>> due;
 };
 
 namespace {
@@ -100,8 +102,16 @@ Kernel::~Kernel() = default;
 double Kernel::now() const { return sg4::Engine::get_clock(); }
 
 void Kernel::after(double delay_s, std::function<void()> done) {
+  const double date = now() + delay_s;
+  auto [it, first] = state_->due.try_emplace(date);
+  it->second.push_back(std::move(done));
+  if (!first) return;
   ++timers_;
-  simgrid::kernel::timer::Timer::set(now() + delay_s, [done = std::move(done)]() { done(); });
+  simgrid::kernel::timer::Timer::set(date, [this, date]() {
+    // Taken out first: callbacks may schedule more at this same date, under a new timer.
+    auto batch = state_->due.extract(date);
+    for (auto& callback : batch.mapped()) callback();
+  });
 }
 
 void Kernel::send(const Channel& channel, double bytes, double delay_s,
