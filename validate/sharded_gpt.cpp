@@ -493,8 +493,23 @@ struct ShardedGpt::Impl {
       acquire(i, s, phase);
       at::Tensor partial = branch(op, s, u_leaf, x, views(op.slices[s]));
       release(i, s, phase);
-      output = output + partial.detach();
-      if (with_grad) partials.push_back(std::move(partial));
+      // Partial sums are added into one output; autograd keeps each partial only as the root of
+      // its slice's backward, which reads its shape, not its data (a slice ends in a Linear,
+      // whose backward saves inputs only), so the partial's memory is freed here.
+      if (s == 1) {
+        output = output + partial.detach();
+      } else {
+        output.add_(partial.detach());
+      }
+      if (with_grad) {
+        at::Tensor root = partial;
+        free_storage(root);
+        partials.push_back(std::move(partial));
+      }
+    }
+    if (with_grad && k > 1) {
+      at::Tensor root = y0;
+      free_storage(root);  // its sum is in `output`; an Add's backward saves nothing
     }
     if (with_grad) {
       op.y0 = y0;

@@ -1,0 +1,113 @@
+// fidelity_bench: the validator's fidelity on the local testbed (not a timed test). Six plans
+// of scenarios/local-cpu.json (all-DP, all-ZDP, the OSDP plan, ZDP with checkpointing, ZDP with
+// 4 slices, all-Z2) are run for real on local ranks and simulated; prints the comparison and
+// checks the targets of issue 4: median |time error| <= 10 %, median |peak memory error| <= 5 %,
+// ranking preserved. Exit 0 when all hold, 1 when one misses (so it can fail), 2 on bad input.
+//   fidelity_bench [SCENARIO] [--cluster CLUSTER.json] [--out DIR]
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "model/atomic_file.hpp"
+#include "search/exact.hpp"
+#include "validate/comparison.hpp"
+#include "validate/rank_runner.hpp"
+#include "validate/sharded_gpt.hpp"
+
+using namespace osdp;
+
+namespace {
+
+Plan uniform(const Workload& workload, int batch, OperatorChoice choice, bool sliced = false) {
+  Plan plan;
+  plan.batch_size = batch;
+  for (const Operator& op : workload.operators()) {
+    OperatorChoice c = choice;
+    if (sliced && op.splittable) c = {choice.mode, 4, 4, choice.checkpoint};
+    plan.choices.push_back(c);
+  }
+  return plan;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string scenario_path = std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu.json";
+  std::string cluster_path;
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if ((argument == "--cluster" || argument == "--out") && i + 1 < argc) {
+      (argument == "--cluster" ? cluster_path : out) = argv[++i];
+    } else if (!argument.empty() && argument[0] != '-') {
+      scenario_path = argument;
+    } else {
+      std::fprintf(stderr,
+                   "usage: fidelity_bench [SCENARIO] [--cluster CLUSTER.json] [--out DIR]\n");
+      return 2;
+    }
+  }
+  try {
+    Scenario scenario = load_scenario(scenario_path);
+    if (!cluster_path.empty()) {
+      scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
+    }
+    const validate::GptShape shape =
+        validate::require_gpt_shape(*scenario.workload, scenario.training, scenario.file);
+    const validate::ValidationOptions options = validate::read_validation_options(scenario);
+    const CostModel model = scenario.cost_model();
+    const Workload& workload = *scenario.workload;
+    const int b = options.batch_size;
+    std::vector<validate::PlanRun> plans{
+        {"all-dp", uniform(workload, b, OperatorChoice::whole(Mode::dp))},
+        {"all-zdp", uniform(workload, b, OperatorChoice::whole(Mode::zdp))},
+        {"zdp+ckpt", uniform(workload, b, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused))},
+        {"zdp-4-slices", uniform(workload, b, OperatorChoice::whole(Mode::zdp), true)},
+        {"all-z2", uniform(workload, b, OperatorChoice::whole(Mode::z2))},
+    };
+    if (const auto best = solve_batch(model, scenario.search, b, model.memory_limit_bytes())) {
+      plans.insert(plans.begin() + 2, {"osdp", best->plan});
+    } else {
+      std::fprintf(stderr, "fidelity_bench: no OSDP plan fits at batch size %d\n", b);
+      return 2;
+    }
+    for (const auto& plan : plans) {
+      validate::check_runnable(shape, plan.plan, scenario.cluster.ranks,
+                               scenario.cluster.gpus_per_node, plan.name);
+    }
+    const auto measurements = validate::run_measurements(shape, plans, scenario.cluster.ranks,
+                                                         options, scenario.cluster.gpus_per_node,
+                                                         out.empty() ? "" : out + "/traces");
+    if (!measurements) return 0;  // not rank 0 under torchrun
+    std::vector<validate::SimulatedFigures> simulated;
+    for (const auto& plan : plans) {
+      simulated.push_back(validate::simulate_for_validation(
+          scenario, plan.plan,
+          out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json"));
+    }
+    const validate::Comparison comparison =
+        validate::compare(scenario, plans, *measurements, simulated);
+    fmt::print("fidelity on {} ({} ranks, batch {} per rank)\n{}", scenario.name,
+               scenario.cluster.ranks, b, validate::comparison_table(comparison));
+    if (!out.empty()) {
+      write_file_atomically(out + "/fidelity.csv", validate::comparison_csv(comparison));
+      write_file_atomically(out + "/fidelity.json", validate::comparison_json(comparison).dump(2));
+      fmt::print("{}\n", validate::plot_predicted_vs_measured(out + "/fidelity.csv",
+                                                              out + "/predicted_vs_measured.png"));
+    }
+    const bool time_ok = comparison.median_abs_time_error_percent() <= 10.0;
+    const bool memory_ok = comparison.median_abs_memory_error_percent() <= 5.0;
+    fmt::print("targets: time error <= 10 %: {}; peak memory error <= 5 %: {}; ranking: {}\n",
+               time_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
+               comparison.ranking_agrees() ? "preserved" : "NOT preserved");
+    return time_ok && memory_ok && comparison.ranking_agrees() ? 0 : 1;
+  } catch (const InputError& error) {
+    std::fprintf(stderr, "fidelity_bench: %s\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "fidelity_bench: %s\n", error.what());
+    return 1;
+  }
+}
