@@ -25,6 +25,7 @@ struct SimulateOptions {
   std::string plan_path;
   std::string strategy;
   std::string trace_path;
+  int trace_ranks = 64;
   std::string collective;
   std::string bytes;
   std::string cluster_path;
@@ -131,7 +132,7 @@ int run_plan(const SimulateOptions& options) {
   std::string label;
   const Plan plan = choose_plan(options, *scenario, model, label);
   const sim::SimulationResult result =
-      sim::simulate_plan(*scenario, plan, sim_options, options.trace_path);
+      sim::simulate_plan(*scenario, plan, sim_options, options.trace_path, options.trace_ranks);
   const PlanCost analytic = model.plan_cost(plan);
   if (options.json) {
     Json json = sim::to_json(result);
@@ -190,6 +191,9 @@ Subcommand add_simulate_command(CLI::App& root) {
   app->add_option("--strategy", options->strategy, "osdp (default), ddp, fsdp or zero2 (+ckpt)");
   app->add_option("--trace", options->trace_path,
                   "Write a Chrome trace (JSON, microseconds) that Perfetto opens");
+  app->add_option("--trace-ranks", options->trace_ranks,
+                  "Ranks in the trace: 0 .. N-1 (default 64)")
+      ->check(CLI::Range(1, 1 << 20));
   app->add_option("--collective", options->collective,
                   "Simulate one collective: all-gather, reduce-scatter or all-reduce");
   app->add_option("--bytes", options->bytes, "Buffer size of the collective (\"256MiB\")");

@@ -27,7 +27,7 @@ std::vector<Group> program_groups(const Cluster& cluster, const Program& program
 }
 
 Executor::Executor(const Program& program, const Cluster& cluster, const NetworkPlan& network,
-                   const SimOptions& options, Kernel& kernel, bool record_timeline)
+                   const SimOptions& options, Kernel& kernel, int recorded_ranks)
     : program_(program), cluster_(cluster), network_(network), options_(options), kernel_(kernel) {
   ranks_ = cluster.ranks;
   gpus_per_node_ = cluster.gpus_per_node;
@@ -67,7 +67,7 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
     }
   }
   rank_.assign(ranks_, {});
-  memory_.assign(ranks_, MemoryTimeline(record_timeline));
+  for (int r = 0; r < ranks_; ++r) memory_.emplace_back(r < recorded_ranks);
   exposed_.assign(ranks_, {});
   compute_busy_.assign(ranks_, 0.0);
   finish_.assign(ranks_, 0.0);

@@ -25,8 +25,9 @@ struct TaskTimes {
 class Executor {
  public:
   Executor(const Program& program, const Cluster& cluster, const NetworkPlan& network,
-           const SimOptions& options, Kernel& kernel, bool record_timeline);
+           const SimOptions& options, Kernel& kernel, int recorded_ranks);
 
+  // Memory events are kept for ranks below `recorded_ranks` (for traces); peaks for all.
   // Starts the tasks without predecessors; then run the kernel.
   void start();
 

@@ -83,16 +83,16 @@ Prepared prepare(const Scenario& scenario, const Plan& plan, const SimOptions& o
 }
 
 std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOptions& options,
-                         const Prepared& prepared, const std::string& trace_path) {
+                         const Prepared& prepared, const std::string& trace_path, int trace_ranks) {
   Kernel kernel(prepared.network, options.network);
   Executor executor(prepared.program, scenario.cluster, prepared.network, options, kernel,
-                    !trace_path.empty());
+                    trace_path.empty() ? 0 : trace_ranks);
   executor.start();
   kernel.run();
   if (!executor.complete()) throw std::logic_error("sim: the iteration deadlocked");
   if (!trace_path.empty()) {
     try {
-      write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload));
+      write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload, trace_ranks));
     } catch (const std::runtime_error& error) {
       throw InputError("<command line>", "--trace", trace_path,
                        fmt::format("a path where the trace can be written ({})", error.what()));
@@ -105,12 +105,13 @@ std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOp
 }  // namespace
 
 SimulationResult simulate_plan(const Scenario& scenario, const Plan& plan,
-                               const SimOptions& requested, const std::string& trace_path) {
+                               const SimOptions& requested, const std::string& trace_path,
+                               int trace_ranks) {
   SimOptions options = requested;
   options.granularity = resolve_granularity(options.granularity, scenario.cluster.ranks);
   const Prepared prepared = prepare(scenario, plan, options);
-  const std::string reply =
-      run_in_child([&]() { return run_prepared(scenario, plan, options, prepared, trace_path); });
+  const std::string reply = run_in_child(
+      [&]() { return run_prepared(scenario, plan, options, prepared, trace_path, trace_ranks); });
   return simulation_result_from_json(Json::parse(reply));
 }
 
@@ -124,7 +125,7 @@ std::vector<SimulationResult> simulate_plans(const Scenario& scenario,
   std::vector<std::function<std::string()>> bodies;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     bodies.emplace_back(
-        [&, i]() { return run_prepared(scenario, plans[i], options, prepared[i], ""); });
+        [&, i]() { return run_prepared(scenario, plans[i], options, prepared[i], "", 0); });
   }
   std::vector<SimulationResult> results;
   for (const std::string& reply : run_in_children(bodies, parallelism)) {

@@ -96,9 +96,10 @@ struct SimulationResult {
 };
 
 // Simulates one iteration of `plan`. When `trace_path` is not empty, writes a Chrome trace
-// (JSON; Perfetto opens it) there, atomically.
+// (JSON; Perfetto opens it) of ranks 0 .. trace_ranks - 1 there, atomically.
 SimulationResult simulate_plan(const Scenario& scenario, const Plan& plan,
-                               const SimOptions& options, const std::string& trace_path = "");
+                               const SimOptions& options, const std::string& trace_path = "",
+                               int trace_ranks = 64);
 // Several plans (re-ranking candidates), `parallelism` simulations at a time; results in order.
 std::vector<SimulationResult> simulate_plans(const Scenario& scenario,
                                              const std::vector<Plan>& plans,

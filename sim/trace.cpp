@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include "model/json_reader.hpp"
@@ -43,10 +44,11 @@ std::vector<double> peak_bytes(const Executor& executor) {
 
 }  // namespace
 
-std::string chrome_trace(const Executor& executor, const Workload& workload) {
+std::string chrome_trace(const Executor& executor, const Workload& workload, int max_ranks) {
   const Program& program = executor.program();
+  const int ranks = std::min(executor.ranks(), max_ranks);
   Json events = Json::array();
-  for (int r = 0; r < executor.ranks(); ++r) {
+  for (int r = 0; r < ranks; ++r) {
     events.push_back({{"ph", "M"},
                       {"name", "process_name"},
                       {"pid", r},
@@ -99,14 +101,16 @@ std::string chrome_trace(const Executor& executor, const Workload& workload) {
                         {"args", args}});
     };
     if (item.collective) {
-      for (int rank : executor.members(item_index, executor.who_of_task(t))) add(rank);
-    } else {
+      for (int rank : executor.members(item_index, executor.who_of_task(t))) {
+        if (rank < ranks) add(rank);
+      }
+    } else if (executor.who_of_task(t) < ranks) {
       add(executor.who_of_task(t));
     }
   }
   // Memory: a counter per category (Perfetto stacks them into the live total), and an instant
   // event per allocation or free naming its cause.
-  for (int r = 0; r < executor.ranks(); ++r) {
+  for (int r = 0; r < ranks; ++r) {
     std::array<double, memory_categories> live{};
     for (const MemoryEvent& event : executor.memory()[r].events()) {
       live[static_cast<int>(event.category)] += event.delta_bytes;

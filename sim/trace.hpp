@@ -12,6 +12,7 @@
 
 namespace osdp::sim {
 
-std::string chrome_trace(const Executor& executor, const Workload& workload);
+// Ranks 0 .. max_ranks - 1 only (a trace of thousands of ranks is too large to open).
+std::string chrome_trace(const Executor& executor, const Workload& workload, int max_ranks);
 
 }  // namespace osdp::sim

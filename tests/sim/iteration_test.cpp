@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "model/json_reader.hpp"
 #include "scenarios.hpp"
@@ -300,4 +301,16 @@ TEST_CASE("mixed plans finish under every prefetch policy", "[sim][iteration]") 
       }
     }
   }
+}
+
+TEST_CASE("traces hold the requested ranks only", "[sim][determinism]") {
+  ChainSpec spec;
+  spec.operators = 3;
+  const Scenario scenario = chain_scenario(spec, nvswitch_cluster(1, 1));
+  const Plan plan = uniform_plan(scenario, 1, OperatorChoice::whole(Mode::zdp));
+  const std::string path = std::string(OSDP_BINARY_DIR) + "/sim-trace-3-ranks.json";
+  (void)simulate_plan(scenario, plan, SimOptions{}, path, 3);
+  std::set<int> pids;
+  for (const Json& event : read_json_file(path).at("traceEvents")) pids.insert(event.at("pid").get<int>());
+  CHECK(pids == std::set<int>{0, 1, 2});
 }
