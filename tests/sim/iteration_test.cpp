@@ -311,6 +311,7 @@ TEST_CASE("traces hold the requested ranks only", "[sim][determinism]") {
   const std::string path = std::string(OSDP_BINARY_DIR) + "/sim-trace-3-ranks.json";
   (void)simulate_plan(scenario, plan, SimOptions{}, path, 3);
   std::set<int> pids;
-  for (const Json& event : read_json_file(path).at("traceEvents")) pids.insert(event.at("pid").get<int>());
+  const Json trace = read_json_file(path);
+  for (const Json& event : trace.at("traceEvents")) pids.insert(event.at("pid").get<int>());
   CHECK(pids == std::set<int>{0, 1, 2});
 }
