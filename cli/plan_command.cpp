@@ -9,6 +9,7 @@
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
+#include "cli/plan_evaluation.hpp"
 #include "cli/scenario_options.hpp"
 #include "model/units.hpp"
 
@@ -18,6 +19,8 @@ namespace {
 struct PlanOptions {
   ScenarioOptions scenario;
   bool json = false;
+  std::string evaluate = "analytic";  // or "sim": re-rank candidates by simulation
+  int top = 5;
 };
 
 Json peak_cause_json(const PeakBreakdown& peak, const Workload& workload) {
@@ -52,8 +55,8 @@ Json baselines_json(const Comparison& comparison) {
 }
 
 // A document `load_plan` reads back: the plan plus its figures.
-Json plan_json(const Scenario& scenario, const CostModel& model, const Comparison& comparison) {
-  const ScheduledPlan& best = *comparison.osdp.best;
+Json plan_json(const Scenario& scenario, const CostModel& model, const Comparison& comparison,
+               const ScheduledPlan& best, const std::string& strategy) {
   const Workload& workload = *scenario.workload;
   Json document = plan_to_json(best.plan, workload);
   Json& operators = document["operators"];
@@ -63,7 +66,7 @@ Json plan_json(const Scenario& scenario, const CostModel& model, const Compariso
     operators[i]["memory_bytes"] = cost.persistent_bytes.at(best.plan.batch_size);
   }
   document["scenario"] = scenario.name;
-  document["strategy"] = "osdp";
+  document["strategy"] = strategy;
   document["cost_model"] = std::string(cost_model_name(scenario.cost.kind));
   document["ranks"] = scenario.cluster.ranks;
   document["memory_limit_bytes"] = comparison.memory_limit_bytes;
@@ -204,8 +207,43 @@ int run_plan(const PlanOptions& options) {
   const double limit_bytes = model.memory_limit_bytes();
   const Comparison comparison = compare_with_baselines(model, scenario->search, limit_bytes);
   if (!comparison.osdp.best) return report_infeasible(*scenario, model, comparison);
+  if (options.evaluate == "sim") {
+    const SimulatedRanking ranking =
+        rank_by_simulation(*scenario, model, comparison, options.top);
+    if (options.json) {
+      const bool chosen = ranking.chosen >= 0;
+      const EvaluatedCandidate& pick = ranking.candidates[chosen ? ranking.chosen : 0];
+      const bool is_osdp = pick.name.rfind("osdp", 0) == 0;
+      Json document = plan_json(*scenario, model, comparison,
+                                chosen ? pick.analytic : *comparison.osdp.best,
+                                chosen && !is_osdp ? pick.name : "osdp");
+      if (chosen) {
+        document["simulated"] = {
+            {"iteration_time_s", pick.simulated_iteration_time_s},
+            {"throughput_samples_per_s", pick.simulated_throughput_samples_per_s},
+            {"peak_memory_bytes", pick.simulated_peak_memory_bytes},
+            {"exposed_comm_s", pick.simulated_exposed_comm_s}};
+      }
+      document["candidates"] = ranking_json(ranking);
+      fmt::print("{}\n", document.dump(2));
+      return exit_ok;
+    }
+    std::string text = setup_summary(*scenario, limit_bytes);
+    text += best_summary(*scenario, comparison);
+    text += "\nPlan (operators in execution order; consecutive equal choices merged):\n";
+    text += render_runs(*scenario->workload, comparison.osdp.best->plan);
+    text += baseline_table(comparison);
+    text += render_ranking(ranking, limit_bytes);
+    if (ranking.chosen >= 0 && ranking.candidates[ranking.chosen].name.rfind("osdp #1", 0) != 0) {
+      text += "\nPlan chosen by simulation:\n";
+      text += render_runs(*scenario->workload, ranking.candidates[ranking.chosen].analytic.plan);
+    }
+    fmt::print("{}", text);
+    return exit_ok;
+  }
   if (options.json) {
-    fmt::print("{}\n", plan_json(*scenario, model, comparison).dump(2));
+    fmt::print("{}\n",
+               plan_json(*scenario, model, comparison, *comparison.osdp.best, "osdp").dump(2));
     return exit_ok;
   }
   std::string text = setup_summary(*scenario, limit_bytes);
@@ -225,6 +263,12 @@ Subcommand add_plan_command(CLI::App& root) {
       "plan", "Find the OSDP plan of highest throughput and compare it with DDP, FSDP, ZeRO-2");
   add_scenario_options(*app, options->scenario);
   app->add_flag("--json", options->json, "Print the plan as JSON (loadable as a plan file)");
+  app->add_option("--evaluate", options->evaluate,
+                  "analytic (default), or sim: re-rank the top analytic plans and the baselines "
+                  "by simulated throughput")
+      ->check(CLI::IsMember({"analytic", "sim"}));
+  app->add_option("--top", options->top, "Analytic plans to re-rank with --evaluate sim")
+      ->check(CLI::Range(1, 64));
   return {app, [options] { return run_plan(*options); }};
 }
 
