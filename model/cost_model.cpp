@@ -97,9 +97,9 @@ double CostModel::model_state_bytes(int index, const OperatorChoice& choice) con
       sharded_states = all_states / shard_degree(choice.mode, *cluster_);
       break;
     case Mode::z2:
-      // Parameters stay whole from forward to backward; gradients and optimizer are sharded.
-      sharded_states = op.parameter_bytes +
-                       (op.gradient_bytes + op.optimizer_bytes) / shard_degree(Mode::z2, *cluster_);
+      // FSDP SHARD_GRAD_OP: all states sharded at rest, and the gathered parameters are kept
+      // from forward to backward, so at the peak the whole copy lives beside the shard.
+      sharded_states = op.parameter_bytes + all_states / shard_degree(Mode::z2, *cluster_);
       break;
   }
   return (1.0 - sharded_fraction) * all_states + sharded_fraction * sharded_states;
