@@ -1,5 +1,6 @@
 #include "validate/validation_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace osdp::validate {
@@ -24,6 +25,13 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
       reader.fail("collective_timeout", "a timeout from 1 s to 1 h");
     }
     options.collective_timeout = std::chrono::milliseconds(std::llround(*timeout * 1000.0));
+  }
+  // The simulator's forward prefetch is the default, so that both sides run the same policy.
+  // (The simulator's object is checked strictly by sim/; here only its value is taken.)
+  const Json& simulation = scenario.simulation;
+  if (simulation.is_object() && simulation.contains("forward_prefetch") &&
+      simulation["forward_prefetch"].is_number_integer()) {
+    options.prefetch_depth = std::clamp(simulation["forward_prefetch"].get<int>(), 0, 8);
   }
   options.prefetch_depth = static_cast<int>(
       reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));

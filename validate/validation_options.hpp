@@ -1,7 +1,10 @@
 // The scenario's "validation" object: how the validator runs plans for real.
 //   {"batch_size": 4, "warmup_iterations": 2, "iterations": 5, "seed": 1,
 //    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1}
-// Every key is optional; unknown keys are InputErrors.
+// Every key is optional; unknown keys are InputErrors. prefetch_depth defaults to the
+// scenario's "simulation"."forward_prefetch" when that is set (else 1); backward prefetch is
+// always FSDP's BACKWARD_PRE (the next unit's gather is issued before the current unit's
+// gradient reduction).
 #pragma once
 
 #include <chrono>

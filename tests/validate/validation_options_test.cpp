@@ -1,0 +1,64 @@
+#include "validate/validation_options.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "model/input_error.hpp"
+#include "validate/gpt_shape.hpp"
+
+using namespace osdp;
+using namespace osdp::validate;
+
+namespace {
+
+Scenario tiny_scenario(const Json& validation, const Json& simulation = Json::object()) {
+  Json document = {{"model",
+                    {{"family", "gpt"},
+                     {"layers", 2},
+                     {"hidden", 64},
+                     {"heads", 4},
+                     {"sequence_length", 16},
+                     {"vocabulary", 128}}},
+                   {"cluster",
+                    {{"ranks", 2},
+                     {"gpu", {{"compute", "10GFLOPS"}, {"memory", "1GiB"}}},
+                     {"collective", {{"alpha_s", 1e-5}, {"beta_s_per_byte", 1e-9}}}}},
+                   {"validation", validation},
+                   {"simulation", simulation}};
+  return scenario_from_json(document, "test.json");
+}
+
+}  // namespace
+
+TEST_CASE("the scenario's validation object", "[validate][options]") {
+  const ValidationOptions defaults = read_validation_options(tiny_scenario(Json::object()));
+  CHECK(defaults.iterations == 5);
+  CHECK(defaults.prefetch_depth == 1);
+  const ValidationOptions set = read_validation_options(tiny_scenario(
+      {{"iterations", 3}, {"collective_timeout", "2s"}, {"batch_size", 8}, {"seed", 4}}));
+  CHECK(set.iterations == 3);
+  CHECK(set.collective_timeout == std::chrono::seconds(2));
+  CHECK(set.batch_size == 8);
+  CHECK(set.seed == 4);
+  CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"iteration", 3}})), InputError);
+  CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"collective_timeout", "1ms"}})),
+                  InputError);
+  // The simulator's forward prefetch is the runtime's default; "prefetch_depth" wins.
+  CHECK(read_validation_options(tiny_scenario(Json::object(), {{"forward_prefetch", 0}}))
+            .prefetch_depth == 0);
+  CHECK(read_validation_options(tiny_scenario({{"prefetch_depth", 2}}, {{"forward_prefetch", 0}}))
+            .prefetch_depth == 2);
+}
+
+TEST_CASE("the validator recovers the GPT from its workload", "[validate][options]") {
+  const Scenario scenario = tiny_scenario(Json::object());
+  const auto shape = infer_gpt_shape(*scenario.workload, scenario.training);
+  REQUIRE(shape.has_value());
+  CHECK(shape->layers == 2);
+  CHECK(shape->hidden == 64);
+  CHECK(shape->heads == 4);
+  CHECK(shape->sequence_length == 16);
+  CHECK(shape->vocabulary == 128);
+  Training mixed;
+  mixed.precision = Precision::mixed;
+  CHECK_THROWS_AS(require_gpt_shape(*scenario.workload, mixed, "test.json"), InputError);
+}
