@@ -193,7 +193,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
 
   if (extended) {
     const bool gathers = j > 0 && (choice.mode == Mode::zdp || choice.mode == Mode::hsdp);
-    const double gathered_bytes = gathers ? slice_bytes * settings_.units_in_flight : 0.0;
+    const double gathered_bytes = gathers ? slice_bytes : 0.0;
+    cost.gather_buffer_bytes = gathered_bytes;
     // Sharded modes hold a slice's full gradient until its reduce-scatter.
     const double full_gradient_bytes = j > 0 ? op.gradient_bytes / k : 0.0;
     cost.transient_bytes.fixed = gathered_bytes + full_gradient_bytes;
@@ -206,11 +207,16 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   return cost;
 }
 
+double CostModel::prefetch_window_bytes(double largest_gather_buffer_bytes) const {
+  return std::max(0, settings_.units_in_flight - 1) * largest_gather_buffer_bytes;
+}
+
 PlanCost CostModel::plan_cost(const Plan& plan) const {
   const int b = plan.batch_size;
   PlanCost result;
   result.batch_size = b;
   double largest_transient = 0.0;
+  double largest_buffer = 0.0;
   for (int i = 0; i < workload_->size(); ++i) {
     const OperatorChoice& choice = plan.choices.at(i);
     const OptionCost cost = option_cost(i, choice);
@@ -221,13 +227,15 @@ PlanCost CostModel::plan_cost(const Plan& plan) const {
     result.peak.model_state_bytes += model_state_bytes(i, choice);
     result.peak.extra_bytes += workload_->op(i).extra_bytes;
     result.peak.activation_bytes += b * cost.persistent_bytes.per_sample;
+    largest_buffer = std::max(largest_buffer, cost.gather_buffer_bytes);
     const double transient = cost.transient_bytes.at(b);
     if (transient > largest_transient) {
       largest_transient = transient;
       result.peak.transient_operator = i;
     }
   }
-  result.peak.transient_bytes = largest_transient;
+  result.peak.prefetch_bytes = prefetch_window_bytes(largest_buffer);
+  result.peak.transient_bytes = largest_transient + result.peak.prefetch_bytes;
   result.peak_memory_bytes = result.peak.model_state_bytes + result.peak.extra_bytes +
                              result.peak.activation_bytes + result.peak.transient_bytes;
   result.throughput_samples_per_s =

@@ -27,9 +27,9 @@ std::string_view cost_model_name(CostModelKind kind);
 
 struct CostSettings {
   CostModelKind kind = CostModelKind::extended;
-  // Units in flight (FSDP's rate limiter): 2 means the next unit's gather buffer is live while an
-  // operator computes. The transient term counts it as a second buffer of the operator's own
-  // size; since max_i 2*buf_i >= max_i (buf_i + buf_i+1) this never underestimates the peak.
+  // Units in flight (FSDP's rate limiter): 2 means a neighbour's gather buffer may be live while
+  // an operator runs (prefetch). The peak adds (units_in_flight - 1) x the largest gather buffer
+  // of the plan to the largest transient term: never below the true max_i (t_i + buf_i+-1).
   int units_in_flight = 2;
 };
 
@@ -50,6 +50,7 @@ struct OptionCost {
   Linear time_s;            // compute + communication + slicing overhead
   Linear persistent_bytes;  // live for the whole iteration: model states, saved activations
   Linear transient_bytes;   // live only while this operator runs; peak adds the largest one
+  double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
   // Breakdown, for explanations.
   Linear compute_s;
   double communication_s = 0;
@@ -61,7 +62,8 @@ struct PeakBreakdown {
   double model_state_bytes = 0;
   double activation_bytes = 0;
   double extra_bytes = 0;
-  double transient_bytes = 0;
+  double transient_bytes = 0;    // the largest transient term plus the prefetch window
+  double prefetch_bytes = 0;     // of which: (units in flight - 1) x the largest gather buffer
   int transient_operator = -1;  // operator whose transient sets the peak
   // "model states", "activations", ... : the largest part.
   std::string dominant_part() const;
@@ -99,6 +101,8 @@ class CostModel {
   bool valid(int op, const OperatorChoice& choice) const;
 
   PlanCost plan_cost(const Plan& plan) const;
+  // Memory the prefetch window adds to the peak, given the plan's largest gather buffer.
+  double prefetch_window_bytes(double largest_gather_buffer_bytes) const;
 
   // gamma_i: compute seconds per sample, forward + backward; and forward alone.
   double compute_s_per_sample(int op) const;

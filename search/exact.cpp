@@ -108,8 +108,23 @@ struct Subproblem {
   std::vector<double> suffix_memory_bytes;
 };
 
-bool build_subproblem(const std::vector<OperatorClass>& classes, int batch, double threshold,
-                      double budget_bytes, Subproblem& sub) {
+// The two max-terms of peak memory, fixed for one subproblem: options whose transient term
+// exceeds `transient_bytes` or whose gather buffer exceeds `buffer_bytes` are left out.
+struct Threshold {
+  double transient_bytes = 0;
+  double buffer_bytes = 0;
+};
+
+bool allowed(const OptionCost& cost, int batch, const Threshold& threshold) {
+  return cost.transient_bytes.at(batch) <= threshold.transient_bytes &&
+         cost.gather_buffer_bytes <= threshold.buffer_bytes;
+}
+
+// Phase 1 builds what the LP bound needs (Pareto points, full hulls); `with_prefix_hulls` adds
+// the prefix hulls the branch and bound needs.
+bool build_subproblem(const std::vector<OperatorClass>& classes, int batch,
+                      const Threshold& threshold, double budget_bytes, Subproblem& sub,
+                      bool with_prefix_hulls) {
   sub.budget_bytes = budget_bytes;
   sub.classes.assign(classes.size(), {});
   sub.edges.clear();
@@ -117,7 +132,7 @@ bool build_subproblem(const std::vector<OperatorClass>& classes, int batch, doub
     std::vector<Point> candidates;
     for (std::size_t o = 0; o < classes[c].options.size(); ++o) {
       const OptionCost& cost = classes[c].options[o].cost;
-      if (cost.transient_bytes.at(batch) > threshold) continue;
+      if (!allowed(cost, batch, threshold)) continue;
       candidates.push_back(
           {cost.time_s.at(batch), cost.persistent_bytes.at(batch), static_cast<int>(o)});
     }
@@ -133,8 +148,11 @@ bool build_subproblem(const std::vector<OperatorClass>& classes, int batch, doub
         entry.points.push_back(point);
       }
     }
+    entry.prefix_hull_edges.resize(entry.points.size());
     for (std::size_t k = 0; k < entry.points.size(); ++k) {
-      entry.prefix_hull_edges.push_back(hull_edges(entry.points, k + 1));
+      if (with_prefix_hulls || k + 1 == entry.points.size()) {
+        entry.prefix_hull_edges[k] = hull_edges(entry.points, k + 1);
+      }
     }
     for (const Edge& edge : entry.prefix_hull_edges.back()) {
       sub.edges.push_back({edge.slope(), edge.delta_memory_bytes * entry.count,
@@ -345,18 +363,35 @@ Plan plan_from_counts(const std::vector<OperatorClass>& classes, const Subproble
   return plan;
 }
 
-// Every candidate value of the transient max-term at this batch size (one value, 0, when the
-// cost model has no transient term).
-std::vector<double> thresholds(const std::vector<OperatorClass>& classes, int batch) {
-  std::vector<double> values;
-  for (const auto& operator_class : classes) {
-    for (const auto& option : operator_class.options) {
-      values.push_back(option.cost.transient_bytes.at(batch));
-    }
-  }
+std::vector<double> sorted_unique(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
   return values;
+}
+
+// Every candidate pair of values of the two max-terms at this batch size: the largest
+// transient term and the largest gather buffer (one pair, (0, 0), when the cost model has
+// neither). The optimum is found under the pair its own plan attains.
+std::vector<Threshold> thresholds(const std::vector<OperatorClass>& classes, int batch) {
+  std::vector<double> transients;
+  std::vector<double> buffers;
+  for (const auto& operator_class : classes) {
+    for (const auto& option : operator_class.options) {
+      transients.push_back(option.cost.transient_bytes.at(batch));
+      buffers.push_back(option.cost.gather_buffer_bytes);
+    }
+  }
+  std::vector<Threshold> pairs;
+  const std::vector<double> buffer_values = sorted_unique(std::move(buffers));
+  for (double transient : sorted_unique(std::move(transients))) {
+    for (double buffer : buffer_values) pairs.push_back({transient, buffer});
+  }
+  return pairs;
+}
+
+// The memory the two max-terms take from the budget.
+double reserved_bytes(const CostModel& model, const Threshold& threshold) {
+  return threshold.transient_bytes + model.prefetch_window_bytes(threshold.buffer_bytes);
 }
 
 std::optional<ScheduledPlan> solve_classes(const CostModel& model,
@@ -364,13 +399,14 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
                                            double limit_bytes, SolveStats& stats) {
   struct Candidate {
     double bound;
-    double threshold;
+    Threshold threshold;
   };
   std::vector<Candidate> candidates;
   Subproblem sub;
-  for (double threshold : thresholds(classes, batch)) {
-    if (!fits(threshold, limit_bytes)) break;
-    if (!build_subproblem(classes, batch, threshold, limit_bytes - threshold, sub)) continue;
+  for (const Threshold& threshold : thresholds(classes, batch)) {
+    const double reserved = reserved_bytes(model, threshold);
+    if (!fits(reserved, limit_bytes)) continue;
+    if (!build_subproblem(classes, batch, threshold, limit_bytes - reserved, sub, false)) continue;
     const double bound = lp_bound(sub, 0, sub.classes[0].points.size() - 1, sub.classes[0].count,
                                   sub.budget_bytes);
     // lp_bound(0, ...) covers class 0 with its full hull plus all later classes.
@@ -384,7 +420,8 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   for (const Candidate& candidate : candidates) {
     if (!(candidate.bound < best_time_s * (1.0 - 1e-12))) break;
     ++stats.thresholds;
-    build_subproblem(classes, batch, candidate.threshold, limit_bytes - candidate.threshold, sub);
+    build_subproblem(classes, batch, candidate.threshold,
+                     limit_bytes - reserved_bytes(model, candidate.threshold), sub, true);
     if (auto rounded = rounded_lp(sub); rounded && rounded->first < best_time_s) {
       best_time_s = rounded->first;
       best_plan = plan_from_counts(classes, sub, rounded->second, batch, model.workload().size());
@@ -399,14 +436,14 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   return ScheduledPlan{*best_plan, model.plan_cost(*best_plan)};
 }
 
-double min_peak(const std::vector<OperatorClass>& classes, int batch) {
+double min_peak(const CostModel& model, const std::vector<OperatorClass>& classes, int batch) {
   double best = infinity;
-  for (double threshold : thresholds(classes, batch)) {
-    double total = threshold;
+  for (const Threshold& threshold : thresholds(classes, batch)) {
+    double total = reserved_bytes(model, threshold);
     for (const auto& operator_class : classes) {
       double least = infinity;
       for (const auto& option : operator_class.options) {
-        if (option.cost.transient_bytes.at(batch) <= threshold) {
+        if (allowed(option.cost, batch, threshold)) {
           least = std::min(least, option.cost.persistent_bytes.at(batch));
         }
       }
@@ -445,7 +482,7 @@ std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpe
 }
 
 double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch) {
-  return min_peak(group_into_classes(model, spec), batch);
+  return min_peak(model, group_into_classes(model, spec), batch);
 }
 
 SearchResult search(const CostModel& model, const SearchSpec& spec,
@@ -457,7 +494,7 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
   double best_throughput = 0;
   for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
     // Memory grows with b, so once nothing fits nothing larger will.
-    const double least_memory = min_peak(classes, batch);
+    const double least_memory = min_peak(model, classes, batch);
     if (!fits(least_memory, limit)) {
       if (batch == training.min_batch_size) result.min_memory_needed_bytes = least_memory;
       break;
