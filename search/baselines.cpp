@@ -2,9 +2,10 @@
 //
 // paper_dfs: OSDP's Algorithm 1 (Jiang et al., IJCAI 2023), a depth-first search over the
 // operators in execution order trying every option, pruned when the partial plan's memory
-// (persistent sum so far + largest transient so far; both only grow deeper in the tree) already
-// exceeds the limit, or its time already reaches the best complete plan found. When it completes
-// it is exact for the cost model, including the max-term of peak memory.
+// (persistent sum so far + largest transient so far + the prefetch window of the largest gather
+// buffer so far; all only grow deeper in the tree) already exceeds the limit, or its time
+// already reaches the best complete plan found. When it completes it is exact for the cost
+// model, including the max-terms of peak memory.
 //
 // integer_mb_knapsack: the dynamic program of the reference code (Youhe-Jiang/
 // IJCAI2023-OptimalShardedDataParallel, Search_Engine.py / Scheduler.py): each option's memory is
@@ -42,6 +43,7 @@ struct OptionAtBatch {
   double time_s = 0;
   double persistent_bytes = 0;
   double transient_bytes = 0;
+  double gather_buffer_bytes = 0;
 };
 
 std::vector<OptionAtBatch> options_at_batch(const CostModel& model, int op, const SearchSpec& spec,
@@ -50,7 +52,7 @@ std::vector<OptionAtBatch> options_at_batch(const CostModel& model, int op, cons
   for (const OperatorChoice& choice : enumerate_choices(model, op, spec)) {
     const OptionCost cost = model.option_cost(op, choice);
     options.push_back({choice, cost.time_s.at(batch), cost.persistent_bytes.at(batch),
-                       cost.transient_bytes.at(batch)});
+                       cost.transient_bytes.at(batch), cost.gather_buffer_bytes});
   }
   return options;
 }
@@ -68,14 +70,15 @@ class PaperDfs {
  public:
   PaperDfs(const CostModel& model, const SearchSpec& spec, int batch, double limit_bytes,
            std::chrono::duration<double> time_cap)
-      : limit_bytes_(limit_bytes),
+      : model_(model),
+        limit_bytes_(limit_bytes),
         deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(time_cap)),
         order_(model.workload().execution_order()) {
     for (int op : order_) options_.push_back(options_at_batch(model, op, spec, batch));
     current_.resize(order_.size());
   }
 
-  void run() { visit(0, 0.0, 0.0, 0.0); }
+  void run() { visit(0, {}); }
 
   bool found() const { return best_time_s_ < kInfinity; }
   bool timed_out() const { return timed_out_; }
@@ -98,25 +101,42 @@ class PaperDfs {
     return timed_out_;
   }
 
-  void visit(std::size_t depth, double time_s, double persistent_bytes, double transient_bytes) {
+  // The partial plan's sums and maxima.
+  struct Partial {
+    double time_s = 0;
+    double persistent_bytes = 0;
+    double transient_bytes = 0;
+    double gather_buffer_bytes = 0;
+  };
+
+  double peak_bytes(const Partial& partial) const {
+    return partial.persistent_bytes + partial.transient_bytes +
+           model_.prefetch_window_bytes(partial.gather_buffer_bytes);
+  }
+
+  void visit(std::size_t depth, const Partial& partial) {
     ++nodes_;
     if (out_of_time()) return;
-    if (!fits(persistent_bytes + transient_bytes, limit_bytes_)) return;  // memory exceeded
-    if (time_s >= best_time_s_) return;                                   // no better than best
+    if (!fits(peak_bytes(partial), limit_bytes_)) return;  // memory exceeded
+    if (partial.time_s >= best_time_s_) return;            // no better than the best
     if (depth == order_.size()) {
-      best_time_s_ = time_s;
+      best_time_s_ = partial.time_s;
       best_ = current_;
       return;
     }
     const auto& options = options_[depth];
     for (std::size_t o = 0; o < options.size(); ++o) {
       current_[depth] = o;
-      visit(depth + 1, time_s + options[o].time_s, persistent_bytes + options[o].persistent_bytes,
-            std::max(transient_bytes, options[o].transient_bytes));
+      const OptionAtBatch& option = options[o];
+      visit(depth + 1,
+            {partial.time_s + option.time_s, partial.persistent_bytes + option.persistent_bytes,
+             std::max(partial.transient_bytes, option.transient_bytes),
+             std::max(partial.gather_buffer_bytes, option.gather_buffer_bytes)});
       if (timed_out_) return;
     }
   }
 
+  const CostModel& model_;
   double limit_bytes_;
   Clock::time_point deadline_;
   const std::vector<int>& order_;

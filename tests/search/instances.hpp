@@ -144,23 +144,29 @@ inline MemoryRange memory_range(const CostModel& model, const SearchSpec& spec, 
   MemoryRange range;
   double least_transient = 0;
   double most_transient = 0;
+  double least_buffer = 0;
+  double most_buffer = 0;
   for (int op = 0; op < model.workload().size(); ++op) {
     double least = std::numeric_limits<double>::infinity();
     double most = 0;
     double op_least_transient = std::numeric_limits<double>::infinity();
+    double op_least_buffer = std::numeric_limits<double>::infinity();
     for (const OperatorChoice& choice : enumerate_choices(model, op, spec)) {
       const OptionCost cost = model.option_cost(op, choice);
       least = std::min(least, cost.persistent_bytes.at(batch));
       most = std::max(most, cost.persistent_bytes.at(batch));
       op_least_transient = std::min(op_least_transient, cost.transient_bytes.at(batch));
       most_transient = std::max(most_transient, cost.transient_bytes.at(batch));
+      op_least_buffer = std::min(op_least_buffer, cost.gather_buffer_bytes);
+      most_buffer = std::max(most_buffer, cost.gather_buffer_bytes);
     }
     least_transient = std::max(least_transient, op_least_transient);
+    least_buffer = std::max(least_buffer, op_least_buffer);
     range.least_bytes += least;
     range.most_bytes += most;
   }
-  range.least_bytes += least_transient;
-  range.most_bytes += most_transient;
+  range.least_bytes += least_transient + model.prefetch_window_bytes(least_buffer);
+  range.most_bytes += most_transient + model.prefetch_window_bytes(most_buffer);
   return range;
 }
 
@@ -184,7 +190,8 @@ inline std::unique_ptr<Instance> random_instance(std::uint64_t seed, int operato
   return instance;
 }
 
-// Brute force: every combination of every valid choice (no pruning of any kind).
+// Brute force: every combination of every valid choice (no pruning of any kind). Peak memory:
+// persistent sum + largest transient + the prefetch window of the largest gather buffer.
 struct BruteForce {
   std::optional<double> best_time_s;
   std::vector<OperatorChoice> best;
@@ -201,7 +208,7 @@ inline double combinations(const CostModel& model, const SearchSpec& spec) {
 inline BruteForce brute_force(const CostModel& model, const SearchSpec& spec, int batch,
                               double limit_bytes) {
   struct Costs {
-    double time_s, persistent_bytes, transient_bytes;
+    double time_s, persistent_bytes, transient_bytes, gather_buffer_bytes;
   };
   const int n = model.workload().size();
   std::vector<std::vector<OperatorChoice>> choices(n);
@@ -210,22 +217,23 @@ inline BruteForce brute_force(const CostModel& model, const SearchSpec& spec, in
     choices[op] = enumerate_choices(model, op, spec);
     for (const auto& choice : choices[op]) {
       const OptionCost cost = model.option_cost(op, choice);
-      costs[op].push_back(
-          {cost.time_s.at(batch), cost.persistent_bytes.at(batch), cost.transient_bytes.at(batch)});
+      costs[op].push_back({cost.time_s.at(batch), cost.persistent_bytes.at(batch),
+                           cost.transient_bytes.at(batch), cost.gather_buffer_bytes});
     }
     if (choices[op].empty()) return {};
   }
   BruteForce result;
   std::vector<std::size_t> pick(n, 0);
   while (true) {
-    double time_s = 0, persistent = 0, transient = 0;
+    double time_s = 0, persistent = 0, transient = 0, buffer = 0;
     for (int op = 0; op < n; ++op) {
       const Costs& c = costs[op][pick[op]];
       time_s += c.time_s;
       persistent += c.persistent_bytes;
       transient = std::max(transient, c.transient_bytes);
+      buffer = std::max(buffer, c.gather_buffer_bytes);
     }
-    if (fits(persistent + transient, limit_bytes) &&
+    if (fits(persistent + transient + model.prefetch_window_bytes(buffer), limit_bytes) &&
         (!result.best_time_s || time_s < *result.best_time_s)) {
       result.best_time_s = time_s;
       result.best.clear();

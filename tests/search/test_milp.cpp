@@ -1,6 +1,8 @@
 // The exact search against an independent MILP solved by COIN-OR CBC, on random instances of
 // 20 to 200 operators, every option kind, both cost models. Per batch size the MILP is the
-// multiple-choice knapsack with the max-term of peak memory. Operators with identical options
+// multiple-choice knapsack with the two max-terms of peak memory (the largest transient term,
+// and the prefetch window: p = units_in_flight - 1 times the largest gather buffer). Operators
+// with identical options
 // (same choices, same costs at this batch size) form a class c of m_c members; the test finds
 // the classes itself. Binary variables per operator would make CBC explore every permutation
 // of identical operators, so the MILP counts them instead:
@@ -8,8 +10,9 @@
 //   s.t. sum_o y_{c,o} = m_c                        for every class c
 //        y_{c,o} - m_c u_{c,o} <= 0                  u_{c,o} = 1 when option o is used in c
 //        transient_{c,o} u_{c,o} - z <= 0            z >= the largest transient in use
-//        sum_{c,o} persistent_{c,o} y_{c,o} + z <= limit
-//        y_{c,o} in {0..m_c}, u_{c,o} binary, z >= 0
+//        buffer_{c,o} u_{c,o} - w <= 0               w >= the largest gather buffer in use
+//        sum_{c,o} persistent_{c,o} y_{c,o} + z + p w <= limit
+//        y_{c,o} in {0..m_c}, u_{c,o} binary, z, w >= 0
 // With every m_c = 1 this is the per-operator binary MCKP (x = y = u). On the instances of up
 // to 50 operators the per-operator binary formulation (with symmetry-breaking rows) is solved
 // as well and must agree. Time is in milliseconds and memory in GiB inside the MILP. The
@@ -49,6 +52,7 @@ struct MilpOption {
   double time_ms = 0;
   double persistent_gib = 0;
   double transient_gib = 0;
+  double buffer_gib = 0;
   bool operator==(const MilpOption&) const = default;
 };
 
@@ -67,7 +71,7 @@ std::vector<OperatorClass> operator_classes(const CostModel& cost_model, const S
       const OptionCost cost = cost_model.option_cost(op, choice);
       options.push_back({choice, cost.time_s.at(batch) * kMsPerS,
                          cost.persistent_bytes.at(batch) / kGiB,
-                         cost.transient_bytes.at(batch) / kGiB});
+                         cost.transient_bytes.at(batch) / kGiB, cost.gather_buffer_bytes / kGiB});
     }
     auto same = std::find_if(classes.begin(), classes.end(),
                              [&](const OperatorClass& c) { return c.options == options; });
@@ -90,6 +94,21 @@ CbcModel quiet_model() {
   // CBC preprocessing only slows these small models down (measured: 40 s -> 3 s in all).
   Cbc_setParameter(model.get(), "preprocess", "off");
   return model;
+}
+
+// p: the prefetch window per GiB of the largest gather buffer (linear in it).
+double prefetch_per_gib(const CostModel& cost_model) {
+  return cost_model.prefetch_window_bytes(kGiB) / kGiB;
+}
+
+// The second max variable w (largest gather buffer in use), in the memory row with weight p.
+int add_buffer_column(Cbc_Model* m, int& columns, const CostModel& cost_model,
+                      std::vector<int>& memory_columns, std::vector<double>& memory_coefficients) {
+  const int w = columns++;
+  Cbc_addCol(m, "w", 0.0, std::numeric_limits<double>::max(), 0.0, 0, 0, nullptr, nullptr);
+  memory_columns.push_back(w);
+  memory_coefficients.push_back(prefetch_per_gib(cost_model));
+  return w;
 }
 
 // Per-operator binaries x_{i,o}; consecutive members a < b of a class keep their option
@@ -117,20 +136,26 @@ MilpResult solve_binary_milp(const CostModel& cost_model, const SearchSpec& spec
   Cbc_addCol(m, "z", 0.0, std::numeric_limits<double>::max(), 0.0, 0, 0, nullptr, nullptr);
   std::vector<int> memory_columns;
   std::vector<double> memory_coefficients;
+  const int w = add_buffer_column(m, columns, cost_model, memory_columns, memory_coefficients);
   for (int op = 0; op < n; ++op) {
     const auto& options = class_of[op]->options;
     const std::vector<double> ones(options.size(), 1.0);
     Cbc_addRow(m, "", static_cast<int>(ones.size()), x[op].data(), ones.data(), 'E', 1.0);
     std::vector<int> cols = x[op];
     std::vector<double> transient;
+    std::vector<double> buffer;
     for (const MilpOption& option : options) {
       transient.push_back(option.transient_gib);
+      buffer.push_back(option.buffer_gib);
       memory_coefficients.push_back(option.persistent_gib);
     }
     memory_columns.insert(memory_columns.end(), x[op].begin(), x[op].end());
     cols.push_back(z);
     transient.push_back(-1.0);
     Cbc_addRow(m, "", static_cast<int>(cols.size()), cols.data(), transient.data(), 'L', 0.0);
+    cols.back() = w;
+    buffer.push_back(-1.0);
+    Cbc_addRow(m, "", static_cast<int>(cols.size()), cols.data(), buffer.data(), 'L', 0.0);
   }
   for (const OperatorClass& c : classes) {
     for (std::size_t k = 0; k + 1 < c.members.size(); ++k) {
@@ -181,6 +206,7 @@ MilpResult solve_milp(const CostModel& cost_model, const SearchSpec& spec, int b
 
   std::vector<int> memory_columns;
   std::vector<double> memory_coefficients;
+  const int w = add_buffer_column(m, columns, cost_model, memory_columns, memory_coefficients);
   for (std::size_t c = 0; c < classes.size(); ++c) {
     const auto& options = classes[c].options;
     const double members = static_cast<double>(classes[c].members.size());
@@ -191,15 +217,18 @@ MilpResult solve_milp(const CostModel& cost_model, const SearchSpec& spec, int b
       const int y = count_column[c][o];
       memory_columns.push_back(y);
       memory_coefficients.push_back(options[o].persistent_gib);
-      if (options[o].transient_gib <= 0) continue;
+      if (options[o].transient_gib <= 0 && options[o].buffer_gib <= 0) continue;
       const int u = columns++;
       Cbc_addCol(m, "", 0.0, 1.0, 0.0, 1, 0, nullptr, nullptr);
       const int link_columns[] = {y, u};
       const double link[] = {1.0, -members};
       Cbc_addRow(m, "", 2, link_columns, link, 'L', 0.0);
-      const int max_columns[] = {u, z};
-      const double max_term[] = {options[o].transient_gib, -1.0};
-      Cbc_addRow(m, "", 2, max_columns, max_term, 'L', 0.0);
+      const int transient_columns[] = {u, z};
+      const double transient_term[] = {options[o].transient_gib, -1.0};
+      Cbc_addRow(m, "", 2, transient_columns, transient_term, 'L', 0.0);
+      const int buffer_columns[] = {u, w};
+      const double buffer_term[] = {options[o].buffer_gib, -1.0};
+      Cbc_addRow(m, "", 2, buffer_columns, buffer_term, 'L', 0.0);
     }
   }
   memory_columns.push_back(z);
