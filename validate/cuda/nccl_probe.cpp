@@ -44,7 +44,8 @@ CollectiveKind kind_of(NcclCollective collective) {
 
 int probe(const Options& options) {
   const std::vector<double> sizes{1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28};
-  const auto result = osdp::validate::cuda::run_nccl_probe(options.gpus, sizes, options.repetitions);
+  const auto result =
+      osdp::validate::cuda::run_nccl_probe(options.gpus, sizes, options.repetitions);
   bool ok = result.check_passed;
   if (!ok) std::fprintf(stderr, "osdp_nccl_probe: all-reduce gave a wrong sum\n");
   const int n = result.gpus;
@@ -56,8 +57,8 @@ int probe(const Options& options) {
   cluster.gpu.memory_bytes = result.gpu_memory_bytes;
   fmt::print("{} x {}\n{:<16}{:>14}{:>12}{:>12}{:>12}\n", n, result.gpu_name, "collective", "bytes",
              "time us", "algbw GB/s", "busbw GB/s");
-  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
-                              CollectiveKind::all_reduce}) {
+  for (CollectiveKind kind :
+       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     std::vector<std::pair<double, double>> points;
     double largest_bus_Bps = 0;
     for (const auto& point : result.points) {
