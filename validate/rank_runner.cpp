@@ -56,6 +56,24 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
     complete(name + " backward", "compute", 0, op.backward_start_s, op.backward_s,
              {{"compute_s", op.backward_s}});
   }
+  // The live-memory counter: after each operator's forward and backward, in time order.
+  for (std::size_t i = 0; i < metrics.operators.size(); ++i) {
+    const auto& op = metrics.operators[i];
+    const std::size_t next = i + 1 < metrics.operators.size() ? i + 1 : i;
+    const double forward_end_s = i + 1 < metrics.operators.size()
+                                     ? metrics.operators[next].forward_start_s
+                                     : op.forward_start_s + op.forward_s;
+    const double backward_end_s =
+        i > 0 ? metrics.operators[i - 1].backward_start_s : op.backward_start_s + op.backward_s;
+    for (const auto& [at_s, bytes] : {std::pair{forward_end_s, op.forward_end_live_bytes},
+                                      std::pair{backward_end_s, op.backward_end_live_bytes}}) {
+      events.push_back({{"name", "live memory"},
+                        {"ph", "C"},
+                        {"ts", 1e6 * at_s},
+                        {"pid", rank},
+                        {"args", {{"live_bytes", bytes}}}});
+    }
+  }
   for (const auto& c : collectives) {
     if (c.end_s < metrics.start_s) continue;
     complete(std::string(collective_name(c.kind)), "communication", 1, c.start_s - metrics.start_s,

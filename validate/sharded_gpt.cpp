@@ -620,12 +620,14 @@ struct ShardedGpt::Impl {
     metrics.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
     metrics.operators.resize(n);
     // Compute time of a phase: its wall time less the waits for collectives inside it.
-    auto timed = [&](double& start_s, double& duration_s, auto&& body) {
+    auto timed = [&](double& start_s, double& duration_s, std::int64_t& end_live_bytes,
+                     auto&& body) {
       const auto begin = Clock::now();
       const double exposed_before = exposed_s;
       start_s = std::chrono::duration<double>(begin - start).count();
       body();
       duration_s = seconds_since(begin) - (exposed_s - exposed_before);
+      end_live_bytes = memory_counts().live_bytes;
     };
     at::Tensor x = batch.inputs;
     for (int i = 0; i < n; ++i) {
@@ -633,6 +635,7 @@ struct ShardedGpt::Impl {
       const bool checkpointed = is_checkpointed(op.choice);
       op.input = i == 0 ? x : x.detach().requires_grad_(!checkpointed);
       timed(metrics.operators[i].forward_start_s, metrics.operators[i].forward_s,
+            metrics.operators[i].forward_end_live_bytes,
             [&] { x = run_forward(i, Phase::forward, !checkpointed, batch.targets); });
     }
     metrics.loss = ops.back().loss.item<double>();
@@ -640,6 +643,7 @@ struct ShardedGpt::Impl {
     for (int i = n - 1; i >= 0; --i) {
       if (is_checkpointed(ops[i].choice) && i > 0) ops[i].input.requires_grad_(true);
       timed(metrics.operators[i].backward_start_s, metrics.operators[i].backward_s,
+            metrics.operators[i].backward_end_live_bytes,
             [&] { grad = run_backward(i, grad, batch.targets); });
     }
     const auto optimizer_start = Clock::now();

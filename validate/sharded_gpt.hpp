@@ -51,6 +51,9 @@ struct StepMetrics {
     double forward_s = 0;
     double backward_start_s = 0;
     double backward_s = 0;
+    // Live bytes of the process (counting allocator) when the phase ended.
+    std::int64_t forward_end_live_bytes = 0;
+    std::int64_t backward_end_live_bytes = 0;
   };
   std::vector<OperatorTiming> operators;
   double optimizer_step_s = 0;
