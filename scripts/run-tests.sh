@@ -1,12 +1,38 @@
 #!/usr/bin/env bash
-# The README's second command: installs the Debian packages that are missing, builds
-# everything once (release preset) and runs the whole test suite with ctest in parallel.
-# OSDP_JOBS sets the build and test parallelism (default: all cores; CI uses 2).
+# The README's second command: installs the Debian packages that are missing, builds everything
+# once (release preset) and runs the whole test suite with ctest in parallel; then the same suite
+# built with AddressSanitizer + UBSan (debug preset), and the loaders' libFuzzer harness for a
+# bounded time (fuzz preset). Any failure, sanitizer report or fuzzer crash fails the run.
+#   OSDP_JOBS        build and test parallelism (default: all cores; CI uses 2)
+#   OSDP_SANITIZERS  0 skips the sanitizer pass (default 1)
+#   OSDP_FUZZ_S      seconds of fuzzing, 0 skips it (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OSDP_JOBS:-$(nproc)}"
+sanitizers="${OSDP_SANITIZERS:-1}"
+fuzz_seconds="${OSDP_FUZZ_S:-60}"
 
 scripts/install-deps.sh
+
+echo "== release build and tests" >&2
 cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+
+if [ "$sanitizers" != "0" ]; then
+  echo "== AddressSanitizer + UBSan build and tests (debug preset)" >&2
+  cmake --preset debug
+  cmake --build --preset debug -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --preset debug -j "$jobs"
+fi
+
+if [ "$fuzz_seconds" != "0" ]; then
+  echo "== libFuzzer on the JSON loaders and the unit parser (${fuzz_seconds} s)" >&2
+  cmake --preset fuzz
+  cmake --build --preset fuzz -j "$jobs"
+  corpus="$(mktemp -d)"
+  trap 'rm -rf "$corpus"' EXIT
+  ./build/fuzz/tests/fuzz/fuzz_loaders -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
+    -max_len=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/ "$corpus" tests/fuzz/corpus
+fi
