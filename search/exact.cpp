@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <iterator>
 #include <map>
 
 namespace osdp {
@@ -219,14 +220,38 @@ double lp_bound(const Subproblem& sub, std::size_t c, std::size_t k, int remaini
 
 // Branch and bound over classes; within a class, over how many operators take each point,
 // from the fastest point down.
+// Memory-time pairs already explored from one search position, kept as a Pareto staircase
+// (memory ascending, time descending): a new pair that one of them dominates cannot lead to a
+// better plan, since every completion of it is a completion of the dominating pair.
+class ParetoArchive {
+ public:
+  // True when a pair with no more memory and no more time is already here; otherwise records
+  // the pair (dropping those it dominates).
+  bool dominated_or_add(double memory_bytes, double time_s) {
+    auto at = staircase_.upper_bound(memory_bytes);
+    if (at != staircase_.begin() && std::prev(at)->second <= time_s) return true;
+    at = staircase_.lower_bound(memory_bytes);
+    while (at != staircase_.end() && at->second >= time_s) at = staircase_.erase(at);
+    staircase_.emplace(memory_bytes, time_s);
+    return false;
+  }
+
+ private:
+  std::map<double, double> staircase_;
+};
+
 class BranchAndBound {
  public:
   BranchAndBound(const Subproblem& sub, double incumbent_time_s, long long& nodes)
       : sub_(sub), best_time_s_(incumbent_time_s), nodes_(nodes) {
     counts_.resize(sub.classes.size());
+    std::size_t positions = 0;
     for (std::size_t c = 0; c < sub.classes.size(); ++c) {
       counts_[c].assign(sub.classes[c].points.size(), 0);
+      first_position_.push_back(positions);
+      positions += sub.classes[c].points.size() * (sub.classes[c].count + 1);
     }
+    archives_.resize(positions);
   }
 
   // Returns true when a plan faster than the incumbent was found (then best_counts() is set).
@@ -246,6 +271,11 @@ class BranchAndBound {
         time_s + lp_bound(sub_, c, k, remaining, sub_.budget_bytes - memory_bytes);
     if (!(bound < best_time_s_ * (1.0 - 1e-12))) return;
     const ClassAtThreshold& current = sub_.classes[c];
+    // What is left to decide depends only on (class, point, operators left); a state that an
+    // explored one dominates is cut.
+    const std::size_t position =
+        first_position_[c] + k * static_cast<std::size_t>(current.count + 1) + remaining;
+    if (archives_[position].dominated_or_add(memory_bytes, time_s)) return;
     if (k == 0) {
       // The rest of this class takes the least-memory point.
       counts_[c][0] = remaining;
@@ -290,6 +320,8 @@ class BranchAndBound {
   bool found_ = false;
   std::vector<std::vector<int>> counts_;
   std::vector<std::vector<int>> best_counts_;
+  std::vector<std::size_t> first_position_;  // per class, into archives_
+  std::vector<ParetoArchive> archives_;      // per (class, point, operators left)
 };
 
 // A feasible integer solution from the greedy LP: every class at a hull point except one,
