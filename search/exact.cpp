@@ -416,7 +416,19 @@ std::vector<Threshold> thresholds(const std::vector<OperatorClass>& classes, int
   std::vector<Threshold> pairs;
   const std::vector<double> buffer_values = sorted_unique(std::move(buffers));
   for (double transient : sorted_unique(std::move(transients))) {
-    for (double buffer : buffer_values) pairs.push_back({transient, buffer});
+    // A buffer threshold above every buffer the transient threshold admits only takes memory.
+    double largest_admitted = 0;
+    for (const auto& operator_class : classes) {
+      for (const auto& option : operator_class.options) {
+        if (option.cost.transient_bytes.at(batch) <= transient) {
+          largest_admitted = std::max(largest_admitted, option.cost.gather_buffer_bytes);
+        }
+      }
+    }
+    for (double buffer : buffer_values) {
+      if (buffer > largest_admitted) break;
+      pairs.push_back({transient, buffer});
+    }
   }
   return pairs;
 }
