@@ -126,7 +126,10 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
       const double measured = rows[a].measured_iteration_time_s - rows[b].measured_iteration_time_s;
       const double simulated =
           rows[a].simulated_iteration_time_s - rows[b].simulated_iteration_time_s;
-      if ((measured < 0) == (simulated < 0)) ++comparison.concordant_pairs;
+      // A tie on either side (e.g. two plans the simulator cannot tell apart) orders nothing.
+      if (measured == 0 || simulated == 0 || (measured < 0) == (simulated < 0)) {
+        ++comparison.concordant_pairs;
+      }
     }
   }
   return comparison;
