@@ -88,12 +88,12 @@ TEST_CASE("exact search equals brute force on random small instances", "[search]
     const CostModelKind kind = seed % 2 == 0 ? CostModelKind::paper : CostModelKind::extended;
     const SearchSpec spec = spec_for(seed);
     int operators = 14;
-    auto instance = testing::random_instance(seed, operators, kind);
+    auto instance = exactness::random_instance(seed, operators, kind);
     auto model = instance.model();
     // Shrink until brute force is affordable.
     while (BruteForce(model, spec, 1, 0).combinations() > 3e5 && operators > 2) {
       --operators;
-      instance = testing::random_instance(seed, operators, kind);
+      instance = exactness::random_instance(seed, operators, kind);
       model = instance.model();
     }
     const int batch = 1 + static_cast<int>(seed % 4);
@@ -121,7 +121,7 @@ TEST_CASE("exact search equals brute force on random small instances", "[search]
 }
 
 TEST_CASE("plan cost agrees with the sum of option costs", "[search][exact]") {
-  auto instance = testing::random_instance(7, 30, CostModelKind::extended);
+  auto instance = exactness::random_instance(7, 30, CostModelKind::extended);
   const auto model = instance.model();
   SearchSpec spec;
   spec.modes = {Mode::dp, Mode::zdp, Mode::z2};
@@ -146,7 +146,7 @@ TEST_CASE("plan cost agrees with the sum of option costs", "[search][exact]") {
 
 TEST_CASE("batch-size scheduler keeps the highest throughput", "[search][scheduler]") {
   for (unsigned seed = 200; seed < 210; ++seed) {
-    auto instance = testing::random_instance(seed, 12, CostModelKind::extended);
+    auto instance = exactness::random_instance(seed, 12, CostModelKind::extended);
     instance.training->max_batch_size = 24;
     const auto model = instance.model();
     SearchSpec spec;
@@ -168,7 +168,7 @@ TEST_CASE("batch-size scheduler keeps the highest throughput", "[search][schedul
 }
 
 TEST_CASE("nothing fits: the least memory needed is reported", "[search][scheduler]") {
-  auto instance = testing::random_instance(3, 10, CostModelKind::paper);
+  auto instance = exactness::random_instance(3, 10, CostModelKind::paper);
   const auto model = instance.model();
   SearchSpec spec;
   const double least = min_peak_memory_bytes(model, spec, 1);

@@ -8,7 +8,7 @@
 #include "model/cost_model.hpp"
 #include "model/scenario.hpp"
 
-namespace osdp::testing {
+namespace osdp::exactness {
 
 struct Instance {
   std::shared_ptr<Workload> workload;
@@ -67,4 +67,4 @@ inline Instance random_instance(unsigned seed, int operators, CostModelKind kind
   return instance;
 }
 
-}  // namespace osdp::testing
+}  // namespace osdp::exactness
