@@ -357,3 +357,44 @@ TEST_CASE("explain on a multi-node cluster covers hsdp (debug builds assert the 
     CHECK(contains(run.out, "all-reduce"));
   }
 }
+
+TEST_CASE("every input of the bad-input table exits 2 with its key words and no output") {
+  const std::string inputs = source_dir + "/tests/inputs/";
+  const osdp::Json base = osdp::Json::parse(read_text(inputs + "base_scenario.json"));
+  const osdp::Json cases = osdp::Json::parse(read_text(inputs + "bad_inputs.json"));
+  REQUIRE(cases.size() >= 40);
+  TempDir dir;
+  for (const auto& bad : cases) {
+    std::string text;
+    if (bad.contains("text")) {
+      text = bad["text"].get<std::string>();
+    } else {
+      osdp::Json document = base;
+      if (bad.contains("set")) {
+        for (const auto& [pointer, value] : bad["set"].items()) {
+          const osdp::Json::json_pointer at(pointer);
+          if (value.is_null()) {
+            document.at(at.parent_pointer()).erase(at.back());
+          } else {
+            document[at] = value;
+          }
+        }
+      }
+      if (bad.contains("remove")) {
+        for (const auto& pointer : bad["remove"]) {
+          const osdp::Json::json_pointer at(pointer.get<std::string>());
+          document.at(at.parent_pointer()).erase(at.back());
+        }
+      }
+      text = document.dump();
+    }
+    const fs::path file = dir.path() / "case.json";
+    write_text(file, text);
+    const Run run = run_osdp({"plan", file.string(), "--json"});
+    INFO(bad["name"].get<std::string>() << ": " << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.out.empty());
+    CHECK(contains(run.err, file.string()));
+    for (const auto& word : bad["expect"]) CHECK(contains(run.err, word.get<std::string>()));
+  }
+}
