@@ -557,6 +557,11 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
                        "simulated", "candidates"});
   Plan plan;
   plan.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 20));
+  if (reader.has("ranks") && reader.integer("ranks", 1, 1 << 20) != cost_model.ranks()) {
+    reader.fail("ranks", fmt::format("the cluster's world size ({} ranks): this plan was made for "
+                                     "another cluster",
+                                     cost_model.ranks()));
+  }
   plan.choices.assign(workload.size(), OperatorChoice{});
   std::vector<bool> seen(workload.size(), false);
   const auto entries = reader.objects("operators");

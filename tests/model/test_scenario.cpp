@@ -104,3 +104,26 @@ TEST_CASE("topologies derive ring alpha-beta from their bottleneck", "[model][cl
   CHECK(ring.alpha_s == Approx(2e-6 + 2e-6 + 2e-6));  // ports, uplinks, inter-socket
   CHECK(ring.beta_s_per_byte == Approx(1 / 9e9));
 }
+
+TEST_CASE("plans are checked against the model and the cluster", "[model][plan]") {
+  const Scenario scenario = load(paper_form);
+  const CostModel model = scenario.cost_model();
+  auto plan_error = [&](const std::string& text) {
+    try {
+      (void)load_plan(JsonReader(Json::parse(text), "plan.json"), *scenario.workload, model);
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(plan_error(R"({"batch_size": 2, "operators": [{"name": "op0", "mode": "zdp"}]})") ==
+        "no error");
+  CHECK(plan_error(R"({"batch_size": 2, "ranks": 16, "operators": [{"name": "op0", "mode": "zdp"}]})")
+            .find("$.ranks: got 16: expected the cluster's world size (8 ranks)") != std::string::npos);
+  CHECK(plan_error(R"({"batch_size": 2, "operators": [{"name": "op9", "mode": "zdp"}]})")
+            .find("$.operators[0].name") != std::string::npos);
+  CHECK(plan_error(R"({"batch_size": 2, "operators": []})").find("missing \"op0\"") !=
+        std::string::npos);
+  CHECK(plan_error(R"({"batch_size": 2, "operators": [{"name": "op0", "mode": "hsdp"}]})")
+            .find("a choice the operator and cluster allow") != std::string::npos);
+}
