@@ -201,6 +201,17 @@ int report_infeasible(const Scenario& scenario, const CostModel& model,
   return exit_infeasible;
 }
 
+// The human-readable report: setup, the OSDP plan and its figures, the baselines.
+std::string analytic_report(const Scenario& scenario, const Comparison& comparison,
+                            double limit_bytes) {
+  std::string text = setup_summary(scenario, limit_bytes);
+  text += best_summary(scenario, comparison);
+  text += "\nPlan (operators in execution order; consecutive equal choices merged):\n";
+  text += render_runs(*scenario.workload, comparison.osdp.best->plan);
+  text += baseline_table(comparison);
+  return text;
+}
+
 int run_plan(const PlanOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   const CostModel model = scenario->cost_model();
@@ -228,11 +239,7 @@ int run_plan(const PlanOptions& options) {
       fmt::print("{}\n", document.dump(2));
       return exit_ok;
     }
-    std::string text = setup_summary(*scenario, limit_bytes);
-    text += best_summary(*scenario, comparison);
-    text += "\nPlan (operators in execution order; consecutive equal choices merged):\n";
-    text += render_runs(*scenario->workload, comparison.osdp.best->plan);
-    text += baseline_table(comparison);
+    std::string text = analytic_report(*scenario, comparison, limit_bytes);
     text += render_ranking(ranking, limit_bytes);
     if (ranking.chosen >= 0 && ranking.candidates[ranking.chosen].name.rfind("osdp #1", 0) != 0) {
       text += "\nPlan chosen by simulation:\n";
@@ -246,12 +253,7 @@ int run_plan(const PlanOptions& options) {
                plan_json(*scenario, model, comparison, *comparison.osdp.best, "osdp").dump(2));
     return exit_ok;
   }
-  std::string text = setup_summary(*scenario, limit_bytes);
-  text += best_summary(*scenario, comparison);
-  text += "\nPlan (operators in execution order; consecutive equal choices merged):\n";
-  text += render_runs(*scenario->workload, comparison.osdp.best->plan);
-  text += baseline_table(comparison);
-  fmt::print("{}", text);
+  fmt::print("{}", analytic_report(*scenario, comparison, limit_bytes));
   return exit_ok;
 }
 
