@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "cli/command.hpp"
+#include "cli/work_guard.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
 #include "model/collectives.hpp"
@@ -382,6 +383,7 @@ std::vector<std::vector<int>> selected_classes(const CostModel& model, const std
 
 int run_explain(const ExplainOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  refuse_unless_forced(planning_work(*scenario), options.scenario.force);
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
   const auto classes = selected_classes(model, options.op, scenario->file);

@@ -10,6 +10,7 @@
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
 #include "cli/plan_evaluation.hpp"
+#include "cli/work_guard.hpp"
 #include "cli/scenario_options.hpp"
 #include "model/units.hpp"
 
@@ -214,6 +215,10 @@ std::string analytic_report(const Scenario& scenario, const Comparison& comparis
 
 int run_plan(const PlanOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  refuse_unless_forced(planning_work(*scenario), options.scenario.force);
+  if (options.evaluate == "sim") {
+    refuse_unless_forced(simulation_work(*scenario, options.top + 6), options.scenario.force);
+  }
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
   const Comparison comparison = compare_with_baselines(model, scenario->search, limit_bytes);

@@ -86,6 +86,8 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
   app.add_option("--split", options.split, "Operator split granularity: 1, 2, 4, 8 or auto");
   app.add_option("--checkpoint", options.checkpoint, "Activation checkpointing: off, on or auto");
   app.add_option("--cost-model", options.cost_model, "Cost model: paper or extended");
+  app.add_flag("--force", options.force,
+               "Run even when the estimated work is far beyond a few minutes");
 }
 
 std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options) {

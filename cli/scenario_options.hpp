@@ -17,6 +17,7 @@ struct ScenarioOptions {
   std::string split;         // "1", "2", "4", "8", "auto"
   std::string checkpoint;    // "off", "on", "auto"
   std::string cost_model;    // "paper", "extended"
+  bool force = false;        // run even when the work estimate is absurd
 };
 
 // Registers SCENARIO and the override flags on `app`. `with_memory_limit` is false for

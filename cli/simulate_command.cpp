@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/work_guard.hpp"
 #include "model/units.hpp"
 #include "search/exact.hpp"
 #include "search/strategies.hpp"
@@ -31,6 +32,7 @@ struct SimulateOptions {
   std::string cluster_path;
   std::string granularity;
   bool json = false;
+  bool force = false;  // run even when the work estimate is absurd
 };
 
 CollectiveKind parse_collective(const std::string& name) {
@@ -126,6 +128,7 @@ int run_plan(const SimulateOptions& options) {
                      "--bytes and --cluster only with --collective");
   }
   const auto scenario = std::make_unique<const Scenario>(load_scenario(options.scenario_path));
+  refuse_unless_forced(simulation_work(*scenario), options.force);
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
   const CostModel model = scenario->cost_model();
@@ -202,6 +205,8 @@ Subcommand add_simulate_command(CLI::App& root) {
                   "step (every ring step a flow), scale (one flow per ring edge) or auto "
                   "(step up to 32 ranks; the default)");
   app->add_flag("--json", options->json, "Print the figures as JSON");
+  app->add_flag("--force", options->force,
+                "Run even when the estimated work is far beyond a few minutes");
   return {app, [options]() {
             return options->collective.empty() ? run_plan(*options) : run_collective(*options);
           }};

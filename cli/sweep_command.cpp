@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "cli/command.hpp"
+#include "cli/work_guard.hpp"
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
@@ -243,6 +244,8 @@ void write_csv(const fs::path& path, const std::string& contents) {
 int run_sweep(const SweepOptions& options) {
   const std::vector<double> limits = parse_memory_limits(options.memory_limits);
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
+                       options.scenario.force);
   const CostModel model = scenario->cost_model();
   const std::vector<Comparison> points = run_points(model, scenario->search, limits);
 

@@ -398,3 +398,20 @@ TEST_CASE("every input of the bad-input table exits 2 with its key words and no 
     for (const auto& word : bad["expect"]) CHECK(contains(run.err, word.get<std::string>()));
   }
 }
+
+TEST_CASE("absurd work is refused up front with an estimate unless --force") {
+  TempDir dir;
+  const fs::path file = dir.path() / "huge.json";
+  write_text(file, R"({"model": {"family": "gpt", "layers": 1000, "hidden": 64, "heads": 4,
+      "sequence_length": 16, "vocabulary": 128},
+    "cluster": {"ranks": 8, "gpu": {"memory": "80GiB", "compute": "100TFLOPS"},
+                "collective": {"alpha": "5us", "bandwidth": "10GBps"}},
+    "training": {"max_batch_size": 1000000},
+    "search": {"modes": "dp,zdp,z2", "split": "auto", "checkpoint": "auto"}})");
+  const Run run = run_osdp({"plan", file.string()});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "--force"));
+  CHECK(contains(run.err, "option evaluations (2002 operators"));
+  CHECK(contains(run.err, "1000000 batch sizes"));
+  CHECK(run.out.empty());
+}

@@ -1,0 +1,26 @@
+// Refusing absurd work up front: before planning or simulating, estimate the work from the
+// scenario's sizes; above a bound, stop with the estimate (exit 2) unless --force is given.
+// (The loaders already cap every size so that no input number allocates unbounded memory.)
+#pragma once
+
+#include <string>
+
+#include "model/scenario.hpp"
+
+namespace osdp::cli {
+
+struct WorkEstimate {
+  double units = 0;        // option evaluations, or simulated events
+  double seconds = 0;      // rough wall time on one core
+  std::string description;  // "2.1e+09 option evaluations (98 operators x ...)"
+};
+
+// The search: operators x options per operator x batch sizes x `repetitions` (memory limits).
+WorkEstimate planning_work(const Scenario& scenario, int repetitions = 1);
+// One simulated iteration: ranks x operators x collective steps (step mode up to 32 ranks).
+WorkEstimate simulation_work(const Scenario& scenario, int plans = 1);
+
+// Throws InputError naming `--force` when the estimate exceeds `limit_seconds` and not `force`.
+void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds = 120);
+
+}  // namespace osdp::cli
