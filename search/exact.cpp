@@ -403,31 +403,55 @@ std::vector<double> sorted_unique(std::vector<double> values) {
 
 // Every candidate pair of values of the two max-terms at this batch size: the largest
 // transient term and the largest gather buffer (one pair, (0, 0), when the cost model has
-// neither). The optimum is found under the pair its own plan attains.
-std::vector<Threshold> thresholds(const std::vector<OperatorClass>& classes, int batch) {
-  std::vector<double> transients;
+// neither), with the least persistent memory of a plan whose options it admits. The optimum is
+// found under the pair its own plan attains. For each buffer value one sweep over the options,
+// by transient term, keeps each class's least persistent memory.
+struct ThresholdPair {
+  Threshold threshold;
+  double least_persistent_bytes = 0;
+};
+
+std::vector<ThresholdPair> thresholds(const std::vector<OperatorClass>& classes, int batch) {
+  struct Entry {
+    double transient_bytes;
+    double buffer_bytes;
+    double persistent_bytes;
+    std::size_t class_index;
+  };
+  std::vector<Entry> entries;
   std::vector<double> buffers;
-  for (const auto& operator_class : classes) {
-    for (const auto& option : operator_class.options) {
-      transients.push_back(option.cost.transient_bytes.at(batch));
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    for (const auto& option : classes[c].options) {
+      entries.push_back({option.cost.transient_bytes.at(batch), option.cost.gather_buffer_bytes,
+                         option.cost.persistent_bytes.at(batch), c});
       buffers.push_back(option.cost.gather_buffer_bytes);
     }
   }
-  std::vector<Threshold> pairs;
-  const std::vector<double> buffer_values = sorted_unique(std::move(buffers));
-  for (double transient : sorted_unique(std::move(transients))) {
-    // A buffer threshold above every buffer the transient threshold admits only takes memory.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.transient_bytes < b.transient_bytes;
+  });
+  std::vector<ThresholdPair> pairs;
+  std::vector<double> least(classes.size());
+  for (double buffer : sorted_unique(std::move(buffers))) {
+    std::fill(least.begin(), least.end(), infinity);
+    std::size_t covered = 0;  // classes with an admitted option
     double largest_admitted = 0;
-    for (const auto& operator_class : classes) {
-      for (const auto& option : operator_class.options) {
-        if (option.cost.transient_bytes.at(batch) <= transient) {
-          largest_admitted = std::max(largest_admitted, option.cost.gather_buffer_bytes);
-        }
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Entry& entry = entries[i];
+      largest_admitted = std::max(largest_admitted, entry.buffer_bytes);
+      if (entry.buffer_bytes <= buffer && entry.persistent_bytes < least[entry.class_index]) {
+        if (!std::isfinite(least[entry.class_index])) ++covered;
+        least[entry.class_index] = entry.persistent_bytes;
       }
-    }
-    for (double buffer : buffer_values) {
-      if (buffer > largest_admitted) break;
-      pairs.push_back({transient, buffer});
+      const bool last_of_value =
+          i + 1 == entries.size() || entries[i + 1].transient_bytes != entry.transient_bytes;
+      // A buffer threshold above every buffer the transient threshold admits only takes memory.
+      if (!last_of_value || covered < classes.size() || buffer > largest_admitted) continue;
+      double total = 0;
+      for (std::size_t c = 0; c < classes.size(); ++c) {
+        total += least[c] * static_cast<double>(classes[c].members.size());
+      }
+      pairs.push_back({{entry.transient_bytes, buffer}, total});
     }
   }
   return pairs;
@@ -447,9 +471,11 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   };
   std::vector<Candidate> candidates;
   Subproblem sub;
-  for (const Threshold& threshold : thresholds(classes, batch)) {
+  for (const auto& [threshold, least_persistent] : thresholds(classes, batch)) {
     const double reserved = reserved_bytes(model, threshold);
     if (!fits(reserved, limit_bytes)) continue;
+    // Most pairs leave too little budget for even the least-memory choices.
+    if (!fits(least_persistent, limit_bytes - reserved)) continue;
     if (!build_subproblem(classes, batch, threshold, limit_bytes - reserved, sub, false)) continue;
     const double bound = lp_bound(sub, 0, sub.classes[0].points.size() - 1, sub.classes[0].count,
                                   sub.budget_bytes);
@@ -482,18 +508,8 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
 
 double min_peak(const CostModel& model, const std::vector<OperatorClass>& classes, int batch) {
   double best = infinity;
-  for (const Threshold& threshold : thresholds(classes, batch)) {
-    double total = reserved_bytes(model, threshold);
-    for (const auto& operator_class : classes) {
-      double least = infinity;
-      for (const auto& option : operator_class.options) {
-        if (allowed(option.cost, batch, threshold)) {
-          least = std::min(least, option.cost.persistent_bytes.at(batch));
-        }
-      }
-      total += least * static_cast<double>(operator_class.members.size());
-    }
-    best = std::min(best, total);
+  for (const auto& [threshold, least_persistent] : thresholds(classes, batch)) {
+    best = std::min(best, reserved_bytes(model, threshold) + least_persistent);
   }
   return best;
 }
@@ -524,6 +540,7 @@ std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpe
   }
   return result;
 }
+
 
 double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch) {
   return min_peak(model, group_into_classes(model, spec), batch);
