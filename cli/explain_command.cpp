@@ -339,7 +339,8 @@ std::string batch_text(const SearchResult& result) {
     skipped = false;
     const BatchPoint& point = result.per_batch[row];
     if (!point.best) {
-      table.add_row({std::to_string(point.batch_size), "OOM", "-", "-"});
+      table.add_row({std::to_string(point.batch_size),
+                     point.pruned_by_bound ? "cannot beat the best" : "OOM", "-", "-"});
       continue;
     }
     const PlanCost& cost = point.best->cost;
@@ -387,7 +388,8 @@ int run_explain(const ExplainOptions& options) {
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
   const auto classes = selected_classes(model, options.op, scenario->file);
-  const SearchResult result = search(model, scenario->search, limit_bytes);
+  // Every batch size solved, so the table below shows each one's best plan.
+  const SearchResult result = search(model, scenario->search, limit_bytes, true);
   const bool feasible = result.best.has_value();
   Plan plan = feasible ? result.best->plan : Plan{scenario->training.min_batch_size, {}};
 

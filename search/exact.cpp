@@ -462,9 +462,12 @@ double reserved_bytes(const CostModel& model, const Threshold& threshold) {
   return threshold.transient_bytes + model.prefetch_window_bytes(threshold.buffer_bytes);
 }
 
+// Only plans faster than `cutoff_time_s` are looked for (the scheduler passes the time that
+// would tie the best throughput so far); nullopt when there is none.
 std::optional<ScheduledPlan> solve_classes(const CostModel& model,
                                            const std::vector<OperatorClass>& classes, int batch,
-                                           double limit_bytes, SolveStats& stats) {
+                                           double limit_bytes, SolveStats& stats,
+                                           double cutoff_time_s = infinity) {
   struct Candidate {
     double bound;
     Threshold threshold;
@@ -485,7 +488,7 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   std::sort(candidates.begin(), candidates.end(),
             [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
 
-  double best_time_s = infinity;
+  double best_time_s = cutoff_time_s;
   std::optional<Plan> best_plan;
   for (const Candidate& candidate : candidates) {
     if (!(candidate.bound < best_time_s * (1.0 - 1e-12))) break;
@@ -566,7 +569,12 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
     if (!solve_every_batch && result.best && best_possible <= best_throughput) {
       point.pruned_by_bound = true;
     } else {
-      point.best = solve_classes(model, classes, batch, limit, result.stats);
+      // Beyond the first solved batch size, only a plan faster than the time that ties the
+      // best throughput so far matters (a plan fits here: least_memory fits).
+      const bool cut = !solve_every_batch && result.best;
+      const double cutoff_s = cut ? model.ranks() * batch / best_throughput : infinity;
+      point.best = solve_classes(model, classes, batch, limit, result.stats, cutoff_s);
+      point.pruned_by_bound = cut && !point.best;
       if (point.best && point.best->cost.throughput_samples_per_s > best_throughput) {
         best_throughput = point.best->cost.throughput_samples_per_s;
         result.best = point.best;
