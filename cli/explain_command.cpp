@@ -12,9 +12,9 @@
 #include <tuple>
 
 #include "cli/command.hpp"
-#include "cli/work_guard.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
+#include "cli/work_guard.hpp"
 #include "model/collectives.hpp"
 #include "model/units.hpp"
 #include "search/exact.hpp"

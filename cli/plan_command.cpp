@@ -10,8 +10,8 @@
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
 #include "cli/plan_evaluation.hpp"
-#include "cli/work_guard.hpp"
 #include "cli/scenario_options.hpp"
+#include "cli/work_guard.hpp"
 #include "model/units.hpp"
 
 namespace osdp::cli {
@@ -224,15 +224,14 @@ int run_plan(const PlanOptions& options) {
   const Comparison comparison = compare_with_baselines(model, scenario->search, limit_bytes);
   if (!comparison.osdp.best) return report_infeasible(*scenario, model, comparison);
   if (options.evaluate == "sim") {
-    const SimulatedRanking ranking =
-        rank_by_simulation(*scenario, model, comparison, options.top);
+    const SimulatedRanking ranking = rank_by_simulation(*scenario, model, comparison, options.top);
     if (options.json) {
       const bool chosen = ranking.chosen >= 0;
       const EvaluatedCandidate& pick = ranking.candidates[chosen ? ranking.chosen : 0];
       const bool is_osdp = pick.name.rfind("osdp", 0) == 0;
-      Json document = plan_json(*scenario, model, comparison,
-                                chosen ? pick.analytic : *comparison.osdp.best,
-                                chosen && !is_osdp ? pick.name : "osdp");
+      Json document =
+          plan_json(*scenario, model, comparison, chosen ? pick.analytic : *comparison.osdp.best,
+                    chosen && !is_osdp ? pick.name : "osdp");
       if (chosen) {
         document["simulated"] = {
             {"iteration_time_s", pick.simulated_iteration_time_s},

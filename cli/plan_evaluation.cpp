@@ -102,18 +102,17 @@ std::string render_ranking(const SimulatedRanking& ranking, double memory_limit_
 Json ranking_json(const SimulatedRanking& ranking) {
   Json candidates = Json::array();
   for (const auto& c : ranking.candidates) {
-    candidates.push_back({{"name", c.name},
-                          {"batch_size", c.analytic.cost.batch_size},
-                          {"analytic_iteration_time_s", c.analytic.cost.iteration_time_s},
-                          {"analytic_throughput_samples_per_s",
-                           c.analytic.cost.throughput_samples_per_s},
-                          {"analytic_peak_memory_bytes", c.analytic.cost.peak_memory_bytes},
-                          {"simulated_iteration_time_s", c.simulated_iteration_time_s},
-                          {"simulated_throughput_samples_per_s",
-                           c.simulated_throughput_samples_per_s},
-                          {"simulated_peak_memory_bytes", c.simulated_peak_memory_bytes},
-                          {"simulated_exposed_comm_s", c.simulated_exposed_comm_s},
-                          {"fits", c.fits}});
+    candidates.push_back(
+        {{"name", c.name},
+         {"batch_size", c.analytic.cost.batch_size},
+         {"analytic_iteration_time_s", c.analytic.cost.iteration_time_s},
+         {"analytic_throughput_samples_per_s", c.analytic.cost.throughput_samples_per_s},
+         {"analytic_peak_memory_bytes", c.analytic.cost.peak_memory_bytes},
+         {"simulated_iteration_time_s", c.simulated_iteration_time_s},
+         {"simulated_throughput_samples_per_s", c.simulated_throughput_samples_per_s},
+         {"simulated_peak_memory_bytes", c.simulated_peak_memory_bytes},
+         {"simulated_exposed_comm_s", c.simulated_exposed_comm_s},
+         {"fits", c.fits}});
   }
   return candidates;
 }

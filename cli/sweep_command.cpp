@@ -14,10 +14,10 @@
 #include <stdexcept>
 
 #include "cli/command.hpp"
-#include "cli/work_guard.hpp"
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
+#include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
 #include "model/units.hpp"
 

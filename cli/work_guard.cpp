@@ -27,15 +27,14 @@ WorkEstimate planning_work(const Scenario& scenario, int repetitions) {
     options += static_cast<double>(enumerate_choices(model, i, scenario.search).size());
   }
   options *= static_cast<double>(operators) / sampled;
-  const double batches =
-      scenario.training.max_batch_size - scenario.training.min_batch_size + 1.0;
+  const double batches = scenario.training.max_batch_size - scenario.training.min_batch_size + 1.0;
   WorkEstimate estimate;
   estimate.units = options * batches * repetitions;
   estimate.seconds = estimate.units * search_seconds_per_unit;
-  estimate.description = fmt::format(
-      "{:.2g} option evaluations ({} operators, {:.0f} options, {:.0f} batch sizes{})",
-      estimate.units, operators, options, batches,
-      repetitions > 1 ? fmt::format(", {} memory limits", repetitions) : std::string());
+  estimate.description =
+      fmt::format("{:.2g} option evaluations ({} operators, {:.0f} options, {:.0f} batch sizes{})",
+                  estimate.units, operators, options, batches,
+                  repetitions > 1 ? fmt::format(", {} memory limits", repetitions) : std::string());
   return estimate;
 }
 

@@ -10,8 +10,8 @@
 namespace osdp::cli {
 
 struct WorkEstimate {
-  double units = 0;        // option evaluations, or simulated events
-  double seconds = 0;      // rough wall time on one core
+  double units = 0;         // option evaluations, or simulated events
+  double seconds = 0;       // rough wall time on one core
   std::string description;  // "2.1e+09 option evaluations (98 operators x ...)"
 };
 

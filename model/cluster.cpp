@@ -150,9 +150,9 @@ DerivedTimings derive_timings(const Topology& physical) {
   const NodeTopology& node = topology.node;
   const PcieTree& tree = node.pcie;
   const bool pcie = node.kind == NodeKind::pcie;
-  double to_nic_bandwidth_Bps = pcie ? std::min(tree.gpu_link.bandwidth_Bps,
-                                                tree.switch_uplink.bandwidth_Bps)
-                                     : node.gpu_link.bandwidth_Bps;
+  double to_nic_bandwidth_Bps =
+      pcie ? std::min(tree.gpu_link.bandwidth_Bps, tree.switch_uplink.bandwidth_Bps)
+           : node.gpu_link.bandwidth_Bps;
   double all_to_nic_bandwidth_Bps =
       pcie ? std::min(tree.gpu_link.bandwidth_Bps,
                       tree.switch_uplink.bandwidth_Bps / tree.gpus_per_switch)
@@ -166,8 +166,8 @@ DerivedTimings derive_timings(const Topology& physical) {
     cross_latency_s += hops_latency_s;
     inter_latency_s += 2 * hops_latency_s;
     to_nic_bandwidth_Bps = std::min(to_nic_bandwidth_Bps, tree.inter_socket.bandwidth_Bps);
-    const double beyond_first_socket = (tree.sockets - 1) * tree.switches_per_socket *
-                                       static_cast<double>(tree.gpus_per_switch);
+    const double beyond_first_socket =
+        (tree.sockets - 1) * tree.switches_per_socket * static_cast<double>(tree.gpus_per_switch);
     all_to_nic_bandwidth_Bps =
         std::min(all_to_nic_bandwidth_Bps, tree.inter_socket.bandwidth_Bps / beyond_first_socket);
   }

@@ -128,7 +128,8 @@ double CostModel::sharded_communication_s(const Operator& op, Mode mode, double 
     case Mode::hsdp: {
       const int local = cluster.gpus_per_node;
       const int nodes = cluster.nodes();
-      const double gather = cluster.intra_node.time_s(CollectiveKind::all_gather, slice_bytes, local);
+      const double gather =
+          cluster.intra_node.time_s(CollectiveKind::all_gather, slice_bytes, local);
       const double scatter =
           cluster.intra_node.time_s(CollectiveKind::reduce_scatter, slice_bytes, local);
       const double across =
@@ -159,8 +160,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
 
   OptionCost cost;
   cost.persistent_bytes.fixed = model_state_bytes(index, choice) + op.extra_bytes;
-  cost.persistent_bytes.per_sample = checkpointed ? *op.input_activation_bytes_per_sample
-                                                  : op.activation_bytes_per_sample;
+  cost.persistent_bytes.per_sample =
+      checkpointed ? *op.input_activation_bytes_per_sample : op.activation_bytes_per_sample;
 
   cost.compute_s.per_sample =
       compute_s_per_sample(index) + (checkpointed ? forward_compute_s_per_sample(index) : 0.0);
@@ -200,9 +201,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
     cost.transient_bytes.fixed = gathered_bytes + full_gradient_bytes;
     cost.transient_bytes.per_sample =
         op.workspace_bytes_per_sample +
-        (checkpointed
-             ? op.activation_bytes_per_sample - *op.input_activation_bytes_per_sample
-             : 0.0);
+        (checkpointed ? op.activation_bytes_per_sample - *op.input_activation_bytes_per_sample
+                      : 0.0);
   }
   return cost;
 }
