@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <iterator>
+#include <limits>
 #include <map>
 
 namespace osdp {
@@ -29,8 +29,7 @@ std::vector<OperatorClass> group_into_classes(const CostModel& model, const Sear
       const OptionCost& c = option.cost;
       key.insert(key.end(), {c.time_s.fixed, c.time_s.per_sample, c.persistent_bytes.fixed,
                              c.persistent_bytes.per_sample, c.transient_bytes.fixed,
-                             c.transient_bytes.per_sample,
-                             static_cast<double>(option.choice.mode),
+                             c.transient_bytes.per_sample, static_cast<double>(option.choice.mode),
                              static_cast<double>(option.choice.slices),
                              static_cast<double>(option.choice.sharded_slices),
                              static_cast<double>(option.choice.checkpoint)});
@@ -104,8 +103,8 @@ struct GlobalEdge {
 struct Subproblem {
   double budget_bytes = 0;
   std::vector<ClassAtThreshold> classes;
-  std::vector<GlobalEdge> edges;        // every class's full-hull edges, by slope
-  std::vector<double> suffix_time_s;    // sum over classes >= c of count x cheapest-memory time
+  std::vector<GlobalEdge> edges;      // every class's full-hull edges, by slope
+  std::vector<double> suffix_time_s;  // sum over classes >= c of count x cheapest-memory time
   std::vector<double> suffix_memory_bytes;
 };
 
@@ -181,7 +180,8 @@ double lp_bound(const Subproblem& sub, std::size_t c, std::size_t k, int remaini
                 double budget_bytes) {
   const ClassAtThreshold& current = sub.classes[c];
   double time_s = sub.suffix_time_s[c + 1] + remaining * current.points.front().time_s;
-  double memory_bytes = sub.suffix_memory_bytes[c + 1] + remaining * current.points.front().memory_bytes;
+  double memory_bytes =
+      sub.suffix_memory_bytes[c + 1] + remaining * current.points.front().memory_bytes;
   if (!fits(memory_bytes, budget_bytes)) return infinity;
   double left = budget_bytes - memory_bytes;
   const std::vector<Edge>& own = current.prefix_hull_edges[k];
@@ -267,8 +267,7 @@ class BranchAndBound {
  private:
   void branch(std::size_t c, std::size_t k, int remaining, double time_s, double memory_bytes) {
     ++nodes_;
-    const double bound =
-        time_s + lp_bound(sub_, c, k, remaining, sub_.budget_bytes - memory_bytes);
+    const double bound = time_s + lp_bound(sub_, c, k, remaining, sub_.budget_bytes - memory_bytes);
     if (!(bound < best_time_s_ * (1.0 - 1e-12))) return;
     const ClassAtThreshold& current = sub_.classes[c];
     // What is left to decide depends only on (class, point, operators left); a state that an
@@ -298,8 +297,7 @@ class BranchAndBound {
     // the least-memory point.
     const Point& point = current.points[k];
     const Point& smallest = current.points[0];
-    const double rest_minimum =
-        sub_.suffix_memory_bytes[c + 1] + remaining * smallest.memory_bytes;
+    const double rest_minimum = sub_.suffix_memory_bytes[c + 1] + remaining * smallest.memory_bytes;
     const double room = sub_.budget_bytes - memory_bytes - rest_minimum;
     int most = remaining;
     const double step = point.memory_bytes - smallest.memory_bytes;
@@ -427,9 +425,8 @@ std::vector<ThresholdPair> thresholds(const std::vector<OperatorClass>& classes,
       buffers.push_back(option.cost.gather_buffer_bytes);
     }
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.transient_bytes < b.transient_bytes;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.transient_bytes < b.transient_bytes; });
   std::vector<ThresholdPair> pairs;
   std::vector<double> least(classes.size());
   for (double buffer : sorted_unique(std::move(buffers))) {
@@ -480,8 +477,8 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
     // Most pairs leave too little budget for even the least-memory choices.
     if (!fits(least_persistent, limit_bytes - reserved)) continue;
     if (!build_subproblem(classes, batch, threshold, limit_bytes - reserved, sub, false)) continue;
-    const double bound = lp_bound(sub, 0, sub.classes[0].points.size() - 1, sub.classes[0].count,
-                                  sub.budget_bytes);
+    const double bound =
+        lp_bound(sub, 0, sub.classes[0].points.size() - 1, sub.classes[0].count, sub.budget_bytes);
     // lp_bound(0, ...) covers class 0 with its full hull plus all later classes.
     if (std::isfinite(bound)) candidates.push_back({bound, threshold});
   }
@@ -502,7 +499,8 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
     BranchAndBound search(sub, best_time_s, stats.nodes);
     if (search.run()) {
       best_time_s = search.best_time_s();
-      best_plan = plan_from_counts(classes, sub, search.best_counts(), batch, model.workload().size());
+      best_plan =
+          plan_from_counts(classes, sub, search.best_counts(), batch, model.workload().size());
     }
   }
   if (!best_plan) return std::nullopt;
@@ -544,10 +542,33 @@ std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpe
   return result;
 }
 
-
 double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch) {
   return min_peak(model, group_into_classes(model, spec), batch);
 }
+
+namespace {
+
+// Largest b in [first, last] whose least peak memory fits, given that `first` fits: memory grows
+// with b, so a binary search over b finds it.
+int largest_fitting_batch(const CostModel& model, const std::vector<OperatorClass>& classes,
+                          int first, int last, double limit_bytes) {
+  int fitting = first;
+  int too_large = last + 1;
+  while (too_large - fitting > 1) {
+    const int middle = fitting + (too_large - fitting) / 2;
+    if (fits(min_peak(model, classes, middle), limit_bytes)) {
+      fitting = middle;
+    } else {
+      too_large = middle;
+    }
+  }
+  return fitting;
+}
+
+// Throughputs within this relative distance count as equal: the smaller batch size wins.
+constexpr double kThroughputTie = 1e-12;
+
+}  // namespace
 
 SearchResult search(const CostModel& model, const SearchSpec& spec,
                     std::optional<double> memory_limit_bytes, bool solve_every_batch) {
@@ -555,32 +576,36 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
   const Training& training = model.training();
   const auto classes = group_into_classes(model, spec);
   SearchResult result;
+  const int first = training.min_batch_size;
+  if (first > training.max_batch_size) return result;
+  const double least_memory = min_peak(model, classes, first);
+  if (!fits(least_memory, limit)) {
+    result.min_memory_needed_bytes = least_memory;
+    return result;
+  }
+  const int last = largest_fitting_batch(model, classes, first, training.max_batch_size, limit);
+  // Largest b first: throughput mostly grows with b, so the best plan tends to be found at once
+  // and its throughput cuts the search at every smaller b (most are pruned unsolved).
+  result.per_batch.resize(static_cast<std::size_t>(last - first + 1));
   double best_throughput = 0;
-  for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
-    // Memory grows with b, so once nothing fits nothing larger will.
-    const double least_memory = min_peak(model, classes, batch);
-    if (!fits(least_memory, limit)) {
-      if (batch == training.min_batch_size) result.min_memory_needed_bytes = least_memory;
-      break;
-    }
-    BatchPoint point;
+  for (int batch = last; batch >= first; --batch) {
+    BatchPoint& point = result.per_batch[static_cast<std::size_t>(batch - first)];
     point.batch_size = batch;
+    const bool cut = !solve_every_batch && result.best;
+    const double tie_throughput = best_throughput * (1.0 - kThroughputTie);
     const double best_possible = model.ranks() * batch / fastest_time_s(classes, batch);
-    if (!solve_every_batch && result.best && best_possible <= best_throughput) {
+    if (cut && best_possible < tie_throughput) {
       point.pruned_by_bound = true;
-    } else {
-      // Beyond the first solved batch size, only a plan faster than the time that ties the
-      // best throughput so far matters (a plan fits here: least_memory fits).
-      const bool cut = !solve_every_batch && result.best;
-      const double cutoff_s = cut ? model.ranks() * batch / best_throughput : infinity;
-      point.best = solve_classes(model, classes, batch, limit, result.stats, cutoff_s);
-      point.pruned_by_bound = cut && !point.best;
-      if (point.best && point.best->cost.throughput_samples_per_s > best_throughput) {
-        best_throughput = point.best->cost.throughput_samples_per_s;
-        result.best = point.best;
-      }
+      continue;
     }
-    result.per_batch.push_back(std::move(point));
+    // Only a plan that at least ties the best throughput so far matters.
+    const double cutoff_s = cut ? model.ranks() * batch / tie_throughput : infinity;
+    point.best = solve_classes(model, classes, batch, limit, result.stats, cutoff_s);
+    point.pruned_by_bound = cut && !point.best;
+    if (point.best && point.best->cost.throughput_samples_per_s >= tie_throughput) {
+      best_throughput = std::max(best_throughput, point.best->cost.throughput_samples_per_s);
+      result.best = point.best;
+    }
   }
   return result;
 }

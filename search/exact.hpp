@@ -47,8 +47,9 @@ struct SearchResult {
   SolveStats stats;
 };
 
-// The batch-size scheduler: b = training.min_batch_size, ..., up to max_batch_size or until no
-// plan fits; returns the (plan, b) of highest throughput.
+// The batch-size scheduler over b = training.min_batch_size .. max_batch_size (those at which a
+// plan fits); returns the (plan, b) of highest throughput, the smallest b on a tie. It solves the
+// largest b first, so that the best throughput found prunes the smaller ones.
 // With `solve_every_batch`, no batch size is skipped by the throughput bound, so per_batch holds
 // the best plan of every b that fits (candidates for re-ranking by simulation).
 SearchResult search(const CostModel& model, const SearchSpec& spec,

@@ -19,10 +19,11 @@ bool dominates(const Linear& a, const Linear& b) {
   return a.fixed <= b.fixed && a.per_sample <= b.per_sample;
 }
 
-// a is no worse than b in time and both memory terms, for every batch size.
+// a is no worse than b in time and every memory term, for every batch size.
 bool dominates(const OptionCost& a, const OptionCost& b) {
   return dominates(a.time_s, b.time_s) && dominates(a.persistent_bytes, b.persistent_bytes) &&
-         dominates(a.transient_bytes, b.transient_bytes);
+         dominates(a.transient_bytes, b.transient_bytes) &&
+         a.gather_buffer_bytes <= b.gather_buffer_bytes;
 }
 
 }  // namespace
