@@ -118,6 +118,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   RuntimeOptions runtime;
   runtime.adam.learning_rate = options.learning_rate;
   runtime.prefetch_depth = options.prefetch_depth;
+  runtime.backward_prefetch = options.backward_prefetch;
   runtime.gpus_per_node = gpus_per_node;
   std::vector<PlanMeasurement> measurements;
   for (const PlanRun& run : plans) {

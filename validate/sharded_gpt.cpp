@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -111,6 +112,13 @@ void free_storage(at::Tensor& tensor) {
   storage->set_nbytes(0);
 }
 
+// A fused recompute keeps its gather for the backward that follows: no backward prefetch then
+// (the simulator's rule; it bounds the gathered units in flight to two).
+bool keeps_gather_for_backward(const Slice& slice, const OperatorChoice& choice, Phase phase) {
+  return phase == Phase::recompute && slice.sharded && slice.mode != Mode::z2 &&
+         !frees_after(slice, choice, phase);
+}
+
 std::string operator_name_of(const GptShape& shape, int i) {
   if (i == 0) return "embedding";
   if (i == shape.operators() - 1) return "head";
@@ -166,14 +174,18 @@ struct ShardedGpt::Impl {
   int rank = 0;
   int adam_step = 0;
 
-  // Gathers of one iteration in the order they are consumed.
+  // Gathers of one iteration in the order they are consumed, with the phase consuming each.
   struct GatherEvent {
     int op;
     int slice;
+    Phase phase;
   };
   std::vector<GatherEvent> gather_order;
-  std::size_t next_gather = 0;    // next event to consume
-  std::size_t issued_gather = 0;  // next event to issue
+  std::size_t forward_gathers = 0;  // the first ones in gather_order
+  std::size_t next_gather = 0;      // next event to consume
+  std::size_t issued_gather = 0;    // next event to issue
+  std::size_t issue_limit = 0;      // events before it may be issued now (the prefetch window)
+  std::vector<ScheduleEntry> schedule;
   double exposed_s = 0;
 
   Impl(const GptShape& s, const Plan& plan, Communicator& c, const NamedTensors& initial,
@@ -337,9 +349,12 @@ struct ShardedGpt::Impl {
       const Slice& slice = ops[i].slices[s];
       if (!slice.sharded) return;
       bool& is_present = present[{i, s}];
-      if (!is_present) gather_order.push_back({i, s});
+      if (!is_present) gather_order.push_back({i, s, phase});
       is_present = !frees_after(slice, ops[i].choice, phase);
     });
+    forward_gathers = static_cast<std::size_t>(
+        std::count_if(gather_order.begin(), gather_order.end(),
+                      [](const GatherEvent& event) { return event.phase == Phase::forward; }));
   }
 
   // ---- gathers -------------------------------------------------------------------------------
@@ -365,43 +380,76 @@ struct ShardedGpt::Impl {
     slice.present = true;
   }
 
-  // Issues the next gathers in order, up to `prefetch_depth` ahead of the one in use, never
-  // into a buffer still allocated.
-  void prefetch() {
-    while (issued_gather < gather_order.size() &&
-           issued_gather < next_gather + static_cast<std::size_t>(options.prefetch_depth)) {
-      Slice& slice = ops[gather_order[issued_gather].op].slices[gather_order[issued_gather].slice];
+  // Issues the gathers the prefetch window admits, in order, never into a buffer still
+  // allocated (that one is issued when the buffer is released).
+  void issue_admitted_gathers() {
+    const std::size_t limit = std::min(issue_limit, gather_order.size());
+    while (issued_gather < limit) {
+      const GatherEvent& event = gather_order[issued_gather];
+      Slice& slice = ops[event.op].slices[event.slice];
       if (slice.present) return;
       issue_gather(slice);
+      schedule.push_back({ScheduleEntry::Action::gather, event.op, event.slice});
       ++issued_gather;
     }
   }
 
-  void acquire(int i, int s, Phase /*phase*/) {
+  void admit_gathers_up_to(std::size_t limit) { issue_limit = std::max(issue_limit, limit); }
+
+  // Forward: `prefetch_depth` gathers ahead of the one in use, within the forward pass (the
+  // backward policy decides when the first backward gather goes).
+  void admit_forward_prefetch() {
+    admit_gathers_up_to(
+        std::min(next_gather + static_cast<std::size_t>(options.prefetch_depth), forward_gathers));
+  }
+
+  bool is_next_gather(int i, int s) const {
+    return next_gather < gather_order.size() && gather_order[next_gather].op == i &&
+           gather_order[next_gather].slice == s;
+  }
+
+  // Waits for slice s of operator i to be gathered (issuing the gather if the window has not).
+  void consume_gather(int i, int s) {
     Slice& slice = ops[i].slices[s];
     if (!slice.sharded) return;
-    if (slice.present && !(next_gather < issued_gather && gather_order[next_gather].op == i &&
-                           gather_order[next_gather].slice == s)) {
+    if (slice.present && !(next_gather < issued_gather && is_next_gather(i, s))) {
       return;  // kept from an earlier phase (z2, fused recompute)
     }
-    TORCH_CHECK(next_gather < gather_order.size() && gather_order[next_gather].op == i &&
-                    gather_order[next_gather].slice == s,
-                "gather order broken at operator ", i, " slice ", s);
+    TORCH_CHECK(is_next_gather(i, s), "gather order broken at operator ", i, " slice ", s);
     if (next_gather == issued_gather) {
       issue_gather(slice);
+      schedule.push_back({ScheduleEntry::Action::gather, i, s});
       ++issued_gather;
     }
     ++next_gather;
     wait(slice.gathered);
-    prefetch();
   }
 
+  // Before slice s of operator i computes in `phase`.
+  void acquire(int i, int s, Phase phase) {
+    consume_gather(i, s);
+    if (phase == Phase::forward) {
+      admit_forward_prefetch();
+    } else if (options.backward_prefetch == BackwardPrefetch::pre &&
+               !keeps_gather_for_backward(ops[i].slices[s], ops[i].choice, phase)) {
+      admit_gathers_up_to(next_gather + 1);
+    }
+    issue_admitted_gathers();
+  }
+
+  // After slice s of operator i computed in `phase`, before its gradient reduction.
   void release(int i, int s, Phase phase) {
     Slice& slice = ops[i].slices[s];
-    if (!frees_after(slice, ops[i].choice, phase)) return;
-    free_storage(slice.full);
-    slice.present = false;
-    prefetch();
+    schedule.push_back({ScheduleEntry::Action::computed, i, s});
+    if (frees_after(slice, ops[i].choice, phase)) {
+      free_storage(slice.full);
+      slice.present = false;
+    }
+    if (phase != Phase::forward && options.backward_prefetch == BackwardPrefetch::post &&
+        !keeps_gather_for_backward(slice, ops[i].choice, phase)) {
+      admit_gathers_up_to(next_gather + 1);
+    }
+    issue_admitted_gathers();
   }
 
   std::map<std::string, at::Tensor> views(const Slice& slice) const {
@@ -543,7 +591,7 @@ struct ShardedGpt::Impl {
       op.partials[s - 1] = at::Tensor();
       release(i, s, Phase::backward);
       grad_u = grad_u.defined() ? grad_u + grads[0] : grads[0];
-      reduce_gradient(op, s, grads[1]);
+      reduce_gradient(i, s, grads[1]);
     }
     acquire(i, 0, Phase::backward);
     torch::autograd::variable_list outputs{op.y0};
@@ -559,15 +607,17 @@ struct ShardedGpt::Impl {
     op.y0 = op.u = op.u_leaf = op.input = at::Tensor();
     op.partials.clear();
     release(i, 0, Phase::backward);
-    reduce_gradient(op, 0, grads[0]);
+    reduce_gradient(i, 0, grads[0]);
     if (op.dp_grad.defined()) {
       op.dp_grad.div_(world);
       op.dp_reduced = comm.start(CollectiveKind::all_reduce, op.dp_grad);
+      schedule.push_back({ScheduleEntry::Action::reduce, i, -1});
     }
     return input_grad ? grads[1] : at::Tensor();
   }
 
-  void reduce_gradient(OperatorRuntime& op, int s, at::Tensor grad) {
+  void reduce_gradient(int op_index, int s, at::Tensor grad) {
+    OperatorRuntime& op = ops[op_index];
     Slice& slice = op.slices[s];
     if (!grad.defined()) grad = at::zeros({slice.numel}, at::kFloat);
     if (!slice.sharded) {
@@ -576,6 +626,7 @@ struct ShardedGpt::Impl {
       return;
     }
     grad.div_(world);
+    schedule.push_back({ScheduleEntry::Action::reduce, op_index, s});
     at::Tensor chunk = grad.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel());
     at::Tensor destination = slice.shard_grad;
     if (slice.replica_group.empty()) {
@@ -613,8 +664,10 @@ struct ShardedGpt::Impl {
     const auto start = Clock::now();
     reset_peak_memory();
     exposed_s = 0;
-    next_gather = issued_gather = 0;
-    prefetch();
+    next_gather = issued_gather = issue_limit = 0;
+    schedule.clear();
+    admit_forward_prefetch();
+    issue_admitted_gathers();
     const int n = static_cast<int>(ops.size());
     StepMetrics metrics;
     metrics.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
@@ -668,6 +721,8 @@ struct ShardedGpt::Impl {
     metrics.iteration_time_s = seconds_since(start);
     metrics.exposed_communication_s = exposed_s;
     metrics.peak_memory_bytes = memory_counts().peak_bytes;
+    metrics.schedule = std::move(schedule);
+    schedule.clear();
     return metrics;
   }
 

@@ -16,7 +16,8 @@
 // Checkpointed operators keep only their input and recompute forward before backward:
 // unfused re-gathers for the recompute and frees before gathering again for backward; fused
 // keeps the recompute gather for backward. Gathers follow one precomputed order, identical on
-// every rank, prefetched `prefetch_depth` ahead (forward prefetch and FSDP BACKWARD_PRE); with
+// every rank: forward gathers are prefetched `prefetch_depth` ahead, backward gathers one ahead
+// as `backward_prefetch` says (FSDP's BackwardPrefetch, validate/prefetch_policy.hpp); with
 // depth 1 at most two gathered units are in flight.
 #pragma once
 
@@ -25,13 +26,29 @@
 #include "model/plan.hpp"
 #include "validate/communicator.hpp"
 #include "validate/gpt_parameters.hpp"
+#include "validate/prefetch_policy.hpp"
 
 namespace osdp::validate {
 
 struct RuntimeOptions {
   AdamSettings adam;
-  int prefetch_depth = 1;  // 0: gather on demand
-  int gpus_per_node = 1;   // the HSDP shard group
+  int prefetch_depth = 1;  // forward; 0: gather on demand
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  int gpus_per_node = 1;  // the HSDP shard group
+};
+
+// One thing the compute thread did, in order: the issue order of collectives relative to the
+// operators' compute, which the prefetch policy decides (identical on every rank).
+struct ScheduleEntry {
+  enum class Action {
+    gather,    // an all-gather of the slice was issued
+    computed,  // the slice's compute in a phase ended (forward, recompute or backward)
+    reduce,    // the slice's gradient reduction was issued (slice -1: the DP slices' bucket)
+  };
+  Action action = Action::gather;
+  int op = 0;
+  int slice = 0;
+  friend bool operator==(const ScheduleEntry&, const ScheduleEntry&) = default;
 };
 
 // One optimizer step of one rank.
@@ -57,6 +74,7 @@ struct StepMetrics {
   };
   std::vector<OperatorTiming> operators;
   double optimizer_step_s = 0;
+  std::vector<ScheduleEntry> schedule;
 };
 
 // Throws InputError (file `file`, path "$.operators.<name>") for a choice the runtime cannot

@@ -5,6 +5,22 @@
 
 namespace osdp::validate {
 
+namespace {
+
+// The simulator's key, its value checked here too: a runtime built without the simulator must
+// not run a policy the scenario does not name.
+BackwardPrefetch read_backward_prefetch(const Scenario& scenario) {
+  if (!scenario.simulation.is_object()) return BackwardPrefetch::pre;
+  const JsonReader simulation(scenario.simulation, scenario.file, "$.simulation");
+  if (!simulation.has("backward_prefetch")) return BackwardPrefetch::pre;
+  const std::string name = simulation.choice("backward_prefetch", {"pre", "post", "none"});
+  return name == "post"   ? BackwardPrefetch::post
+         : name == "none" ? BackwardPrefetch::none
+                          : BackwardPrefetch::pre;
+}
+
+}  // namespace
+
 ValidationOptions read_validation_options(const Scenario& scenario) {
   const JsonReader reader(scenario.validation, scenario.file, "$.validation");
   reader.require_only({"batch_size", "warmup_iterations", "iterations", "seed", "learning_rate",
@@ -35,6 +51,7 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   }
   options.prefetch_depth = static_cast<int>(
       reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));
+  options.backward_prefetch = read_backward_prefetch(scenario);
   return options;
 }
 
@@ -45,7 +62,8 @@ Json validation_options_to_json(const ValidationOptions& options) {
           {"seed", options.seed},
           {"learning_rate", options.learning_rate},
           {"collective_timeout_s", options.collective_timeout.count() / 1000.0},
-          {"prefetch_depth", options.prefetch_depth}};
+          {"prefetch_depth", options.prefetch_depth},
+          {"backward_prefetch", std::string(backward_prefetch_name(options.backward_prefetch))}};
 }
 
 }  // namespace osdp::validate

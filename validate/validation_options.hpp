@@ -2,15 +2,16 @@
 //   {"batch_size": 4, "warmup_iterations": 2, "iterations": 5, "seed": 1,
 //    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1}
 // Every key is optional; unknown keys are InputErrors. prefetch_depth defaults to the
-// scenario's "simulation"."forward_prefetch" when that is set (else 1); backward prefetch is
-// always FSDP's BACKWARD_PRE (the next unit's gather is issued before the current unit's
-// gradient reduction).
+// scenario's "simulation"."forward_prefetch" when that is set (else 1). The backward prefetch
+// policy is the simulator's "simulation"."backward_prefetch" ("pre", "post" or "none"; default
+// "pre"), with no key of its own here: one setting drives both sides.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
 #include "model/scenario.hpp"
+#include "validate/prefetch_policy.hpp"
 
 namespace osdp::validate {
 
@@ -22,6 +23,7 @@ struct ValidationOptions {
   double learning_rate = 1e-3;
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   int prefetch_depth = 1;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
 };
 
 ValidationOptions read_validation_options(const Scenario& scenario);

@@ -92,6 +92,24 @@ TEST_CASE("parity: mixed plan with checkpointing and slices", "[validate][parity
   CHECK(parity_error(plan, 2) < 1e-5);
 }
 
+TEST_CASE("parity under every backward prefetch policy", "[validate][parity]") {
+  Plan mixed = uniform(OperatorChoice::whole(Mode::zdp));
+  mixed.choices[1] = {Mode::zdp, 2, 2, Checkpoint::unfused};
+  mixed.choices[2] = {Mode::zdp, 2, 1, Checkpoint::fused};
+  mixed.choices[3] = OperatorChoice::whole(Mode::dp);
+  mixed.choices[4] = {Mode::z2, 2, 2, Checkpoint::unfused};
+  for (const BackwardPrefetch policy :
+       {BackwardPrefetch::pre, BackwardPrefetch::post, BackwardPrefetch::none}) {
+    INFO("backward_prefetch " << backward_prefetch_name(policy));
+    RuntimeOptions options;
+    options.backward_prefetch = policy;
+    CHECK(parity_error(mixed, 2, options) < 1e-5);
+    options.prefetch_depth = 2;
+    CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::fused)), 2, options) <
+          1e-5);
+  }
+}
+
 TEST_CASE("parity: checkpointed ZDP, unfused and fused", "[validate][parity]") {
   CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::unfused)), 2) < 1e-5);
   CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::fused)), 2) < 1e-5);

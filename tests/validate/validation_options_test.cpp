@@ -62,3 +62,18 @@ TEST_CASE("the validator recovers the GPT from its workload", "[validate][option
   mixed.precision = Precision::mixed;
   CHECK_THROWS_AS(require_gpt_shape(*scenario.workload, mixed, "test.json"), InputError);
 }
+
+TEST_CASE("the backward prefetch policy is the simulator's", "[validate][options]") {
+  CHECK(read_validation_options(tiny_scenario(Json::object())).backward_prefetch ==
+        BackwardPrefetch::pre);
+  CHECK(read_validation_options(tiny_scenario(Json::object(), {{"backward_prefetch", "post"}}))
+            .backward_prefetch == BackwardPrefetch::post);
+  CHECK(read_validation_options(tiny_scenario(Json::object(), {{"backward_prefetch", "none"}}))
+            .backward_prefetch == BackwardPrefetch::none);
+  CHECK_THROWS_AS(
+      read_validation_options(tiny_scenario(Json::object(), {{"backward_prefetch", "late"}})),
+      InputError);
+  // No key of its own in "validation": one setting drives simulator and runtime.
+  CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"backward_prefetch", "post"}})),
+                  InputError);
+}
