@@ -154,16 +154,34 @@ TEST_CASE("batch-size scheduler keeps the highest throughput", "[search][schedul
     const double limit = min_peak_memory_bytes(model, spec, 6);
     const SearchResult result = search(model, spec, limit);
     REQUIRE(result.best.has_value());
-    // Every b up to the last that fits, solved independently, is no better.
+    const SearchResult every = search(model, spec, limit, /*solve_every_batch=*/true);
+    // Every b up to the last that fits, solved independently, is no better; the best of them
+    // is the scheduler's; and solving every b reproduces each one's own optimum.
+    double best_alone = 0;
+    int fitting = 0;
     for (int b = 1; b <= 24; ++b) {
       const auto alone = solve_batch(model, spec, b, limit);
       if (!alone) {
         CHECK(b > 6);
         continue;
       }
+      ++fitting;
+      CHECK(fitting == b);  // the batch sizes that fit are 1..last
+      best_alone = std::max(best_alone, alone->cost.throughput_samples_per_s);
       CHECK(alone->cost.throughput_samples_per_s <=
             result.best->cost.throughput_samples_per_s * (1 + 1e-12));
+      REQUIRE(every.per_batch.size() >= static_cast<std::size_t>(b));
+      const BatchPoint& point = every.per_batch[static_cast<std::size_t>(b - 1)];
+      CHECK(point.batch_size == b);
+      REQUIRE(point.best.has_value());
+      CHECK(point.best->cost.iteration_time_s ==
+            Approx(alone->cost.iteration_time_s).epsilon(1e-12));
     }
+    CHECK(result.per_batch.size() == static_cast<std::size_t>(fitting));
+    CHECK(every.per_batch.size() == static_cast<std::size_t>(fitting));
+    CHECK(result.best->cost.throughput_samples_per_s == Approx(best_alone).epsilon(1e-12));
+    REQUIRE(every.best.has_value());
+    CHECK(every.best->plan.batch_size == result.best->plan.batch_size);
   }
 }
 
