@@ -55,9 +55,11 @@ struct Edge {
   double slope() const { return delta_time_s / delta_memory_bytes; }
 };
 
-// Lower convex hull of points sorted by memory ascending with time strictly descending.
-std::vector<Edge> hull_edges(const std::vector<Point>& points, std::size_t count) {
-  std::vector<std::size_t> hull;
+// Lower convex hull of points[0..count) (sorted by memory ascending with time strictly
+// descending), as the edges between consecutive hull points; `hull` is scratch space.
+void hull_edges(const std::vector<Point>& points, std::size_t count, std::vector<std::size_t>& hull,
+                std::vector<Edge>& edges) {
+  hull.clear();
   for (std::size_t i = 0; i < count; ++i) {
     while (hull.size() >= 2) {
       const Point& a = points[hull[hull.size() - 2]];
@@ -74,12 +76,39 @@ std::vector<Edge> hull_edges(const std::vector<Point>& points, std::size_t count
     }
     hull.push_back(i);
   }
-  std::vector<Edge> edges;
+  edges.clear();
   for (std::size_t i = 1; i < hull.size(); ++i) {
     edges.push_back({points[hull[i]].memory_bytes - points[hull[i - 1]].memory_bytes,
                      points[hull[i]].time_s - points[hull[i - 1]].time_s});
   }
-  return edges;
+}
+
+// A class's options at one batch size, sorted by persistent memory then time, with the two
+// terms the max-term thresholds filter on. Sorted once per batch size, filtered per threshold.
+struct SortedOption {
+  Point point;
+  double transient_bytes;
+  double buffer_bytes;
+};
+using SortedClasses = std::vector<std::vector<SortedOption>>;
+
+SortedClasses sort_options(const std::vector<OperatorClass>& classes, int batch) {
+  SortedClasses sorted(classes.size());
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    for (std::size_t o = 0; o < classes[c].options.size(); ++o) {
+      const OptionCost& cost = classes[c].options[o].cost;
+      sorted[c].push_back(
+          {{cost.time_s.at(batch), cost.persistent_bytes.at(batch), static_cast<int>(o)},
+           cost.transient_bytes.at(batch),
+           cost.gather_buffer_bytes});
+    }
+    std::sort(sorted[c].begin(), sorted[c].end(), [](const SortedOption& a, const SortedOption& b) {
+      return a.point.memory_bytes != b.point.memory_bytes
+                 ? a.point.memory_bytes < b.point.memory_bytes
+                 : a.point.time_s < b.point.time_s;
+    });
+  }
+  return sorted;
 }
 
 // A class restricted to the options whose transient term fits under a threshold, at one batch
@@ -106,6 +135,7 @@ struct Subproblem {
   std::vector<GlobalEdge> edges;      // every class's full-hull edges, by slope
   std::vector<double> suffix_time_s;  // sum over classes >= c of count x cheapest-memory time
   std::vector<double> suffix_memory_bytes;
+  std::vector<std::size_t> hull_scratch;
 };
 
 // The two max-terms of peak memory, fixed for one subproblem: options whose transient term
@@ -115,44 +145,35 @@ struct Threshold {
   double buffer_bytes = 0;
 };
 
-bool allowed(const OptionCost& cost, int batch, const Threshold& threshold) {
-  return cost.transient_bytes.at(batch) <= threshold.transient_bytes &&
-         cost.gather_buffer_bytes <= threshold.buffer_bytes;
+bool allowed(const SortedOption& option, const Threshold& threshold) {
+  return option.transient_bytes <= threshold.transient_bytes &&
+         option.buffer_bytes <= threshold.buffer_bytes;
 }
 
 // Phase 1 builds what the LP bound needs (Pareto points, full hulls); `with_prefix_hulls` adds
-// the prefix hulls the branch and bound needs.
-bool build_subproblem(const std::vector<OperatorClass>& classes, int batch,
+// the prefix hulls the branch and bound needs. Reuses `sub`'s storage from earlier thresholds.
+bool build_subproblem(const std::vector<OperatorClass>& classes, const SortedClasses& sorted,
                       const Threshold& threshold, double budget_bytes, Subproblem& sub,
                       bool with_prefix_hulls) {
   sub.budget_bytes = budget_bytes;
-  sub.classes.assign(classes.size(), {});
+  sub.classes.resize(classes.size());
   sub.edges.clear();
   for (std::size_t c = 0; c < classes.size(); ++c) {
-    std::vector<Point> candidates;
-    for (std::size_t o = 0; o < classes[c].options.size(); ++o) {
-      const OptionCost& cost = classes[c].options[o].cost;
-      if (!allowed(cost, batch, threshold)) continue;
-      candidates.push_back(
-          {cost.time_s.at(batch), cost.persistent_bytes.at(batch), static_cast<int>(o)});
-    }
-    if (candidates.empty()) return false;
-    std::sort(candidates.begin(), candidates.end(), [](const Point& a, const Point& b) {
-      return a.memory_bytes != b.memory_bytes ? a.memory_bytes < b.memory_bytes
-                                              : a.time_s < b.time_s;
-    });
     ClassAtThreshold& entry = sub.classes[c];
     entry.count = static_cast<int>(classes[c].members.size());
-    for (const Point& point : candidates) {
-      if (entry.points.empty() || point.time_s < entry.points.back().time_s) {
-        entry.points.push_back(point);
+    entry.points.clear();
+    for (const SortedOption& option : sorted[c]) {
+      if (!allowed(option, threshold)) continue;
+      if (entry.points.empty() || option.point.time_s < entry.points.back().time_s) {
+        entry.points.push_back(option.point);
       }
     }
+    if (entry.points.empty()) return false;
+    // Only the full hull (the last prefix) is needed for the bound; the others are left stale.
     entry.prefix_hull_edges.resize(entry.points.size());
-    for (std::size_t k = 0; k < entry.points.size(); ++k) {
-      if (with_prefix_hulls || k + 1 == entry.points.size()) {
-        entry.prefix_hull_edges[k] = hull_edges(entry.points, k + 1);
-      }
+    for (std::size_t k = with_prefix_hulls ? 0 : entry.points.size() - 1; k < entry.points.size();
+         ++k) {
+      hull_edges(entry.points, k + 1, sub.hull_scratch, entry.prefix_hull_edges[k]);
     }
     for (const Edge& edge : entry.prefix_hull_edges.back()) {
       sub.edges.push_back({edge.slope(), edge.delta_memory_bytes * entry.count,
@@ -471,12 +492,13 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   };
   std::vector<Candidate> candidates;
   Subproblem sub;
+  const SortedClasses sorted = sort_options(classes, batch);
   for (const auto& [threshold, least_persistent] : thresholds(classes, batch)) {
     const double reserved = reserved_bytes(model, threshold);
     if (!fits(reserved, limit_bytes)) continue;
     // Most pairs leave too little budget for even the least-memory choices.
     if (!fits(least_persistent, limit_bytes - reserved)) continue;
-    if (!build_subproblem(classes, batch, threshold, limit_bytes - reserved, sub, false)) continue;
+    if (!build_subproblem(classes, sorted, threshold, limit_bytes - reserved, sub, false)) continue;
     const double bound =
         lp_bound(sub, 0, sub.classes[0].points.size() - 1, sub.classes[0].count, sub.budget_bytes);
     // lp_bound(0, ...) covers class 0 with its full hull plus all later classes.
@@ -490,7 +512,7 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   for (const Candidate& candidate : candidates) {
     if (!(candidate.bound < best_time_s * (1.0 - 1e-12))) break;
     ++stats.thresholds;
-    build_subproblem(classes, batch, candidate.threshold,
+    build_subproblem(classes, sorted, candidate.threshold,
                      limit_bytes - reserved_bytes(model, candidate.threshold), sub, true);
     if (auto rounded = rounded_lp(sub); rounded && rounded->first < best_time_s) {
       best_time_s = rounded->first;
