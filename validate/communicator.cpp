@@ -13,19 +13,34 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#ifdef OSDP_WITH_CUDA_DEVICE
+#include "validate/cuda/nccl_communicator.hpp"
+#endif
+
 namespace osdp::validate {
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-bool CommHandle::ready() const {
-  return !done_.valid() || done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-}
+namespace {
 
-void CommHandle::wait() const {
-  if (done_.valid()) done_.get();
-}
+class FutureCompletion final : public CommHandle::Completion {
+ public:
+  explicit FutureCompletion(std::shared_future<void> done) : done_(std::move(done)) {}
+  bool ready() const override {
+    return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  void wait() const override { done_.get(); }
+
+ private:
+  std::shared_future<void> done_;
+};
+
+}  // namespace
+
+CommHandle::CommHandle(std::shared_future<void> done)
+    : completion_(done.valid() ? std::make_shared<FutureCompletion>(std::move(done)) : nullptr) {}
 
 int group_index(const std::vector<int>& group, int rank) {
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -231,34 +246,55 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
+namespace {
+
+c10::intrusive_ptr<c10d::Store> make_store(const ConnectOptions& options) {
+  c10::intrusive_ptr<c10d::Store> store;
+  if (options.store == ConnectOptions::StoreKind::file) {
+    store = c10::make_intrusive<c10d::FileStore>(options.file_store_path, options.world_size);
+  } else {
+    c10d::TCPStoreOptions tcp;
+    tcp.port = static_cast<std::uint16_t>(options.master_port);
+    tcp.isServer = options.rank == 0;
+    tcp.numWorkers = options.world_size;
+    tcp.waitWorkers = false;
+    tcp.timeout = options.timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, tcp);
+  }
+  store->setTimeout(options.timeout);
+  return store;
+}
+
+std::unique_ptr<Communicator> connect_gloo(const ConnectOptions& options,
+                                           c10::intrusive_ptr<c10d::Store> store) {
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  gloo_options->devices.push_back(
+      options.gloo_hostname.empty()
+          ? c10d::ProcessGroupGloo::createDefaultDevice()
+          : c10d::ProcessGroupGloo::createDeviceForHostname(options.gloo_hostname));
+  gloo_options->threads = 1;
+  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      c10::make_intrusive<c10d::PrefixStore>("osdp", std::move(store)), options.rank,
+      options.world_size, gloo_options);
+  return std::make_unique<GlooCommunicator>(std::move(group), options.rank, options.world_size,
+                                            options.timeout);
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> Communicator::connect(const ConnectOptions& options) {
   TORCH_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size,
               "rank ", options.rank, " of ", options.world_size);
+#ifndef OSDP_WITH_CUDA_DEVICE
+  TORCH_CHECK(options.backend == CommBackend::gloo,
+              "the NCCL backend needs a build with -DOSDP_WITH_CUDA=ON");
+#endif
   try {
-    c10::intrusive_ptr<c10d::Store> store;
-    if (options.store == ConnectOptions::StoreKind::file) {
-      store = c10::make_intrusive<c10d::FileStore>(options.file_store_path, options.world_size);
-    } else {
-      c10d::TCPStoreOptions tcp;
-      tcp.port = static_cast<std::uint16_t>(options.master_port);
-      tcp.isServer = options.rank == 0;
-      tcp.numWorkers = options.world_size;
-      tcp.waitWorkers = false;
-      tcp.timeout = options.timeout;
-      store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, tcp);
-    }
-    store->setTimeout(options.timeout);
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    gloo_options->devices.push_back(
-        options.gloo_hostname.empty()
-            ? c10d::ProcessGroupGloo::createDefaultDevice()
-            : c10d::ProcessGroupGloo::createDeviceForHostname(options.gloo_hostname));
-    gloo_options->threads = 1;
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("osdp", store), options.rank, options.world_size,
-        gloo_options);
-    return std::make_unique<GlooCommunicator>(std::move(group), options.rank, options.world_size,
-                                              options.timeout);
+    auto store = make_store(options);
+#ifdef OSDP_WITH_CUDA_DEVICE
+    if (options.backend == CommBackend::nccl) return connect_nccl(options, std::move(store));
+#endif
+    return connect_gloo(options, std::move(store));
   } catch (const c10::Error& error) {
     std::string detail = error.what_without_backtrace();
     if (const auto newline = detail.find('\n'); newline != std::string::npos)

@@ -1,9 +1,13 @@
-// The ranks' communication: a c10d Gloo process group reached through a store, and ring
-// all-gather / reduce-scatter / all-reduce written on send/recv over one flat buffer, the ring
-// collectives of model/collectives.hpp (Gloo in libtorch 1.13 has no reduce-scatter, and its
-// all-gather copies through a second full-size buffer). Collectives run on one communication
-// thread per rank in issue order (NCCL stream semantics) and return handles; every send and
-// receive is bounded by the timeout, and a lost peer becomes a CollectiveError naming it.
+// The ranks' communication, reached through a store, behind one interface:
+//   gloo (CPU tensors): ring all-gather / reduce-scatter / all-reduce written on send/recv over
+//     one flat buffer, the ring collectives of model/collectives.hpp (Gloo in libtorch 1.13 has
+//     no reduce-scatter, and its all-gather copies through a second full-size buffer). They run
+//     on one communication thread per rank in issue order (NCCL stream semantics); every send
+//     and receive is bounded by the timeout, and a lost peer becomes a CollectiveError naming it.
+//   nccl (CUDA tensors; only in a build with OSDP_WITH_CUDA, validate/cuda/): ProcessGroupNCCL's
+//     own _allgather_base / _reduce_scatter_base / allreduce, in place, queued in issue order
+//     on one CUDA stream per rank.
+// Collectives return handles to wait on.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,10 +24,14 @@
 
 namespace osdp::validate {
 
+enum class CommBackend { gloo, nccl };
+
 // How a rank finds the others.
 struct ConnectOptions {
   int rank = 0;
   int world_size = 1;
+  CommBackend backend = CommBackend::gloo;
+  int cuda_device = 0;  // nccl: the rank's device (its LOCAL_RANK)
   // Rendezvous through a file (local ranks) or a TCP store at master_addr:master_port hosted by
   // rank 0 (torchrun, Slurm, mpirun).
   enum class StoreKind { file, tcp } store = StoreKind::file;
@@ -50,15 +58,29 @@ class CollectiveError : public std::runtime_error {
 // Completion of an asynchronous collective.
 class CommHandle {
  public:
+  // How a backend completes: the Gloo rings on a future the caller blocks on, NCCL on a CUDA
+  // event the caller's stream waits for.
+  class Completion {
+   public:
+    virtual ~Completion() = default;
+    virtual bool ready() const = 0;
+    virtual void wait() const = 0;
+  };
+
   CommHandle() = default;
-  explicit CommHandle(std::shared_future<void> done) : done_(std::move(done)) {}
-  bool valid() const { return done_.valid(); }
-  bool ready() const;
-  // Blocks until done; rethrows the collective's error.
-  void wait() const;
+  explicit CommHandle(std::shared_future<void> done);
+  explicit CommHandle(std::shared_ptr<const Completion> completion)
+      : completion_(std::move(completion)) {}
+  bool valid() const { return completion_ != nullptr; }
+  bool ready() const { return !completion_ || completion_->ready(); }
+  // Gloo: blocks until done and rethrows the collective's error. NCCL: work queued on the
+  // caller's current stream from now on runs after the collective.
+  void wait() const {
+    if (completion_) completion_->wait();
+  }
 
  private:
-  std::shared_future<void> done_;
+  std::shared_ptr<const Completion> completion_;
 };
 
 // One collective as the communication thread ran it (steady-clock seconds), for traces.
@@ -88,10 +110,11 @@ class Communicator {
   // the group's c-th rank.
   //   all_gather: this rank's chunk is in place; on completion every chunk is.
   //   reduce_scatter: every rank's full buffer; on completion this rank's chunk holds the sum
-  //     (the other chunks hold partial sums).
+  //     (what the other chunks hold depends on the backend).
   //   all_reduce: reduce-scatter then all-gather, in place: every chunk holds the sum.
-  // `then` runs on the communication thread right after the collective succeeds (e.g. to copy
-  // a reduced chunk out and drop the full buffer as soon as possible).
+  // `then` runs right after the collective succeeds, in its order (Gloo: on the communication
+  // thread; NCCL: queued on the communication stream), e.g. to copy a reduced chunk out and
+  // drop the full buffer as soon as possible.
   virtual CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {},
                            std::function<void()> then = {}) = 0;
   void run(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {}) {

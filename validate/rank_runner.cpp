@@ -9,7 +9,6 @@
 #include <random>
 
 #include "model/atomic_file.hpp"
-#include "validate/counting_allocator.hpp"
 #include "validate/launch.hpp"
 #include "validate/sharded_gpt.hpp"
 
@@ -108,11 +107,10 @@ double PlanMeasurement::peak_memory_bytes() const {
 }
 
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
-                                           Communicator& communicator,
+                                           Communicator& communicator, RankDevice& device,
                                            const ValidationOptions& options, int gpus_per_node,
                                            const std::string& trace_directory) {
   at::set_num_threads(1);
-  install_counting_allocator();
   const int world = communicator.size();
   const int rank = communicator.rank();
   RuntimeOptions runtime;
@@ -126,7 +124,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     RankFigures mine;
     {
       ShardedGpt model(shape, run.plan, communicator, initial_gpt_parameters(shape, options.seed),
-                       runtime);
+                       runtime, device);
       std::vector<double> times;
       std::vector<double> exposed;
       const int total = options.warmup_iterations + options.iterations;
@@ -156,7 +154,9 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     slot[1] = mine.exposed_communication_s;
     slot[2] = mine.peak_memory_bytes;
     slot[3] = mine.loss;
-    communicator.run(CollectiveKind::all_gather, figures);
+    at::Tensor gathered = figures.to(device.device());
+    communicator.run(CollectiveKind::all_gather, gathered);
+    figures = gathered.cpu();
     PlanMeasurement measurement;
     measurement.name = run.name;
     for (int r = 0; r < world; ++r) {
@@ -212,10 +212,14 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
     connect.gloo_hostname = "";
     connect.timeout = options.collective_timeout;
     try {
+      auto device = make_rank_device(options.device, environment->local_rank);
+      connect.backend = device->backend();
+      connect.cuda_device = environment->local_rank;
       auto communicator = Communicator::connect(connect);
       const std::string raw =
           trace_directory.empty() ? "" : (fs::path(trace_directory) / "ranks").string();
-      auto measurements = measure_plans(shape, plans, *communicator, options, gpus_per_node, raw);
+      auto measurements =
+          measure_plans(shape, plans, *communicator, *device, options, gpus_per_node, raw);
       if (environment->rank != 0) return std::nullopt;
       // Ranks on other machines wrote their events there only if the directory is shared.
       for (const auto& plan : plans) {
@@ -243,9 +247,12 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
         connect.world_size = local_ranks;
         connect.file_store_path = (directory / "store").string();
         connect.timeout = options.collective_timeout;
+        auto device = make_rank_device(options.device, rank);
+        connect.backend = device->backend();
+        connect.cuda_device = rank;
         auto communicator = Communicator::connect(connect);
-        const auto measurements =
-            measure_plans(shape, plans, *communicator, options, gpus_per_node, directory.string());
+        const auto measurements = measure_plans(shape, plans, *communicator, *device, options,
+                                                gpus_per_node, directory.string());
         if (rank == 0) write_file_atomically(results, measurements_to_json(measurements).dump(1));
         return 0;
       },

@@ -12,6 +12,7 @@
 #include "model/plan.hpp"
 #include "validate/communicator.hpp"
 #include "validate/gpt_shape.hpp"
+#include "validate/rank_device.hpp"
 #include "validate/validation_options.hpp"
 
 namespace osdp::validate {
@@ -37,12 +38,13 @@ struct PlanMeasurement {
   double peak_memory_bytes() const;
 };
 
-// Installs the counting allocator, sets one compute thread, runs every plan on this rank. When
+// Sets one compute thread and runs every plan on this rank, its tensors on `device` (whose
+// backend `communicator` must be). When
 // `trace_directory` is not empty, writes this rank's last measured iteration there as
 // "<plan>.rank<r>.json" (Chrome trace events: operators on the compute track, collectives on
 // the communication track).
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
-                                           Communicator& communicator,
+                                           Communicator& communicator, RankDevice& device,
                                            const ValidationOptions& options, int gpus_per_node,
                                            const std::string& trace_directory = "");
 
@@ -59,7 +61,9 @@ class RunFailure : public std::runtime_error {
 
 // Runs the plans on all ranks: under torchrun-style variables (rank_from_environment) this
 // process is one rank and rendezvous goes through a TCP store at MASTER_ADDR:MASTER_PORT;
-// otherwise `local_ranks` processes are forked here over a file store. Returns the measurements
+// otherwise `local_ranks` processes are forked here over a file store. Each rank runs on
+// options.device: the CPU over Gloo, or cuda:LOCAL_RANK over NCCL (a forked rank's LOCAL_RANK
+// is its rank). Returns the measurements
 // where they are reported (the launching process, or rank 0 under torchrun) and nullopt on the
 // other ranks. Throws RunFailure naming the ranks that died or failed.
 // With `trace_directory`, the measured traces are written there as "<plan>.measured.json".

@@ -1,6 +1,6 @@
 #include "validate/sharded_gpt.hpp"
 
-#include <c10/core/CPUAllocator.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -8,12 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 
 #include "model/input_error.hpp"
-#include "validate/counting_allocator.hpp"
+#include "validate/rank_device.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -99,17 +98,27 @@ bool frees_after(const Slice& slice, const OperatorChoice& choice, Phase phase) 
   return true;
 }
 
+// Gives `tensor` fresh storage from its device's allocator (the counting allocator on the CPU,
+// the caching allocator on CUDA), keeping the tensor object that autograd's saved views share.
 void allocate_storage(at::Tensor& tensor) {
-  const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  at::Tensor fresh = at::empty({tensor.numel()}, tensor.options().requires_grad(false));
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::GetCPUAllocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
+  storage->set_data_ptr_noswap(
+      fresh.storage().unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr(nullptr, tensor.device())));
+  storage->set_nbytes(fresh.nbytes());
 }
 
 void free_storage(at::Tensor& tensor) {
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, tensor.device()));
   storage->set_nbytes(0);
+}
+
+// Copies without bumping the destination's version counter, which autograd checks on the views
+// saved from an earlier phase (the gathered buffer is refilled with the same values).
+void copy_unversioned(at::Tensor destination, const at::Tensor& source) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  destination.copy_(source);
 }
 
 // A fused recompute keeps its gather for the backward that follows: no backward prefetch then
@@ -168,6 +177,9 @@ void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus
 struct ShardedGpt::Impl {
   GptShape shape;
   Communicator& comm;
+  std::unique_ptr<RankDevice> owned_device;  // the CPU when the caller gave no device
+  RankDevice& device;
+  at::TensorOptions float_options;
   RuntimeOptions options;
   std::vector<OperatorRuntime> ops;
   int world = 1;
@@ -189,8 +201,15 @@ struct ShardedGpt::Impl {
   double exposed_s = 0;
 
   Impl(const GptShape& s, const Plan& plan, Communicator& c, const NamedTensors& initial,
-       RuntimeOptions o)
-      : shape(s), comm(c), options(o), world(c.size()), rank(c.rank()) {
+       RuntimeOptions o, RankDevice* given_device)
+      : shape(s),
+        comm(c),
+        owned_device(given_device ? nullptr : make_rank_device(DeviceKind::cpu, 0)),
+        device(given_device ? *given_device : *owned_device),
+        float_options(at::TensorOptions().dtype(at::kFloat).device(device.device())),
+        options(o),
+        world(c.size()),
+        rank(c.rank()) {
     check_runnable(shape, plan, world, options.gpus_per_node);
     ops.resize(shape.operators());
     for (int i = 0; i < shape.operators(); ++i) build_operator(i, plan.choices[i], initial);
@@ -285,7 +304,7 @@ struct ShardedGpt::Impl {
       // The first j slices run in the mode, the others in DP.
       slice.sharded = s < choice.sharded_slices;
       slice.mode = slice.sharded ? choice.mode : Mode::dp;
-      at::Tensor flat = at::zeros({slice.numel}, at::kFloat);
+      at::Tensor flat = at::zeros({slice.numel}, float_options);
       for (const Piece& piece : slice.pieces) {
         flat.narrow(0, piece.offset, piece.numel())
             .copy_(find_tensor(initial, piece.tensor)
@@ -307,7 +326,7 @@ struct ShardedGpt::Impl {
         slice.shard =
             flat.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel()).clone();
         slice.shard_grad = at::zeros_like(slice.shard);
-        slice.full = at::empty({slice.numel}, at::kFloat);
+        slice.full = at::empty({slice.numel}, float_options);
         free_storage(slice.full);
         slice.present = false;
       } else {
@@ -323,7 +342,7 @@ struct ShardedGpt::Impl {
         slice.exp_avg_sq = at::zeros_like(slice.local_parameters());
       }
     }
-    if (dp_numel > 0) op.dp_grad = at::zeros({dp_numel}, at::kFloat);
+    if (dp_numel > 0) op.dp_grad = at::zeros({dp_numel}, float_options);
   }
 
   // The order in which operators acquire their slices, per phase; the engine follows it.
@@ -364,18 +383,18 @@ struct ShardedGpt::Impl {
       handle.wait();
       return;
     }
+    device.synchronize();  // the compute queued so far is not a wait
     const auto start = Clock::now();
     handle.wait();
+    device.synchronize();  // on CUDA the wait is a stream dependency: block until it is met
     exposed_s += seconds_since(start);
   }
 
   void issue_gather(Slice& slice) {
     allocate_storage(slice.full);
     at::Tensor data = slice.full.detach();
-    // A raw copy: tensor copies would bump the version counter that autograd checks on the
-    // views saved from an earlier phase.
-    std::memcpy(data.data_ptr<float>() + slice.shard_index * slice.shard_numel(),
-                slice.shard.data_ptr<float>(), slice.shard.nbytes());
+    copy_unversioned(data.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel()),
+                     slice.shard);
     slice.gathered = comm.start(CollectiveKind::all_gather, data, slice.shard_group);
     slice.present = true;
   }
@@ -488,7 +507,7 @@ struct ShardedGpt::Impl {
         };
         at::Tensor scores = at::matmul(project("q"), project("k").transpose(-2, -1)) /
                             std::sqrt(static_cast<double>(d));
-        const at::Tensor mask = at::ones({t, t}, at::kBool).triu(1);
+        const at::Tensor mask = at::ones({t, t}, u.options().dtype(at::kBool)).triu(1);
         scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
         const at::Tensor y = at::matmul(at::softmax(scores, -1), project("v"))
                                  .transpose(1, 2)
@@ -619,7 +638,7 @@ struct ShardedGpt::Impl {
   void reduce_gradient(int op_index, int s, at::Tensor grad) {
     OperatorRuntime& op = ops[op_index];
     Slice& slice = op.slices[s];
-    if (!grad.defined()) grad = at::zeros({slice.numel}, at::kFloat);
+    if (!grad.defined()) grad = at::zeros({slice.numel}, float_options);
     if (!slice.sharded) {
       if (op.dp_reduced.valid()) wait(op.dp_reduced);  // previous step's all-reduce
       op.dp_grad.narrow(0, slice.dp_offset, slice.numel).copy_(grad);
@@ -660,9 +679,17 @@ struct ShardedGpt::Impl {
     slice.local_parameters().addcdiv_(slice.exp_avg, denominator, -a.learning_rate / correction1);
   }
 
-  StepMetrics train_step(const TokenBatch& batch) {
-    const auto start = Clock::now();
-    reset_peak_memory();
+  // Clocks are read with the device synchronised, so that a phase's time is its work's.
+  Clock::time_point synchronized_now() const {
+    device.synchronize();
+    return Clock::now();
+  }
+
+  StepMetrics train_step(const TokenBatch& host_batch) {
+    const TokenBatch batch{host_batch.inputs.to(device.device()),
+                           host_batch.targets.to(device.device())};
+    const auto start = synchronized_now();
+    device.reset_peak_memory();
     exposed_s = 0;
     next_gather = issued_gather = issue_limit = 0;
     schedule.clear();
@@ -675,12 +702,13 @@ struct ShardedGpt::Impl {
     // Compute time of a phase: its wall time less the waits for collectives inside it.
     auto timed = [&](double& start_s, double& duration_s, std::int64_t& end_live_bytes,
                      auto&& body) {
-      const auto begin = Clock::now();
+      const auto begin = synchronized_now();
       const double exposed_before = exposed_s;
       start_s = std::chrono::duration<double>(begin - start).count();
       body();
-      duration_s = seconds_since(begin) - (exposed_s - exposed_before);
-      end_live_bytes = memory_counts().live_bytes;
+      duration_s = std::chrono::duration<double>(synchronized_now() - begin).count() -
+                   (exposed_s - exposed_before);
+      end_live_bytes = device.memory_counts().live_bytes;
     };
     at::Tensor x = batch.inputs;
     for (int i = 0; i < n; ++i) {
@@ -699,7 +727,7 @@ struct ShardedGpt::Impl {
             metrics.operators[i].backward_end_live_bytes,
             [&] { grad = run_backward(i, grad, batch.targets); });
     }
-    const auto optimizer_start = Clock::now();
+    const auto optimizer_start = synchronized_now();
     const double exposed_before_step = exposed_s;
     TORCH_CHECK(next_gather == gather_order.size(), "not every planned gather was consumed");
     {
@@ -717,10 +745,12 @@ struct ShardedGpt::Impl {
         }
       }
     }
-    metrics.optimizer_step_s = seconds_since(optimizer_start) - (exposed_s - exposed_before_step);
-    metrics.iteration_time_s = seconds_since(start);
+    const auto end = synchronized_now();
+    metrics.optimizer_step_s = std::chrono::duration<double>(end - optimizer_start).count() -
+                               (exposed_s - exposed_before_step);
+    metrics.iteration_time_s = std::chrono::duration<double>(end - start).count();
     metrics.exposed_communication_s = exposed_s;
-    metrics.peak_memory_bytes = memory_counts().peak_bytes;
+    metrics.peak_memory_bytes = device.memory_counts().peak_bytes;
     metrics.schedule = std::move(schedule);
     schedule.clear();
     return metrics;
@@ -734,7 +764,7 @@ struct ShardedGpt::Impl {
       for (Slice& slice : op.slices) {
         at::Tensor flat;
         if (slice.sharded) {
-          flat = at::zeros({slice.numel}, at::kFloat);
+          flat = at::zeros({slice.numel}, float_options);
           flat.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel())
               .copy_(slice.shard);
           comm.run(CollectiveKind::all_gather, flat, slice.shard_group);
@@ -769,7 +799,11 @@ struct ShardedGpt::Impl {
 
 ShardedGpt::ShardedGpt(const GptShape& shape, const Plan& plan, Communicator& communicator,
                        const NamedTensors& initial, RuntimeOptions options)
-    : impl_(std::make_unique<Impl>(shape, plan, communicator, initial, options)) {}
+    : impl_(std::make_unique<Impl>(shape, plan, communicator, initial, options, nullptr)) {}
+
+ShardedGpt::ShardedGpt(const GptShape& shape, const Plan& plan, Communicator& communicator,
+                       const NamedTensors& initial, RuntimeOptions options, RankDevice& device)
+    : impl_(std::make_unique<Impl>(shape, plan, communicator, initial, options, &device)) {}
 
 ShardedGpt::~ShardedGpt() = default;
 

@@ -27,6 +27,7 @@
 #include "validate/communicator.hpp"
 #include "validate/gpt_parameters.hpp"
 #include "validate/prefetch_policy.hpp"
+#include "validate/rank_device.hpp"
 
 namespace osdp::validate {
 
@@ -59,7 +60,8 @@ struct StepMetrics {
   // optimizer step).
   double exposed_communication_s = 0;
   double loss = 0;  // this rank's mean loss on its local batch
-  // High-water mark of the process's CPU allocations during the step (counting allocator).
+  // High-water mark of the rank's device allocations during the step (the counting allocator on
+  // the CPU: the whole process; the caching allocator's allocated bytes on CUDA).
   std::int64_t peak_memory_bytes = 0;
   // Compute of each operator (waits for collectives excluded): forward, and backward including
   // a checkpointed operator's recompute; seconds from the step's start for the trace.
@@ -68,7 +70,7 @@ struct StepMetrics {
     double forward_s = 0;
     double backward_start_s = 0;
     double backward_s = 0;
-    // Live bytes of the process (counting allocator) when the phase ended.
+    // Live bytes (as peak_memory_bytes) when the phase ended.
     std::int64_t forward_end_live_bytes = 0;
     std::int64_t backward_end_live_bytes = 0;
   };
@@ -86,9 +88,12 @@ void check_runnable(const GptShape& shape, const Plan& plan, int world_size, int
 class ShardedGpt {
  public:
   // Throws InputError (file "plan") for choices the runtime cannot execute (slice counts that do
-  // not divide the operator, hsdp without whole nodes).
+  // not divide the operator, hsdp without whole nodes). Tensors live on `device` (its
+  // communicator's backend must take them); without one, on the CPU.
   ShardedGpt(const GptShape& shape, const Plan& plan, Communicator& communicator,
              const NamedTensors& initial, RuntimeOptions options);
+  ShardedGpt(const GptShape& shape, const Plan& plan, Communicator& communicator,
+             const NamedTensors& initial, RuntimeOptions options, RankDevice& device);
   ~ShardedGpt();
   ShardedGpt(const ShardedGpt&) = delete;
   ShardedGpt& operator=(const ShardedGpt&) = delete;

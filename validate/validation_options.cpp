@@ -24,7 +24,7 @@ BackwardPrefetch read_backward_prefetch(const Scenario& scenario) {
 ValidationOptions read_validation_options(const Scenario& scenario) {
   const JsonReader reader(scenario.validation, scenario.file, "$.validation");
   reader.require_only({"batch_size", "warmup_iterations", "iterations", "seed", "learning_rate",
-                       "collective_timeout", "prefetch_depth"});
+                       "collective_timeout", "prefetch_depth", "device"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(
       reader.optional_integer("batch_size", 1, 1 << 16).value_or(options.batch_size));
@@ -52,6 +52,15 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   options.prefetch_depth = static_cast<int>(
       reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));
   options.backward_prefetch = read_backward_prefetch(scenario);
+  if (reader.has("device")) {
+    options.device =
+        reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
+    if (options.device == DeviceKind::cuda && !cuda_device_path_built()) {
+      reader.fail("device",
+                  "\"cpu\": this osdp was built without the CUDA + NCCL device path (configure "
+                  "with -DOSDP_WITH_CUDA=ON and CMAKE_PREFIX_PATH pointing at a CUDA libtorch)");
+    }
+  }
   return options;
 }
 
@@ -63,7 +72,8 @@ Json validation_options_to_json(const ValidationOptions& options) {
           {"learning_rate", options.learning_rate},
           {"collective_timeout_s", options.collective_timeout.count() / 1000.0},
           {"prefetch_depth", options.prefetch_depth},
-          {"backward_prefetch", std::string(backward_prefetch_name(options.backward_prefetch))}};
+          {"backward_prefetch", std::string(backward_prefetch_name(options.backward_prefetch))},
+          {"device", std::string(device_kind_name(options.device))}};
 }
 
 }  // namespace osdp::validate

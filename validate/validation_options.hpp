@@ -1,16 +1,18 @@
 // The scenario's "validation" object: how the validator runs plans for real.
 //   {"batch_size": 4, "warmup_iterations": 2, "iterations": 5, "seed": 1,
-//    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1}
+//    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1, "device": "cpu"}
 // Every key is optional; unknown keys are InputErrors. prefetch_depth defaults to the
 // scenario's "simulation"."forward_prefetch" when that is set (else 1). The backward prefetch
 // policy is the simulator's "simulation"."backward_prefetch" ("pre", "post" or "none"; default
-// "pre"), with no key of its own here: one setting drives both sides.
+// "pre"), with no key of its own here: one setting drives both sides. "device": "cuda" runs
+// each rank on cuda:LOCAL_RANK over NCCL (a build with -DOSDP_WITH_CUDA=ON).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
 #include "model/scenario.hpp"
+#include "validate/device_kind.hpp"
 #include "validate/prefetch_policy.hpp"
 
 namespace osdp::validate {
@@ -24,6 +26,7 @@ struct ValidationOptions {
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   int prefetch_depth = 1;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  DeviceKind device = DeviceKind::cpu;
 };
 
 ValidationOptions read_validation_options(const Scenario& scenario);

@@ -77,3 +77,14 @@ TEST_CASE("the backward prefetch policy is the simulator's", "[validate][options
   CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"backward_prefetch", "post"}})),
                   InputError);
 }
+
+TEST_CASE("the device: cpu, or cuda in a build with the device path", "[validate][options]") {
+  CHECK(read_validation_options(tiny_scenario(Json::object())).device == DeviceKind::cpu);
+  CHECK(read_validation_options(tiny_scenario({{"device", "cpu"}})).device == DeviceKind::cpu);
+  CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"device", "gpu"}})), InputError);
+  if (cuda_device_path_built()) {
+    CHECK(read_validation_options(tiny_scenario({{"device", "cuda"}})).device == DeviceKind::cuda);
+  } else {
+    CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"device", "cuda"}})), InputError);
+  }
+}
