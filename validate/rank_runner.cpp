@@ -51,9 +51,9 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
     const auto& op = metrics.operators[i];
     const std::string name = operator_label(shape, static_cast<int>(i));
     complete(name + " forward", "compute", 0, op.forward_start_s, op.forward_s,
-             {{"compute_s", op.forward_s}});
+             {{"compute_s", op.forward_s}, {"peak_bytes", op.forward_peak_bytes}});
     complete(name + " backward", "compute", 0, op.backward_start_s, op.backward_s,
-             {{"compute_s", op.backward_s}});
+             {{"compute_s", op.backward_s}, {"peak_bytes", op.backward_peak_bytes}});
   }
   // The live-memory counter: after each operator's forward and backward, in time order.
   for (std::size_t i = 0; i < metrics.operators.size(); ++i) {

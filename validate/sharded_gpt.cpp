@@ -699,16 +699,23 @@ struct ShardedGpt::Impl {
     StepMetrics metrics;
     metrics.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
     metrics.operators.resize(n);
+    // The step's high-water mark is the highest of its phases' (each phase restarts the mark
+    // at the bytes live then, so nothing allocated in the step escapes).
+    std::int64_t step_peak_bytes = device.memory_counts().peak_bytes;
     // Compute time of a phase: its wall time less the waits for collectives inside it.
     auto timed = [&](double& start_s, double& duration_s, std::int64_t& end_live_bytes,
-                     auto&& body) {
+                     std::int64_t& peak_bytes, auto&& body) {
+      step_peak_bytes = std::max(step_peak_bytes, device.memory_counts().peak_bytes);
+      device.reset_peak_memory();
       const auto begin = synchronized_now();
       const double exposed_before = exposed_s;
       start_s = std::chrono::duration<double>(begin - start).count();
       body();
       duration_s = std::chrono::duration<double>(synchronized_now() - begin).count() -
                    (exposed_s - exposed_before);
-      end_live_bytes = device.memory_counts().live_bytes;
+      const MemoryCounts counts = device.memory_counts();
+      end_live_bytes = counts.live_bytes;
+      peak_bytes = counts.peak_bytes;
     };
     at::Tensor x = batch.inputs;
     for (int i = 0; i < n; ++i) {
@@ -716,7 +723,7 @@ struct ShardedGpt::Impl {
       const bool checkpointed = is_checkpointed(op.choice);
       op.input = i == 0 ? x : x.detach().requires_grad_(!checkpointed);
       timed(metrics.operators[i].forward_start_s, metrics.operators[i].forward_s,
-            metrics.operators[i].forward_end_live_bytes,
+            metrics.operators[i].forward_end_live_bytes, metrics.operators[i].forward_peak_bytes,
             [&] { x = run_forward(i, Phase::forward, !checkpointed, batch.targets); });
     }
     metrics.loss = ops.back().loss.item<double>();
@@ -724,7 +731,7 @@ struct ShardedGpt::Impl {
     for (int i = n - 1; i >= 0; --i) {
       if (is_checkpointed(ops[i].choice) && i > 0) ops[i].input.requires_grad_(true);
       timed(metrics.operators[i].backward_start_s, metrics.operators[i].backward_s,
-            metrics.operators[i].backward_end_live_bytes,
+            metrics.operators[i].backward_end_live_bytes, metrics.operators[i].backward_peak_bytes,
             [&] { grad = run_backward(i, grad, batch.targets); });
     }
     const auto optimizer_start = synchronized_now();
@@ -750,7 +757,7 @@ struct ShardedGpt::Impl {
                                (exposed_s - exposed_before_step);
     metrics.iteration_time_s = std::chrono::duration<double>(end - start).count();
     metrics.exposed_communication_s = exposed_s;
-    metrics.peak_memory_bytes = device.memory_counts().peak_bytes;
+    metrics.peak_memory_bytes = std::max(step_peak_bytes, device.memory_counts().peak_bytes);
     metrics.schedule = std::move(schedule);
     schedule.clear();
     return metrics;

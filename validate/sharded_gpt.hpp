@@ -70,9 +70,12 @@ struct StepMetrics {
     double forward_s = 0;
     double backward_start_s = 0;
     double backward_s = 0;
-    // Live bytes (as peak_memory_bytes) when the phase ended.
+    // Live bytes (as peak_memory_bytes) when the phase ended, and their high-water mark during
+    // the phase (where in the step the peak is, for comparing with the model's).
     std::int64_t forward_end_live_bytes = 0;
     std::int64_t backward_end_live_bytes = 0;
+    std::int64_t forward_peak_bytes = 0;
+    std::int64_t backward_peak_bytes = 0;
   };
   std::vector<OperatorTiming> operators;
   double optimizer_step_s = 0;
