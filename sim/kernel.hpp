@@ -37,6 +37,8 @@ class Kernel {
   void send(const Channel& channel, double bytes, double delay_s, std::function<void()> done);
   void run();
 
+  RingsInFlight& rings_in_flight() { return rings_in_flight_; }
+
   std::int64_t flows() const { return flows_; }
   std::int64_t timers() const { return timers_; }
 
@@ -46,6 +48,7 @@ class Kernel {
   void on_completion(const simgrid::s4u::Activity& activity);
 
   std::unique_ptr<State> state_;
+  RingsInFlight rings_in_flight_;
   std::int64_t flows_ = 0;
   std::int64_t timers_ = 0;
 };

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
+#include <stdexcept>
 
 namespace osdp::sim {
 namespace {
@@ -20,6 +22,20 @@ const GroupTiming& timing_of(const Cluster& cluster, GroupKind kind) {
       return cluster.inter_node;
   }
   return cluster.world;
+}
+
+// The link directions a ring's flows cross, ideal links left out.
+std::vector<int> ring_constraints(const std::vector<RingEdge>& edges,
+                                  const std::vector<FabricLink>& links, bool split_duplex) {
+  std::set<int> constraints;
+  for (const auto& edge : edges) {
+    for (const auto& channel : edge.channels) {
+      for (const Hop& hop : channel.hops) {
+        if (!links.at(hop.link).ideal) constraints.insert(constraint_of(hop, split_duplex));
+      }
+    }
+  }
+  return {constraints.begin(), constraints.end()};
 }
 
 GroupRing logical_ring(const Cluster& cluster, const Group& group, int group_index,
@@ -39,6 +55,7 @@ GroupRing logical_ring(const Cluster& cluster, const Group& group, int group_ind
     channel.hops.push_back({id, true});
     ring.edges.push_back({{channel}});
   }
+  ring.constraints = ring_constraints(ring.edges, plan.links, plan.split_duplex);
   return ring;
 }
 
@@ -83,10 +100,47 @@ GroupRing fabric_ring(const Fabric& fabric, const Group& group) {
       ring.alpha_s = std::max(ring.alpha_s, channel.latency_s);
     ring.edges.push_back(std::move(edge));
   }
+  ring.constraints = ring_constraints(ring.edges, fabric.links(), topology.split_duplex);
   return ring;
 }
 
 }  // namespace
+
+int constraint_of(const Hop& hop, bool split_duplex) {
+  return 2 * hop.link + (split_duplex && hop.up ? 1 : 0);
+}
+
+void RingsInFlight::begin(const GroupRing& ring) {
+  for (int constraint : ring.constraints) {
+    auto& rings = on_constraint_.at(constraint);
+    auto it = std::find_if(rings.begin(), rings.end(),
+                           [&ring](const auto& entry) { return entry.first == &ring; });
+    if (it == rings.end()) {
+      rings.push_back({&ring, 1});
+    } else {
+      ++it->second;
+    }
+  }
+}
+
+void RingsInFlight::end(const GroupRing& ring) {
+  for (int constraint : ring.constraints) {
+    auto& rings = on_constraint_.at(constraint);
+    auto it = std::find_if(rings.begin(), rings.end(),
+                           [&ring](const auto& entry) { return entry.first == &ring; });
+    if (it == rings.end()) throw std::logic_error("sim: a ring ended that was not in flight");
+    if (--it->second == 0) rings.erase(it);
+  }
+}
+
+bool RingsInFlight::shares_links(const GroupRing& ring) const {
+  for (int constraint : ring.constraints) {
+    for (const auto& [other, count] : on_constraint_.at(constraint)) {
+      if (other != &ring) return true;
+    }
+  }
+  return false;
+}
 
 std::vector<int> world_members(const Cluster& cluster) {
   std::vector<int> members(cluster.ranks);

@@ -6,6 +6,7 @@
 
 #include <compare>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "model/cluster.hpp"
@@ -44,6 +45,9 @@ struct GroupRing {
   std::vector<int> order;       // members in ring order
   std::vector<RingEdge> edges;  // edges[i]: order[i] -> order[i + 1 mod n]
   double alpha_s = 0;           // longest route latency of any edge (topology rings)
+  // The link directions its flows cross (constraint_of), ascending: scale mode tells from them
+  // whether the ring shares links with another ring in flight.
+  std::vector<int> constraints;
   // Paper-form clusters: each step costs alpha + bytes * beta of this timing. Their routes are
   // one logical link per ring edge that carries time, not bytes: a flow of bytes * beta seconds
   // is sent as bytes * beta * logical_units_per_s units, so flows sharing an edge share it.
@@ -60,6 +64,24 @@ struct NetworkPlan {
 };
 
 NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& groups);
+
+// Links as capacity constraints: each direction of a split-duplex link is one, a shared link
+// is one for both directions; 2 x links in all.
+int constraint_of(const Hop& hop, bool split_duplex);
+
+// The rings in flight on each link direction. Scale mode aggregates a ring's steps only while no
+// other ring shares a link with it: concurrent rounds of the same ring (its collectives on two
+// lanes) load every link alike and need no steps.
+class RingsInFlight {
+ public:
+  explicit RingsInFlight(std::size_t links) : on_constraint_(2 * links) {}
+  void begin(const GroupRing& ring);
+  void end(const GroupRing& ring);
+  bool shares_links(const GroupRing& ring) const;  // with another ring in flight
+
+ private:
+  std::vector<std::vector<std::pair<const GroupRing*, int>>> on_constraint_;
+};
 
 // The world group and, on multi-node clusters, the intra-node and inter-node groups.
 std::vector<int> world_members(const Cluster& cluster);

@@ -5,7 +5,9 @@
 //               latency and beta the narrowest edge's seconds per byte.
 //   scale mode: one flow per ring edge and channel of steps * S/N bytes, started after
 //               steps * alpha - (its own route latency), which reproduces the same time when
-//               uncontended with N flows instead of N * steps.
+//               uncontended with N flows instead of N * steps. While another ring shares a link
+//               with it, the ring moves in step-mode rounds instead (at most 64 per collective),
+//               so that contended rings agree with step mode.
 // Paper-form (logical) rings cost alpha + bytes * beta per step from the group's timing.
 #pragma once
 

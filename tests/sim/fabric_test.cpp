@@ -79,3 +79,28 @@ TEST_CASE("groups get their channels", "[sim][fabric]") {
   }
   CHECK(plan.rings[0].alpha_s == Approx(cluster.world.all_gather.alpha_beta.alpha_s));
 }
+
+TEST_CASE("rings in flight tell who shares a link", "[sim][fabric]") {
+  const Cluster cluster = pcie_cluster(1, 2);
+  const std::vector<Group> groups{
+      {GroupKind::world, {0, 4}}, {GroupKind::world, {1, 5}}, {GroupKind::world, {0, 1}}};
+  const NetworkPlan plan = plan_network(cluster, groups);
+  const GroupRing& across_a = plan.rings[0];  // both cross the two switch uplinks
+  const GroupRing& across_b = plan.rings[1];
+  const GroupRing& under_switch = plan.rings[2];  // GPU ports of 0 and 1 only
+  RingsInFlight rings(plan.links.size());
+  rings.begin(across_a);
+  rings.begin(across_a);  // the same ring on a second lane loads every link alike
+  CHECK_FALSE(rings.shares_links(across_a));
+  rings.begin(across_b);
+  CHECK(rings.shares_links(across_a));
+  CHECK(rings.shares_links(across_b));
+  rings.end(across_b);
+  CHECK_FALSE(rings.shares_links(across_a));
+  rings.begin(under_switch);  // GPU 0's port: shared with {0, 4}
+  CHECK(rings.shares_links(under_switch));
+  rings.end(across_a);
+  rings.end(across_a);
+  CHECK_FALSE(rings.shares_links(under_switch));
+  CHECK_THROWS_AS(rings.end(across_a), std::logic_error);
+}
