@@ -1,10 +1,13 @@
 // sim_bench: wall time, events per second and the simulation process's peak RSS for one
 // simulated iteration of N&D 96 layers (hidden 1536, 16 heads, 194 operators), FSDP at batch 4:
-// on 16 GPUs (2 x 8 A100, NVSwitch) in step mode, and on 1,024 GPUs (128 x 8) in scale mode.
+// on 16 GPUs (2 x 8 A100, NVSwitch) in step mode, and on 1,024 GPUs (128 x 8) in scale mode,
+// once on A100 nodes under one network switch and once on the leaf-spine H100 cluster of
+// scenarios/clusters/h100-80gb-128x8-leaf-spine.json.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "model/scenario.hpp"
@@ -38,7 +41,15 @@ Cluster a100_nodes(int nodes) {
   return cluster;
 }
 
-Scenario nd_96_scenario(int nodes) {
+// The scenario clusters, found from this source file (the benchmark takes no arguments).
+Cluster scenario_cluster(const std::string& file) {
+  const auto path =
+      std::filesystem::path(__FILE__).parent_path().parent_path() / "scenarios" / "clusters" / file;
+  const Json document = read_json_file(path.string());
+  return load_cluster(JsonReader(document, path.string()));
+}
+
+Scenario nd_96_scenario(const Cluster& cluster) {
   Scenario scenario;
   scenario.name = "nd-96l-1536h";
   scenario.training.precision = Precision::mixed;
@@ -48,12 +59,13 @@ Scenario nd_96_scenario(int nodes) {
   spec.hidden_sizes = {1536};
   spec.heads = 16;
   scenario.workload = std::make_shared<const Workload>(make_gpt(spec, scenario.training));
-  scenario.cluster = a100_nodes(nodes);
+  scenario.cluster = cluster;
   return scenario;
 }
 
-void simulate_iteration(benchmark::State& state, int nodes, sim::Granularity granularity) {
-  const Scenario scenario = nd_96_scenario(nodes);
+void simulate_iteration(benchmark::State& state, const Cluster& cluster,
+                        sim::Granularity granularity) {
+  const Scenario scenario = nd_96_scenario(cluster);
   const Plan plan{
       4, std::vector<OperatorChoice>(scenario.workload->size(), OperatorChoice::whole(Mode::zdp))};
   sim::SimOptions options;
@@ -73,14 +85,22 @@ void simulate_iteration(benchmark::State& state, int nodes, sim::Granularity gra
 }
 
 void BM_nd96_16gpu_step(benchmark::State& state) {
-  simulate_iteration(state, 2, sim::Granularity::step);
+  simulate_iteration(state, a100_nodes(2), sim::Granularity::step);
 }
 void BM_nd96_1024gpu_scale(benchmark::State& state) {
-  simulate_iteration(state, 128, sim::Granularity::scale);
+  simulate_iteration(state, a100_nodes(128), sim::Granularity::scale);
+}
+void BM_nd96_1024gpu_scale_leaf_spine(benchmark::State& state) {
+  simulate_iteration(state, scenario_cluster("h100-80gb-128x8-leaf-spine.json"),
+                     sim::Granularity::scale);
 }
 
 BENCHMARK(BM_nd96_16gpu_step)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_nd96_1024gpu_scale)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_nd96_1024gpu_scale_leaf_spine)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace osdp {
 
@@ -118,18 +119,26 @@ double gpu_to_nic_latency_s(const NodeTopology& node) {
 namespace {
 
 // Half-duplex links (split_duplex false) carry a ring's two directions at once, each at half
-// the bandwidth: every tree link (PCIe, NVSwitch, NIC) is crossed once per direction; an NVLink
-// mesh link only when two GPUs form the ring.
+// the bandwidth: every tree link (PCIe, NVSwitch, NIC, leaf uplink) is crossed once per
+// direction; an NVLink mesh link only when two GPUs form the ring.
 Topology with_duplex_sharing(Topology topology) {
   if (topology.split_duplex) return topology;
   auto halve = [](Link& link) { link.bandwidth_Bps /= 2; };
   NodeTopology& node = topology.node;
   halve(topology.nic);
+  if (topology.leaf_spine) halve(topology.leaf_spine->uplink);
   halve(node.pcie.gpu_link);
   halve(node.pcie.switch_uplink);
   halve(node.pcie.inter_socket);
   if (node.kind != NodeKind::nvlink_mesh || node.gpus == 2) halve(node.gpu_link);
   return topology;
+}
+
+// Of flows leaving a leaf on the given NICs (one per flow), the most that share one spine uplink.
+int busiest_spine_flows(const LeafSpine& fabric, const std::vector<int>& nic_of_flow) {
+  std::vector<int> flows_on_spine(fabric.spines, 0);
+  for (int nic : nic_of_flow) ++flows_on_spine[fabric.spine_of(nic)];
+  return *std::max_element(flows_on_spine.begin(), flows_on_spine.end());
 }
 
 }  // namespace
@@ -172,17 +181,57 @@ DerivedTimings derive_timings(const Topology& physical) {
         std::min(all_to_nic_bandwidth_Bps, tree.inter_socket.bandwidth_Bps / beyond_first_socket);
   }
   // The world ring is split into one channel per NIC; each crosses every node boundary once.
-  RingBottleneck world = intra;
-  world.add({cross_latency_s,
-             std::min(to_nic_bandwidth_Bps, topology.nic.bandwidth_Bps * topology.nics_per_node)});
-  timings.world = world.alpha_beta();
+  const int nics = topology.nics_per_node;
+  double world_cross_Bps = std::min(to_nic_bandwidth_Bps, topology.nic.bandwidth_Bps * nics);
   // HSDP's cross-node groups: one per local rank, all running at once over the node's NICs.
+  const double shared = static_cast<double>(node.gpus) / nics;
+  double inter_Bps =
+      std::min(all_to_nic_bandwidth_Bps, topology.nic.bandwidth_Bps / std::max(1.0, shared));
+  // Leaf-spine: the rings leave every leaf once, through the spines their NICs select. A world
+  // ring edge is as slow as its channel on the busiest spine uplink; the cross-node groups'
+  // flows on the busiest uplink share it.
+  const std::optional<LeafSpine>& leaf_spine = topology.leaf_spine;
+  if (leaf_spine && leaf_spine->leaves(topology.nodes) > 1) {
+    const double uplinks_latency_s = 2 * leaf_spine->uplink.latency_s;
+    cross_latency_s += uplinks_latency_s;
+    inter_latency_s += uplinks_latency_s;
+    std::vector<int> world_channels(nics);
+    std::iota(world_channels.begin(), world_channels.end(), 0);
+    world_cross_Bps =
+        std::min(world_cross_Bps, nics * leaf_spine->uplink.bandwidth_Bps /
+                                      busiest_spine_flows(*leaf_spine, world_channels));
+    std::vector<int> group_nics;  // the NIC of each local rank's group, as the simulator picks
+    const int gpus_per_nic = std::max(1, node.gpus / nics);
+    for (int local = 0; local < node.gpus; ++local) {
+      group_nics.push_back(std::min(nics - 1, local / gpus_per_nic));
+    }
+    inter_Bps = std::min(
+        inter_Bps, leaf_spine->uplink.bandwidth_Bps / busiest_spine_flows(*leaf_spine, group_nics));
+  }
+  RingBottleneck world = intra;
+  world.add({cross_latency_s, world_cross_Bps});
+  timings.world = world.alpha_beta();
   RingBottleneck inter;
-  const double shared = static_cast<double>(node.gpus) / topology.nics_per_node;
-  inter.add({inter_latency_s, std::min(all_to_nic_bandwidth_Bps,
-                                       topology.nic.bandwidth_Bps / std::max(1.0, shared))});
+  inter.add({inter_latency_s, inter_Bps});
   timings.inter_node = inter.alpha_beta();
   return timings;
+}
+
+std::optional<LeafSpine> read_fabric(const JsonReader& fabric, int nodes) {
+  const std::string kind = fabric.choice("kind", {"switch", "leaf_spine"});
+  if (kind == "switch") {
+    fabric.require_only({"kind"});
+    return std::nullopt;
+  }
+  fabric.require_only({"kind", "nodes_per_leaf", "spines", "uplink"});
+  LeafSpine leaf_spine;
+  leaf_spine.nodes_per_leaf = static_cast<int>(fabric.integer("nodes_per_leaf", 1, nodes));
+  leaf_spine.spines = static_cast<int>(fabric.integer("spines", 1, 1 << 16));
+  const JsonReader uplink = fabric.object("uplink");
+  uplink.require_only({"bandwidth", "latency"});
+  leaf_spine.uplink = {uplink.quantity("bandwidth", units::Dimension::bytes_per_second),
+                       uplink.quantity("latency", units::Dimension::seconds, false)};
+  return leaf_spine;
 }
 
 }  // namespace osdp

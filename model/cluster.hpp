@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/collectives.hpp"
+#include "model/json_reader.hpp"
 
 namespace osdp {
 
@@ -32,19 +33,43 @@ struct PcieTree {
 struct NodeTopology {
   NodeKind kind = NodeKind::nvswitch;
   int gpus = 8;
-  PcieTree pcie;   // kind == pcie
-  Link gpu_link;   // nvlink_mesh: each GPU pair; nvswitch: each GPU <-> the switch
+  PcieTree pcie;  // kind == pcie
+  Link gpu_link;  // nvlink_mesh: each GPU pair; nvswitch: each GPU <-> the switch
+};
+
+// A leaf-spine network between nodes (a two-level folded Clos, "fat tree"): consecutive groups
+// of nodes_per_leaf nodes hang on one leaf switch each, and every leaf has one uplink to every
+// spine. Traffic of a node's NIC c to another leaf goes up to spine c mod spines and down from
+// it (static, as on rail-aligned fabrics without ECMP), so the NIC channels of a ring spread
+// over the spines.
+struct LeafSpine {
+  int nodes_per_leaf = 1;
+  int spines = 1;
+  Link uplink;  // each leaf <-> spine link
+
+  int leaves(int nodes) const { return (nodes + nodes_per_leaf - 1) / nodes_per_leaf; }
+  int leaf_of(int node) const { return node / nodes_per_leaf; }
+  int spine_of(int nic) const { return nic % spines; }
 };
 
 struct Topology {
   int nodes = 1;
   NodeTopology node;
   int nics_per_node = 1;  // NICs shared by the node's GPUs (set to gpus for a NIC per GPU)
-  Link nic;               // NIC <-> network switch
+  Link nic;               // NIC <-> network switch (leaf switch)
+  // Between nodes: one network switch holding every NIC, or leaf and spine switches.
+  std::optional<LeafSpine> leaf_spine;
   bool split_duplex = true;
 
   int ranks() const { return nodes * node.gpus; }
 };
+
+// The "fabric" object of a multi-node topology:
+//   {"kind": "switch"}  (the default: every NIC on one network switch), or
+//   {"kind": "leaf_spine", "nodes_per_leaf": 16, "spines": 8,
+//    "uplink": {"bandwidth": "3200Gbps", "latency": "1us"}}.
+// `nodes` is the cluster's node count; bad keys or values are InputErrors.
+std::optional<LeafSpine> read_fabric(const JsonReader& fabric, int nodes);
 
 // Alpha-beta of a collective, optionally by message size (calibrated clusters): the entry with
 // the largest min_step_bytes not above the step size applies.

@@ -88,7 +88,7 @@ GroupTiming read_group_timing(const JsonReader& reader) {
 
 Topology read_topology(const JsonReader& reader) {
   reader.require_only({"kind", "nodes", "gpus_per_node", "gpu_link", "pcie", "nics_per_node",
-                       "nic", "split_duplex"});
+                       "nic", "fabric", "split_duplex"});
   Topology topology;
   const std::string kind = reader.choice("kind", {"pcie", "nvlink_mesh", "nvswitch"});
   topology.node.kind = kind == "pcie"          ? NodeKind::pcie
@@ -130,6 +130,10 @@ Topology read_topology(const JsonReader& reader) {
         reader.optional_integer("nics_per_node", 1, topology.node.gpus).value_or(1));
   } else if (reader.has("nic")) {
     topology.nic = read_link(reader.object("nic"));
+  }
+  if (reader.has("fabric")) {
+    if (topology.nodes <= 1) reader.fail("fabric", "no fabric between nodes unless nodes > 1");
+    topology.leaf_spine = read_fabric(reader.object("fabric"), topology.nodes);
   }
   topology.split_duplex = reader.optional_boolean("split_duplex").value_or(true);
   if (static_cast<long long>(topology.nodes) * topology.node.gpus > (1LL << 20)) {

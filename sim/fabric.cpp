@@ -39,8 +39,21 @@ Fabric::Fabric(const Topology& topology) : topology_(topology) {
   const bool multi_node = topology.nodes > 1;
   gpu_vertex_.assign(topology.ranks(), -1);
   nic_vertex_.assign(topology.nodes, {});
-  // The network switch first, so that the depth-first ring starts there.
-  const int network_switch = multi_node ? add_vertex(VertexKind::network_switch, -1, 0) : -1;
+  // The switches between nodes first, so that the depth-first ring starts at the first of them
+  // and visits nodes in order: one network switch, or leaves (then spines).
+  const std::optional<LeafSpine>& leaf_spine = topology.leaf_spine;
+  std::vector<int> node_switches;  // [leaf], or the one network switch
+  std::vector<int> spines;
+  if (multi_node && leaf_spine) {
+    for (int leaf = 0; leaf < leaf_spine->leaves(topology.nodes); ++leaf) {
+      node_switches.push_back(add_vertex(VertexKind::leaf_switch, -1, leaf));
+    }
+    for (int spine = 0; spine < leaf_spine->spines; ++spine) {
+      spines.push_back(add_vertex(VertexKind::spine_switch, -1, spine));
+    }
+  } else if (multi_node) {
+    node_switches.push_back(add_vertex(VertexKind::network_switch, -1, 0));
+  }
   int node_root = -1;  // where a single node's ring search starts: its top-most vertex
   for (int n = 0; n < topology.nodes; ++n) {
     const int first = n * gpus;
@@ -104,16 +117,28 @@ Fabric::Fabric(const Topology& topology) : topology_(topology) {
       }
     }
     if (multi_node) {
+      const int leaf = leaf_spine ? leaf_spine->leaf_of(n) : 0;
       for (int c = 0; c < topology.nics_per_node; ++c) {
         const int nic = add_vertex(VertexKind::nic, n, c);
         nic_vertex_[n].push_back(nic);
         add_link(fmt::format("n{}.nic{}-attach", n, c), nic_attach[c], nic, {}, true);
         nic_link_.push_back(static_cast<int>(links_.size()));
-        add_link(fmt::format("n{}.nic{}-switch", n, c), nic, network_switch, topology.nic);
+        add_link(leaf_spine ? fmt::format("n{}.nic{}-leaf{}", n, c, leaf)
+                            : fmt::format("n{}.nic{}-switch", n, c),
+                 nic, node_switches[leaf], topology.nic);
       }
     }
   }
-  const int root = multi_node ? network_switch : node_root >= 0 ? node_root : gpu_vertex_[0];
+  // Uplinks after the nodes, so that the ring finishes a leaf's nodes before the next leaf.
+  for (int leaf = 0; leaf < static_cast<int>(spines.empty() ? 0 : node_switches.size()); ++leaf) {
+    uplink_.emplace_back();
+    for (int spine = 0; spine < static_cast<int>(spines.size()); ++spine) {
+      uplink_.back().push_back(static_cast<int>(links_.size()));
+      add_link(fmt::format("leaf{}-spine{}", leaf, spine), node_switches[leaf], spines[spine],
+               leaf_spine->uplink);
+    }
+  }
+  const int root = multi_node ? node_switches.front() : node_root >= 0 ? node_root : gpu_vertex_[0];
   GpuCollector collector;
   collector.order = &ring_order_;
   std::vector<boost::default_color_type> colors(boost::num_vertices(graph_));
@@ -180,8 +205,19 @@ Path Fabric::path_via_nic(int from_rank, int to_rank, int nic) const {
   const int out_link = nic_link_.at(from_node * topology_.nics_per_node + nic);
   const int in_link = nic_link_.at(to_node * topology_.nics_per_node + nic);
   Path across;
-  across.hops = {{out_link, true}, {in_link, false}};
+  across.hops = {{out_link, true}};
   across.latency_s = 2 * topology_.nic.latency_s;
+  if (const auto& leaf_spine = topology_.leaf_spine) {
+    const int from_leaf = leaf_spine->leaf_of(from_node);
+    const int to_leaf = leaf_spine->leaf_of(to_node);
+    if (from_leaf != to_leaf) {
+      const int spine = leaf_spine->spine_of(nic);
+      across.hops.push_back({uplink_.at(from_leaf).at(spine), true});
+      across.hops.push_back({uplink_.at(to_leaf).at(spine), false});
+      across.latency_s += 2 * leaf_spine->uplink.latency_s;
+    }
+  }
+  across.hops.push_back({in_link, false});
   append(result, across);
   append(result, shortest(nic_vertex_.at(to_node).at(nic), gpu_vertex_.at(to_rank)));
   return result;

@@ -1,5 +1,6 @@
 // The cluster's interconnect as a graph (Boost.Graph): GPUs, PCIe switches, CPU root complexes,
-// NVSwitches, NICs and the network switch as vertices, links as edges. The ring order and the
+// NVSwitches, NICs and the network switch (or leaf and spine switches) as vertices, links as
+// edges. The ring order and the
 // route of every ring flow are searched on it; the SimGrid platform is built from it.
 #pragma once
 
@@ -11,12 +12,22 @@
 
 namespace osdp::sim {
 
-enum class VertexKind { gpu, pcie_switch, cpu, nvswitch, bridge, nic, network_switch };
+enum class VertexKind {
+  gpu,
+  pcie_switch,
+  cpu,
+  nvswitch,
+  bridge,
+  nic,
+  network_switch,
+  leaf_switch,
+  spine_switch
+};
 
 struct FabricVertex {
   VertexKind kind = VertexKind::gpu;
   int node = 0;
-  int index = 0;  // rank for GPUs, NIC index within its node for NICs
+  int index = 0;  // rank for GPUs, NIC index within its node for NICs, leaf / spine index
 };
 
 struct FabricEdge {
@@ -60,7 +71,8 @@ class Fabric {
 
   // Lowest-latency route between two GPUs (fewest hops on ties).
   Path path(int from_rank, int to_rank) const;
-  // Route between GPUs of different nodes leaving and entering through NIC `nic` of each node.
+  // Route between GPUs of different nodes leaving and entering through NIC `nic` of each node
+  // (and, between leaves, through spine `nic` mod spines).
   Path path_via_nic(int from_rank, int to_rank, int nic) const;
   int node_of(int rank) const { return rank / topology_.node.gpus; }
 
@@ -75,7 +87,8 @@ class Fabric {
   std::vector<FabricLink> links_;
   std::vector<int> gpu_vertex_;
   std::vector<std::vector<int>> nic_vertex_;  // [node][nic]
-  std::vector<int> nic_link_;                 // link id of NIC (node * nics + nic) to the switch
+  std::vector<int> nic_link_;             // link id of NIC (node * nics + nic) to its (leaf) switch
+  std::vector<std::vector<int>> uplink_;  // [leaf][spine]: link id, leaf -> spine is "up"
   std::vector<int> ring_order_;
 };
 

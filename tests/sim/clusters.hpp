@@ -56,6 +56,15 @@ inline Cluster nvswitch_cluster(int nodes = 1, int nics_per_node = 1) {
   return with_topology(topology);
 }
 
+// NVSwitch nodes with two NICs each on leaf switches: `nodes_per_leaf` nodes per leaf, every leaf
+// with one uplink of `uplink_Bps` to each of `spines` spines.
+inline Cluster leaf_spine_cluster(int nodes, int nodes_per_leaf, int spines, double uplink_Bps,
+                                  double uplink_latency_s = 1e-6) {
+  Topology topology = *nvswitch_cluster(nodes, 2).topology;
+  topology.leaf_spine = LeafSpine{nodes_per_leaf, spines, {uplink_Bps, uplink_latency_s}};
+  return with_topology(topology);
+}
+
 // The paper form: ranks and alpha-beta, no topology.
 inline Cluster logical_cluster(int ranks, double alpha_s, double beta_s_per_byte) {
   Cluster cluster;

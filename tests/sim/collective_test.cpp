@@ -48,6 +48,12 @@ TEST_CASE("uncontended ring collectives equal the alpha-beta formula", "[sim][co
     SECTION(std::string(collective_name(kind)) + " two nodes, two NICs each") {
       check_alpha_beta(nvswitch_cluster(2, 2), kind, 256 * mib);
     }
+    SECTION(std::string(collective_name(kind)) + " leaf-spine, 6 nodes, 2 per leaf, 2 spines") {
+      check_alpha_beta(leaf_spine_cluster(6, 2, 2, 50e9), kind, 256 * mib);
+    }
+    SECTION(std::string(collective_name(kind)) + " leaf-spine, oversubscribed uplink") {
+      check_alpha_beta(leaf_spine_cluster(6, 2, 1, 10e9), kind, 256 * mib);
+    }
     SECTION(std::string(collective_name(kind)) + " paper-form logical ring") {
       check_alpha_beta(logical_cluster(8, 20e-6, 1.0 / 10e9), kind, 64 * mib);
     }
@@ -84,6 +90,28 @@ TEST_CASE("two rings sharing a PCIe uplink each take twice as long", "[sim][coll
   CHECK(disjoint[1].time_s == Approx(single[0].time_s).epsilon(1e-12));
 }
 
+TEST_CASE("an oversubscribed leaf slows the ring by its oversubscription", "[sim][collective]") {
+  // Zero latencies so the time is all bandwidth. Each node crossing carries two NIC channels of
+  // 12.5 GB/s; a leaf's uplinks carry what crosses to the next leaf.
+  auto all_gather_s = [](Cluster cluster) {
+    cluster.topology->nic.latency_s = 0;
+    cluster.topology->node.gpu_link.latency_s = 0;
+    return simulate_collective(cluster, CollectiveKind::all_gather, 256 * mib, SimOptions{}).time_s;
+  };
+  const double one_switch = all_gather_s(nvswitch_cluster(8, 2));
+  SECTION("uplinks as wide as the crossing NICs: as fast as one switch") {
+    CHECK(all_gather_s(leaf_spine_cluster(8, 2, 2, 12.5e9, 0)) == Approx(one_switch).epsilon(1e-9));
+  }
+  SECTION("one spine: both channels on one 12.5 GB/s uplink, twice as long") {
+    CHECK(all_gather_s(leaf_spine_cluster(8, 2, 1, 12.5e9, 0)) ==
+          Approx(2 * one_switch).epsilon(1e-9));
+  }
+  SECTION("two spines of 5 GB/s uplinks: 25 / 10 = 2.5 times as long") {
+    CHECK(all_gather_s(leaf_spine_cluster(8, 2, 2, 5e9, 0)) ==
+          Approx(2.5 * one_switch).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("scale mode agrees with step mode", "[sim][collective]") {
   SimOptions step;
   SimOptions scale;
@@ -91,7 +119,8 @@ TEST_CASE("scale mode agrees with step mode", "[sim][collective]") {
   const double bytes = 128 * mib;
   SECTION("uncontended, within 0.1%") {
     for (const Cluster& cluster :
-         {pcie_cluster(2, 2), nvswitch_cluster(2, 2), logical_cluster(8, 10e-6, 1e-10)}) {
+         {pcie_cluster(2, 2), nvswitch_cluster(2, 2), leaf_spine_cluster(6, 2, 1, 10e9),
+          logical_cluster(8, 10e-6, 1e-10)}) {
       for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::all_reduce}) {
         const double t_step = simulate_collective(cluster, kind, bytes, step).time_s;
         const double t_scale = simulate_collective(cluster, kind, bytes, scale).time_s;
@@ -154,7 +183,9 @@ TEST_CASE("HSDP's concurrent cross-node groups equal the inter-node alpha-beta",
     const int g = cluster.gpus_per_node;
     std::vector<CollectiveRequest> requests;
     for (int local = 0; local < g; ++local) {
-      requests.push_back({CollectiveKind::all_reduce, bytes, {local, g + local}});
+      std::vector<int> one_per_node;
+      for (int node = 0; node < cluster.nodes(); ++node) one_per_node.push_back(node * g + local);
+      requests.push_back({CollectiveKind::all_reduce, bytes, one_per_node});
     }
     double slowest = 0;
     for (const auto& result : simulate_collectives(cluster, requests, SimOptions{})) {
@@ -163,12 +194,15 @@ TEST_CASE("HSDP's concurrent cross-node groups equal the inter-node alpha-beta",
     return slowest;
   };
   auto formula = [&](const Cluster& cluster) {
-    return ring_time_s(CollectiveKind::all_reduce, bytes, 2,
+    return ring_time_s(CollectiveKind::all_reduce, bytes, cluster.nodes(),
                        cluster.inter_node.all_reduce.alpha_beta);
   };
   SECTION("equal routes: exact") {
-    // NVSwitch nodes with two NICs (NIC-bound), PCIe nodes with a NIC per GPU (uplink-bound).
-    for (const Cluster& cluster : {nvswitch_cluster(2, 2), pcie_cluster(1, 4, 2, 8)}) {
+    // NVSwitch nodes with two NICs (NIC-bound), PCIe nodes with a NIC per GPU (uplink-bound),
+    // two leaves of two NVSwitch nodes under one spine (bound by the spine uplink all 8 groups
+    // cross).
+    for (const Cluster& cluster :
+         {nvswitch_cluster(2, 2), pcie_cluster(1, 4, 2, 8), leaf_spine_cluster(4, 2, 1, 20e9)}) {
       CHECK(slowest_of_groups(cluster) == Approx(formula(cluster)).epsilon(1e-6));
     }
   }

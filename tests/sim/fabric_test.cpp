@@ -33,6 +33,43 @@ TEST_CASE("rings follow the topology", "[sim][fabric]") {
   }
 }
 
+TEST_CASE("leaf-spine fabrics: rings leaf by leaf, static spine per NIC", "[sim][fabric]") {
+  const Cluster cluster = leaf_spine_cluster(5, 2, 2, 50e9, 1.5e-6);
+  const Topology& topology = *cluster.topology;
+  const Fabric fabric(topology);
+  std::vector<int> in_order(40);
+  for (int i = 0; i < 40; ++i) in_order[i] = i;
+  CHECK(fabric.ring_order() == in_order);  // leaves {0, 1}, {2, 3}, {4}: nodes in order
+  auto names = [&fabric](const Path& path) {
+    std::vector<std::string> result;
+    for (const Hop& hop : path.hops) {
+      if (!fabric.links()[hop.link].ideal) result.push_back(fabric.links()[hop.link].name);
+    }
+    return result;
+  };
+  SECTION("within a leaf: NIC, leaf, NIC") {
+    const Path same_leaf = fabric.path_via_nic(7, 8, 1);
+    CHECK(names(same_leaf) == std::vector<std::string>{"n0.gpu7-nvswitch", "n0.nic1-leaf0",
+                                                       "n1.nic1-leaf0", "n1.gpu0-nvswitch"});
+    CHECK(same_leaf.latency_s ==
+          Approx(2 * topology.node.gpu_link.latency_s + 2 * topology.nic.latency_s));
+  }
+  SECTION("across leaves: up and down through spine nic mod spines") {
+    const Path nic0 = fabric.path_via_nic(15, 16, 0);
+    CHECK(names(nic0) == std::vector<std::string>{"n1.gpu7-nvswitch", "n1.nic0-leaf0",
+                                                  "leaf0-spine0", "leaf1-spine0", "n2.nic0-leaf1",
+                                                  "n2.gpu0-nvswitch"});
+    const Path nic1 = fabric.path_via_nic(39, 0, 1);  // the last leaf back to the first
+    CHECK(names(nic1)[2] == "leaf2-spine1");
+    CHECK(names(nic1)[3] == "leaf0-spine1");
+    CHECK(nic1.latency_s ==
+          Approx(2 * topology.node.gpu_link.latency_s + 2 * topology.nic.latency_s + 3e-6));
+    // Leaf to spine is the uplink's up direction; spine to leaf its down direction.
+    CHECK(nic1.hops[3].up);
+    CHECK_FALSE(nic1.hops[4].up);
+  }
+}
+
 TEST_CASE("routes add up their links' latencies", "[sim][fabric]") {
   const Cluster cluster = pcie_cluster(2, 2);
   const Fabric fabric(*cluster.topology);

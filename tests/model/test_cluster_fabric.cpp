@@ -1,0 +1,145 @@
+// The leaf-spine fabric of a multi-node cluster: read strictly from the cluster JSON, and the
+// ring timings derived from it (the busiest spine uplink bounds the rings crossing leaves).
+#include <catch2/catch.hpp>
+
+#include "model/scenario.hpp"
+
+using namespace osdp;
+
+namespace {
+
+// 4 nodes of 8 NVSwitch GPUs, two 100 Gb/s NICs each; `fabric` goes into the topology.
+Json four_nodes(const Json& fabric) {
+  Json cluster = Json::parse(R"({
+    "name": "four nodes",
+    "topology": {
+      "kind": "nvswitch", "nodes": 4, "gpus_per_node": 8,
+      "gpu_link": {"bandwidth": "300GBps", "latency": "1us"},
+      "nics_per_node": 2, "nic": {"bandwidth": "100Gbps", "latency": "5us"}
+    }
+  })");
+  if (!fabric.is_null()) cluster["topology"]["fabric"] = fabric;
+  return cluster;
+}
+
+Cluster load(const Json& cluster) { return load_cluster(JsonReader(cluster, "cluster.json")); }
+
+// The message of the InputError that loading raises ("" when none).
+std::string error_of(const Json& cluster) {
+  try {
+    (void)load(cluster);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a leaf-spine fabric is read in SI units", "[model][cluster]") {
+  const Cluster cluster = load(four_nodes(Json::parse(R"({
+    "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 1,
+    "uplink": {"bandwidth": "50Gbps", "latency": "1us"}})")));
+  REQUIRE(cluster.topology->leaf_spine);
+  const LeafSpine& fabric = *cluster.topology->leaf_spine;
+  CHECK(fabric.nodes_per_leaf == 2);
+  CHECK(fabric.spines == 1);
+  CHECK(fabric.uplink.bandwidth_Bps == Approx(6.25e9));
+  CHECK(fabric.uplink.latency_s == Approx(1e-6));
+  CHECK(fabric.leaves(4) == 2);
+  CHECK(fabric.leaves(5) == 3);
+}
+
+TEST_CASE("the busiest spine uplink bounds the rings that cross leaves", "[model][cluster]") {
+  SECTION("one spine: both NIC channels of the world ring share its uplink") {
+    const Cluster cluster = load(four_nodes(Json::parse(R"({
+      "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 1,
+      "uplink": {"bandwidth": "50Gbps", "latency": "1us"}})")));
+    // GPU link, NIC, uplink, uplink, NIC, GPU link.
+    CHECK(cluster.world.all_gather.alpha_beta.alpha_s == Approx(14e-6));
+    // min(GPU link 300 GB/s, 2 NICs x 12.5 GB/s, 2 channels x 6.25 GB/s / 2 on the uplink).
+    CHECK(cluster.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 6.25e9));
+    // The 8 cross-node groups (4 per NIC) all leave through the one spine.
+    CHECK(cluster.inter_node.all_reduce.alpha_beta.beta_s_per_byte == Approx(8 / 6.25e9));
+    CHECK(cluster.inter_node.all_reduce.alpha_beta.alpha_s == Approx(14e-6));
+    CHECK(cluster.intra_node.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 300e9));
+  }
+  SECTION("two spines of wide uplinks: the NICs stay the bottleneck") {
+    const Cluster cluster = load(four_nodes(Json::parse(R"({
+      "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 2,
+      "uplink": {"bandwidth": "400Gbps", "latency": "1us"}})")));
+    CHECK(cluster.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 25e9));
+    CHECK(cluster.inter_node.all_reduce.alpha_beta.beta_s_per_byte == Approx(4 / 12.5e9));
+  }
+  SECTION("one leaf holds every node: no uplink on any route") {
+    const Cluster cluster = load(four_nodes(Json::parse(R"({
+      "kind": "leaf_spine", "nodes_per_leaf": 4, "spines": 1,
+      "uplink": {"bandwidth": "1Gbps", "latency": "1ms"}})")));
+    const Cluster switched = load(four_nodes(Json::parse(R"({"kind": "switch"})")));
+    CHECK(cluster.world.all_gather.alpha_beta.alpha_s ==
+          switched.world.all_gather.alpha_beta.alpha_s);
+    CHECK(cluster.world.all_gather.alpha_beta.beta_s_per_byte ==
+          switched.world.all_gather.alpha_beta.beta_s_per_byte);
+  }
+  SECTION("no fabric is one network switch") {
+    const Cluster plain = load(four_nodes(Json()));
+    CHECK_FALSE(plain.topology->leaf_spine);
+    CHECK(plain.world.all_gather.alpha_beta.alpha_s == Approx(12e-6));
+    CHECK(plain.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 25e9));
+  }
+}
+
+TEST_CASE("bad fabrics are input errors that name the key and the value", "[model][cluster]") {
+  const Json good = Json::parse(R"({
+    "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 2,
+    "uplink": {"bandwidth": "400Gbps", "latency": "1us"}})");
+  auto with = [&good](const std::string& key, const Json& value) {
+    Json fabric = good;
+    if (value.is_null()) {
+      fabric.erase(key);
+    } else {
+      fabric[key] = value;
+    }
+    return four_nodes(fabric);
+  };
+  const std::string at = "cluster.json: $.topology.fabric";
+  SECTION("an unknown key, with the nearest known one") {
+    Json fabric = good;
+    fabric["spine"] = 4;
+    const std::string message = error_of(four_nodes(fabric));
+    CHECK(message.rfind(at + ".spine", 0) == 0);
+    CHECK_THAT(message, Catch::Contains("did you mean \"spines\""));
+  }
+  SECTION("an unknown kind") {
+    const std::string message = error_of(with("kind", "fat_tree"));
+    CHECK(message.rfind(at + ".kind: got \"fat_tree\"", 0) == 0);
+    CHECK_THAT(message, Catch::Contains("\"leaf_spine\""));
+  }
+  SECTION("nodes per leaf out of range") {
+    CHECK_THAT(error_of(with("nodes_per_leaf", 0)),
+               Catch::StartsWith(at + ".nodes_per_leaf: got 0: expected an integer from 1 to 4"));
+    CHECK_THAT(error_of(with("nodes_per_leaf", 5)), Catch::Contains("from 1 to 4"));
+  }
+  SECTION("spines missing or not an integer") {
+    CHECK_THAT(error_of(with("spines", nullptr)), Catch::StartsWith(at + ".spines"));
+    CHECK_THAT(error_of(with("spines", 1.5)), Catch::StartsWith(at + ".spines: got 1.5"));
+  }
+  SECTION("an uplink without a bandwidth or with a bad one") {
+    CHECK_THAT(error_of(with("uplink", Json::parse(R"({"latency": "1us"})"))),
+               Catch::StartsWith(at + ".uplink.bandwidth"));
+    CHECK_THAT(error_of(with("uplink", Json::parse(R"({"bandwidth": "fast", "latency": 0})"))),
+               Catch::StartsWith(at + ".uplink.bandwidth: got \"fast\""));
+    CHECK_THAT(error_of(with("uplink", Json::parse(R"({"bandwidth": "0Gbps", "latency": 0})"))),
+               Catch::Contains("above zero"));
+  }
+  SECTION("a switch takes no other keys") {
+    CHECK_THAT(error_of(four_nodes(Json::parse(R"({"kind": "switch", "spines": 2})"))),
+               Catch::StartsWith(at + ".spines"));
+  }
+  SECTION("a fabric on a single node") {
+    Json cluster = four_nodes(good);
+    cluster["topology"]["nodes"] = 1;
+    CHECK_THAT(error_of(cluster), Catch::StartsWith("cluster.json: $.topology.fabric"));
+    CHECK_THAT(error_of(cluster), Catch::Contains("nodes > 1"));
+  }
+}
