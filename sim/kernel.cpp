@@ -38,7 +38,7 @@ std::vector<std::string> engine_arguments(const NetworkConfig& config) {
 }  // namespace
 
 Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
-    : state_(std::make_unique<State>()), rings_in_flight_(plan.links.size()) {
+    : state_(std::make_unique<State>()), rings_in_flight_(plan) {
   std::vector<std::string> arguments = engine_arguments(config);
   std::vector<char*> argv;
   for (auto& argument : arguments) argv.push_back(argument.data());

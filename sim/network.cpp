@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
-#include <set>
 #include <stdexcept>
 
 namespace osdp::sim {
@@ -24,19 +24,51 @@ const GroupTiming& timing_of(const Cluster& cluster, GroupKind kind) {
   return cluster.world;
 }
 
-// The link directions a ring's flows cross, ideal links left out.
-std::vector<int> ring_constraints(const std::vector<RingEdge>& edges,
-                                  const std::vector<FabricLink>& links, bool split_duplex) {
-  std::set<int> constraints;
+// Every link direction each flow of the ring crosses, ideal links left out.
+std::vector<FlowLoad> ring_loads(const std::vector<RingEdge>& edges,
+                                 const std::vector<FabricLink>& links, bool split_duplex) {
+  std::vector<FlowLoad> loads;
   for (const auto& edge : edges) {
     for (const auto& channel : edge.channels) {
       for (const Hop& hop : channel.hops) {
-        if (!links.at(hop.link).ideal) constraints.insert(constraint_of(hop, split_duplex));
+        if (links.at(hop.link).ideal) continue;
+        loads.push_back({constraint_of(hop, split_duplex), channel.share, channel.latency_s});
       }
     }
   }
-  return {constraints.begin(), constraints.end()};
+  std::sort(loads.begin(), loads.end(),
+            [](const FlowLoad& a, const FlowLoad& b) { return a.constraint < b.constraint; });
+  return loads;
 }
+
+// Every edge of a ring moves at one pace when it runs alone: the narrowest link over the share
+// of an edge's bytes that crosses it.
+double alone_edge_rate_Bps(const std::vector<FlowLoad>& loads,
+                           const std::vector<FabricLink>& links) {
+  std::map<int, double> share_by_constraint;
+  for (const FlowLoad& load : loads) share_by_constraint[load.constraint] += load.share;
+  double rate_Bps = std::numeric_limits<double>::infinity();
+  for (const auto& [constraint, share] : share_by_constraint) {
+    rate_Bps = std::min(rate_Bps, links.at(constraint / 2).link.bandwidth_Bps / share);
+  }
+  return rate_Bps;
+}
+
+// Calls visit(constraint, first, last) for each run of loads on one link direction.
+template <typename Visit>
+void for_each_link(const std::vector<FlowLoad>& loads, Visit visit) {
+  for (auto first = loads.begin(); first != loads.end();) {
+    const int constraint = first->constraint;
+    const auto last = std::find_if(first, loads.end(), [constraint](const FlowLoad& load) {
+      return load.constraint != constraint;
+    });
+    visit(constraint, first, last);
+    first = last;
+  }
+}
+
+// CM02's sharing penalty: the route latency, 1 for a route without latency.
+double sharing_weight(double latency_s) { return 1.0 / (latency_s > 0 ? latency_s : 1.0); }
 
 GroupRing logical_ring(const Cluster& cluster, const Group& group, int group_index,
                        NetworkPlan& plan) {
@@ -55,7 +87,8 @@ GroupRing logical_ring(const Cluster& cluster, const Group& group, int group_ind
     channel.hops.push_back({id, true});
     ring.edges.push_back({{channel}});
   }
-  ring.constraints = ring_constraints(ring.edges, plan.links, plan.split_duplex);
+  ring.loads = ring_loads(ring.edges, plan.links, plan.split_duplex);
+  ring.alone_edge_rate_Bps = alone_edge_rate_Bps(ring.loads, plan.links);
   return ring;
 }
 
@@ -100,7 +133,8 @@ GroupRing fabric_ring(const Fabric& fabric, const Group& group) {
       ring.alpha_s = std::max(ring.alpha_s, channel.latency_s);
     ring.edges.push_back(std::move(edge));
   }
-  ring.constraints = ring_constraints(ring.edges, fabric.links(), topology.split_duplex);
+  ring.loads = ring_loads(ring.edges, fabric.links(), topology.split_duplex);
+  ring.alone_edge_rate_Bps = alone_edge_rate_Bps(ring.loads, fabric.links());
   return ring;
 }
 
@@ -110,9 +144,18 @@ int constraint_of(const Hop& hop, bool split_duplex) {
   return 2 * hop.link + (split_duplex && hop.up ? 1 : 0);
 }
 
+RingsInFlight::RingsInFlight(const NetworkPlan& plan)
+    : capacities_Bps_(2 * plan.links.size()), on_constraint_(2 * plan.links.size()) {
+  for (std::size_t link = 0; link < plan.links.size(); ++link) {
+    capacities_Bps_[2 * link] = capacities_Bps_[2 * link + 1] = plan.links[link].link.bandwidth_Bps;
+  }
+}
+
 void RingsInFlight::begin(const GroupRing& ring) {
-  for (int constraint : ring.constraints) {
-    auto& rings = on_constraint_.at(constraint);
+  for_each_link(ring.loads, [&](int constraint, auto first, auto last) {
+    OnLink& on_link = on_constraint_.at(constraint);
+    for (auto load = first; load != last; ++load) on_link.weight += sharing_weight(load->latency_s);
+    auto& rings = on_link.rings;
     auto it = std::find_if(rings.begin(), rings.end(),
                            [&ring](const auto& entry) { return entry.first == &ring; });
     if (it == rings.end()) {
@@ -120,26 +163,45 @@ void RingsInFlight::begin(const GroupRing& ring) {
     } else {
       ++it->second;
     }
-  }
+  });
 }
 
 void RingsInFlight::end(const GroupRing& ring) {
-  for (int constraint : ring.constraints) {
-    auto& rings = on_constraint_.at(constraint);
+  for_each_link(ring.loads, [&](int constraint, auto first, auto last) {
+    OnLink& on_link = on_constraint_.at(constraint);
+    auto& rings = on_link.rings;
     auto it = std::find_if(rings.begin(), rings.end(),
                            [&ring](const auto& entry) { return entry.first == &ring; });
     if (it == rings.end()) throw std::logic_error("sim: a ring ended that was not in flight");
+    for (auto load = first; load != last; ++load) on_link.weight -= sharing_weight(load->latency_s);
     if (--it->second == 0) rings.erase(it);
-  }
+    if (rings.empty()) on_link.weight = 0;  // no rounding left behind
+  });
 }
 
-bool RingsInFlight::shares_links(const GroupRing& ring) const {
-  for (int constraint : ring.constraints) {
-    for (const auto& [other, count] : on_constraint_.at(constraint)) {
-      if (other != &ring) return true;
-    }
+bool RingsInFlight::slowed_at(const GroupRing& ring, int constraint) const {
+  const OnLink& on_link = on_constraint_.at(constraint);
+  const auto [first, last] = std::equal_range(
+      ring.loads.begin(), ring.loads.end(), FlowLoad{constraint},
+      [](const FlowLoad& a, const FlowLoad& b) { return a.constraint < b.constraint; });
+  for (auto load = first; load != last; ++load) {
+    const double fair_share_Bps =
+        capacities_Bps_[constraint] * sharing_weight(load->latency_s) / on_link.weight;
+    if (fair_share_Bps < ring.alone_edge_rate_Bps * load->share * (1 - 1e-9)) return true;
   }
   return false;
+}
+
+bool RingsInFlight::slowed_by_others(const GroupRing& ring) const {
+  bool slowed = false;
+  for_each_link(ring.loads, [&](int constraint, auto, auto) {
+    const auto& rings = on_constraint_.at(constraint).rings;
+    if (slowed || rings.size() < 2 || !slowed_at(ring, constraint)) return;
+    for (const auto& [other, collectives] : rings) {
+      if (other != &ring && slowed_at(*other, constraint)) slowed = true;
+    }
+  });
+  return slowed;
 }
 
 std::vector<int> world_members(const Cluster& cluster) {

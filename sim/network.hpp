@@ -5,6 +5,7 @@
 #pragma once
 
 #include <compare>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -41,13 +42,23 @@ struct RingEdge {
   std::vector<Channel> channels;
 };
 
+// One flow of a ring on one link direction: the share of each step's bytes it carries and its
+// route latency (CM02 shares a link among flows in inverse proportion to route latency).
+struct FlowLoad {
+  int constraint = 0;
+  double share = 1;
+  double latency_s = 0;
+};
+
 struct GroupRing {
   std::vector<int> order;       // members in ring order
   std::vector<RingEdge> edges;  // edges[i]: order[i] -> order[i + 1 mod n]
   double alpha_s = 0;           // longest route latency of any edge (topology rings)
-  // The link directions its flows cross (constraint_of), ascending: scale mode tells from them
-  // whether the ring shares links with another ring in flight.
-  std::vector<int> constraints;
+  // Every link direction each of its flows crosses (constraint_of, ascending), and the edge
+  // rate the ring sustains alone: scale mode tells from them whether other rings in flight slow
+  // it down.
+  std::vector<FlowLoad> loads;
+  double alone_edge_rate_Bps = std::numeric_limits<double>::infinity();
   // Paper-form clusters: each step costs alpha + bytes * beta of this timing. Their routes are
   // one logical link per ring edge that carries time, not bytes: a flow of bytes * beta seconds
   // is sent as bytes * beta * logical_units_per_s units, so flows sharing an edge share it.
@@ -69,18 +80,28 @@ NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& group
 // is one for both directions; 2 x links in all.
 int constraint_of(const Hop& hop, bool split_duplex);
 
-// The rings in flight on each link direction. Scale mode aggregates a ring's steps only while no
-// other ring shares a link with it: concurrent rounds of the same ring (its collectives on two
-// lanes) load every link alike and need no steps.
+// The rings in flight on each link direction. Scale mode aggregates a ring's steps only while it
+// contends with no other ring: two rings contend on a link direction where each would get, for
+// one of its flows there, less than its pace alone needs (CM02 shares a link among flows in
+// inverse proportion to route latency). A ring that keeps its pace takes the same bandwidth
+// whether the other one moves in steps or not, and the other gets the rest either way: an
+// NIC-bound cross-node ring beside an intra-node ring on a GPU's NVSwitch link. Concurrent
+// collectives of the same ring (two lanes) load every link alike and do not count.
 class RingsInFlight {
  public:
-  explicit RingsInFlight(std::size_t links) : on_constraint_(2 * links) {}
+  explicit RingsInFlight(const NetworkPlan& plan);
   void begin(const GroupRing& ring);
   void end(const GroupRing& ring);
-  bool shares_links(const GroupRing& ring) const;  // with another ring in flight
+  bool slowed_by_others(const GroupRing& ring) const;
 
  private:
-  std::vector<std::vector<std::pair<const GroupRing*, int>>> on_constraint_;
+  bool slowed_at(const GroupRing& ring, int constraint) const;
+  struct OnLink {
+    std::vector<std::pair<const GroupRing*, int>> rings;  // with their collectives in flight
+    double weight = 0;  // sum of 1 / latency over the flows in flight
+  };
+  std::vector<double> capacities_Bps_;
+  std::vector<OnLink> on_constraint_;
 };
 
 // The world group and, on multi-node clusters, the intra-node and inter-node groups.

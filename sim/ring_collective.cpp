@@ -26,14 +26,14 @@ struct RingRun {
 constexpr int max_contended_rounds = 64;
 
 // Step mode: one step per round. Scale mode: every step left in one round while no other ring
-// shares a link with this one; otherwise step-mode rounds (up to 64 per collective). Step
+// in flight slows this one down; otherwise step-mode rounds (up to 64 per collective). Step
 // mode's per-round barrier lets a ring's fast edges idle and leave shared links to the other
 // rings, which one long flow per edge would not (measured +10% to +30% on asymmetric PCIe
 // contention); a ring alone, or sharing links only with its own other collectives, is exact.
 int steps_in_next_round(const RingRun& run) {
   const int left = run.steps - run.steps_done;
   if (run.granularity != Granularity::scale) return 1;
-  if (!run.kernel->rings_in_flight().shares_links(*run.ring)) return left;
+  if (!run.kernel->rings_in_flight().slowed_by_others(*run.ring)) return left;
   const int contended_round = (run.steps + max_contended_rounds - 1) / max_contended_rounds;
   return std::min(left, contended_round);
 }

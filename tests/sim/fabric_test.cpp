@@ -117,27 +117,50 @@ TEST_CASE("groups get their channels", "[sim][fabric]") {
   CHECK(plan.rings[0].alpha_s == Approx(cluster.world.all_gather.alpha_beta.alpha_s));
 }
 
-TEST_CASE("rings in flight tell who shares a link", "[sim][fabric]") {
-  const Cluster cluster = pcie_cluster(1, 2);
+TEST_CASE("rings in flight tell which rings slow which", "[sim][fabric]") {
+  Cluster cluster = pcie_cluster(1, 2);
   const std::vector<Group> groups{
       {GroupKind::world, {0, 4}}, {GroupKind::world, {1, 5}}, {GroupKind::world, {0, 1}}};
   const NetworkPlan plan = plan_network(cluster, groups);
-  const GroupRing& across_a = plan.rings[0];  // both cross the two switch uplinks
+  const GroupRing& across_a = plan.rings[0];  // both cross the two 12 GB/s switch uplinks
   const GroupRing& across_b = plan.rings[1];
-  const GroupRing& under_switch = plan.rings[2];  // GPU ports of 0 and 1 only
-  RingsInFlight rings(plan.links.size());
+  const GroupRing& under_switch = plan.rings[2];  // GPU 0's and 1's 16 GB/s ports only
+  CHECK(across_a.alone_edge_rate_Bps == Approx(12e9));
+  CHECK(under_switch.alone_edge_rate_Bps == Approx(16e9));
+  RingsInFlight rings(plan);
   rings.begin(across_a);
   rings.begin(across_a);  // the same ring on a second lane loads every link alike
-  CHECK_FALSE(rings.shares_links(across_a));
-  rings.begin(across_b);
-  CHECK(rings.shares_links(across_a));
-  CHECK(rings.shares_links(across_b));
+  CHECK_FALSE(rings.slowed_by_others(across_a));
+  rings.begin(across_b);  // halves the uplinks for both
+  CHECK(rings.slowed_by_others(across_a));
+  CHECK(rings.slowed_by_others(across_b));
   rings.end(across_b);
-  CHECK_FALSE(rings.shares_links(across_a));
-  rings.begin(under_switch);  // GPU 0's port: shared with {0, 4}
-  CHECK(rings.shares_links(under_switch));
+  CHECK_FALSE(rings.slowed_by_others(across_a));
   rings.end(across_a);
   rings.end(across_a);
-  CHECK_FALSE(rings.shares_links(under_switch));
+  rings.begin(under_switch);
+  CHECK_FALSE(rings.slowed_by_others(under_switch));
+  // GPU 0's ports: a {0, 1} flow (route 2 us) gets 3/4 of 16 GB/s beside a {0, 4} flow (6 us),
+  // less than the 16 GB/s it needs; the {0, 4} flow gets 4 GB/s, less than its 12 GB/s.
+  rings.begin(across_a);
+  CHECK(rings.slowed_by_others(under_switch));
+  CHECK(rings.slowed_by_others(across_a));
+  rings.end(across_a);
+  rings.end(under_switch);
   CHECK_THROWS_AS(rings.end(across_a), std::logic_error);
+}
+
+TEST_CASE("a ring that keeps its pace on a shared link slows nobody", "[sim][fabric]") {
+  // HSDP on NVSwitch nodes: an intra-node ring and a cross-node ring share GPU 0's NVSwitch
+  // link; the cross-node ring is NIC-bound (12.5 GB/s) and loses nothing there, so the
+  // intra-node ring, which does get less than its 300 GB/s, contends with nobody.
+  const Cluster cluster = nvswitch_cluster(2, 1);
+  const std::vector<Group> groups{{GroupKind::intra_node, {0, 1, 2, 3, 4, 5, 6, 7}},
+                                  {GroupKind::inter_node, {0, 8}}};
+  const NetworkPlan plan = plan_network(cluster, groups);
+  RingsInFlight rings(plan);
+  rings.begin(plan.rings[0]);
+  rings.begin(plan.rings[1]);
+  CHECK_FALSE(rings.slowed_by_others(plan.rings[0]));
+  CHECK_FALSE(rings.slowed_by_others(plan.rings[1]));
 }
