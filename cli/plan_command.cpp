@@ -78,6 +78,9 @@ Json plan_json(const Scenario& scenario, const CostModel& model, const Compariso
   document["compute_s"] = best.cost.compute_s;
   document["communication_s"] = best.cost.communication_s;
   document["search_time_s"] = comparison.search_time_s;
+  // How far the plan may be from the optimum (relative throughput), as proven by the search.
+  document["search_proven_gap"] = comparison.osdp.proven_gap;
+  document["search_stopped_early"] = comparison.osdp.stats.stopped_early;
   document["baselines"] = baselines_json(comparison);
   return document;
 }
@@ -101,6 +104,16 @@ std::string setup_summary(const Scenario& scenario, double memory_limit_bytes) {
   return text;
 }
 
+// "optimal", "optimal to within 0.01%", or how far the time limit left it.
+std::string search_quality(const SearchResult& result) {
+  const std::string gap = fmt::format("{:.2g}%", result.proven_gap * 100);
+  if (result.stats.stopped_early) {
+    return fmt::format("the time limit stopped it: at most {} from the optimum; see --time-limit",
+                       gap);
+  }
+  return result.proven_gap <= 1e-9 ? "optimal" : "optimal to within " + gap;
+}
+
 std::string best_summary(const Scenario& scenario, const Comparison& comparison) {
   const ScheduledPlan& best = *comparison.osdp.best;
   const PlanCost& cost = best.cost;
@@ -120,9 +133,9 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
                   units::format_bytes(comparison.memory_limit_bytes),
                   format_percent(cost.peak_memory_bytes / comparison.memory_limit_bytes));
   text += fmt::format("  set by          {}\n", describe_peak(cost.peak, *scenario.workload));
-  text += fmt::format("  search time     {} over {} batch sizes\n",
+  text += fmt::format("  search time     {} over {} batch sizes ({})\n",
                       units::format_seconds(comparison.search_time_s),
-                      comparison.osdp.per_batch.size());
+                      comparison.osdp.per_batch.size(), search_quality(comparison.osdp));
   return text;
 }
 

@@ -55,6 +55,29 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
       throw InputError(command_line, "--checkpoint", options.checkpoint, "off, on or auto");
     scenario.search.checkpoint = *policy;
   }
+  if (!options.gap.empty()) {
+    double gap = -1;
+    try {
+      std::size_t used = 0;
+      gap = std::stod(options.gap, &used);
+      if (used != options.gap.size()) gap = -1;
+    } catch (const std::exception&) {
+      gap = -1;
+    }
+    if (!(gap >= 0 && gap < 0.5)) {
+      throw InputError(command_line, "--gap", options.gap,
+                       "a fraction of the iteration time in [0, 0.5), e.g. 1e-4 (0: exact)");
+    }
+    scenario.search.optimality_gap = gap;
+  }
+  if (!options.time_limit.empty()) {
+    const auto seconds = units::parse(options.time_limit, units::Dimension::seconds);
+    if (!seconds || *seconds <= 0) {
+      throw InputError(command_line, "--time-limit", options.time_limit,
+                       units::expected_form(units::Dimension::seconds) + ", above zero");
+    }
+    scenario.search.time_limit_s = *seconds;
+  }
   if (!options.cost_model.empty()) {
     if (options.cost_model != "paper" && options.cost_model != "extended") {
       throw InputError(command_line, "--cost-model", options.cost_model, "paper or extended");
@@ -86,6 +109,10 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
   app.add_option("--split", options.split, "Operator split granularity: 1, 2, 4, 8 or auto");
   app.add_option("--checkpoint", options.checkpoint, "Activation checkpointing: off, on or auto");
   app.add_option("--cost-model", options.cost_model, "Cost model: paper or extended");
+  app.add_option("--gap", options.gap,
+                 "Stop once no plan can be this fraction faster (default 1e-4; 0: exact)");
+  app.add_option("--time-limit", options.time_limit,
+                 "Search time budget, e.g. 30s (default 10s); then the best plan so far");
   app.add_flag("--force", options.force,
                "Run even when the estimated work is far beyond a few minutes");
 }

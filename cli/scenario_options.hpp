@@ -17,6 +17,8 @@ struct ScenarioOptions {
   std::string split;         // "1", "2", "4", "8", "auto"
   std::string checkpoint;    // "off", "on", "auto"
   std::string cost_model;    // "paper", "extended"
+  std::string gap;           // optimality gap, "1e-4"; "0": exact
+  std::string time_limit;    // search time limit, "10s"
   bool force = false;        // run even when the work estimate is absurd
 };
 

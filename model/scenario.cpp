@@ -32,7 +32,8 @@ Link read_link(const JsonReader& reader) {
 
 AlphaBeta read_alpha_beta(const JsonReader& reader) {
   AlphaBeta result;
-  if (reader.has("alpha_s") && reader.has("alpha")) reader.fail("alpha", "only one of alpha, alpha_s");
+  if (reader.has("alpha_s") && reader.has("alpha"))
+    reader.fail("alpha", "only one of alpha, alpha_s");
   if (reader.has("alpha_s")) result.alpha_s = reader.non_negative_number("alpha_s");
   if (reader.has("alpha")) result.alpha_s = reader.quantity("alpha", Dimension::seconds, false);
   if (reader.has("beta_s_per_byte") && reader.has("bandwidth")) {
@@ -87,8 +88,8 @@ GroupTiming read_group_timing(const JsonReader& reader) {
 }
 
 Topology read_topology(const JsonReader& reader) {
-  reader.require_only({"kind", "nodes", "gpus_per_node", "gpu_link", "pcie", "nics_per_node",
-                       "nic", "fabric", "split_duplex"});
+  reader.require_only({"kind", "nodes", "gpus_per_node", "gpu_link", "pcie", "nics_per_node", "nic",
+                       "fabric", "split_duplex"});
   Topology topology;
   const std::string kind = reader.choice("kind", {"pcie", "nvlink_mesh", "nvswitch"});
   topology.node.kind = kind == "pcie"          ? NodeKind::pcie
@@ -106,8 +107,8 @@ Topology read_topology(const JsonReader& reader) {
       tree.sockets = static_cast<int>(pcie.optional_integer("sockets", 1, 64).value_or(1));
       tree.switches_per_socket =
           static_cast<int>(pcie.optional_integer("switches_per_socket", 1, 256).value_or(1));
-      tree.switch_uplink = pcie.has("switch_uplink") ? read_link(pcie.object("switch_uplink"))
-                                                     : tree.gpu_link;
+      tree.switch_uplink =
+          pcie.has("switch_uplink") ? read_link(pcie.object("switch_uplink")) : tree.gpu_link;
       tree.inter_socket =
           pcie.has("inter_socket") ? read_link(pcie.object("inter_socket")) : tree.switch_uplink;
     } else {
@@ -124,7 +125,8 @@ Topology read_topology(const JsonReader& reader) {
     reader.fail("pcie", "no pcie block unless kind is \"pcie\"");
   }
   if (topology.nodes > 1) {
-    if (!reader.has("nic")) reader.fail("nic", "a NIC link {bandwidth, latency} for a multi-node cluster");
+    if (!reader.has("nic"))
+      reader.fail("nic", "a NIC link {bandwidth, latency} for a multi-node cluster");
     topology.nic = read_link(reader.object("nic"));
     topology.nics_per_node = static_cast<int>(
         reader.optional_integer("nics_per_node", 1, topology.node.gpus).value_or(1));
@@ -143,13 +145,14 @@ Topology read_topology(const JsonReader& reader) {
 }
 
 Gpu read_gpu(const JsonReader& reader) {
-  reader.require_only({"name", "memory", "compute", "memory_bandwidth", "kernel_launch",
-                       "overlap_slowdown"});
+  reader.require_only(
+      {"name", "memory", "compute", "memory_bandwidth", "kernel_launch", "overlap_slowdown"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes);
   gpu.compute_flops_per_s = reader.optional_quantity("compute", Dimension::flops_per_second);
-  gpu.memory_bandwidth_Bps = reader.optional_quantity("memory_bandwidth", Dimension::bytes_per_second);
+  gpu.memory_bandwidth_Bps =
+      reader.optional_quantity("memory_bandwidth", Dimension::bytes_per_second);
   gpu.kernel_launch_s =
       reader.optional_quantity("kernel_launch", Dimension::seconds, false).value_or(5e-6);
   if (reader.has("overlap_slowdown")) {
@@ -207,9 +210,8 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
     const double states = reader.quantity("model_state_bytes", Dimension::bytes, false);
     op.optimizer_bytes = states - op.parameter_bytes - op.gradient_bytes;
     if (op.optimizer_bytes < 0) {
-      reader.fail("model_state_bytes",
-                  fmt::format("at least parameter + gradient bytes ({:.0f})",
-                              op.parameter_bytes + op.gradient_bytes));
+      reader.fail("model_state_bytes", fmt::format("at least parameter + gradient bytes ({:.0f})",
+                                                   op.parameter_bytes + op.gradient_bytes));
     }
   } else if (reader.has("optimizer_bytes")) {
     op.optimizer_bytes = reader.quantity("optimizer_bytes", Dimension::bytes, false);
@@ -237,11 +239,13 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
       reader.optional_quantity("forward_compute_s_per_sample", Dimension::seconds, false);
   if (op.forward_compute_s_per_sample && op.compute_s_per_sample &&
       *op.forward_compute_s_per_sample > *op.compute_s_per_sample) {
-    reader.fail("forward_compute_s_per_sample", "at most compute_s_per_sample (forward + backward)");
+    reader.fail("forward_compute_s_per_sample",
+                "at most compute_s_per_sample (forward + backward)");
   }
-  op.forward_flops_per_sample = reader.optional_non_negative_number("forward_flops_per_sample").value_or(0);
-  op.backward_flops_per_sample =
-      reader.optional_non_negative_number("backward_flops_per_sample").value_or(2 * op.forward_flops_per_sample);
+  op.forward_flops_per_sample =
+      reader.optional_non_negative_number("forward_flops_per_sample").value_or(0);
+  op.backward_flops_per_sample = reader.optional_non_negative_number("backward_flops_per_sample")
+                                     .value_or(2 * op.forward_flops_per_sample);
   op.splittable = reader.optional_boolean("splittable").value_or(true);
   return op;
 }
@@ -276,14 +280,16 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
     if (!inputs.is_array()) entry.fail("inputs", "an array of operator names");
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       const std::string path = fmt::format("inputs[{}]", k);
-      if (!inputs[k].is_string()) entry.fail_value(path, render_value(inputs[k]), "an operator name");
+      if (!inputs[k].is_string())
+        entry.fail_value(path, render_value(inputs[k]), "an operator name");
       const std::string producer = inputs[k].get<std::string>();
       int found = -1;
       for (std::size_t p = 0; p < operators.size(); ++p) {
         if (operators[p].name == producer) found = static_cast<int>(p);
       }
       if (found < 0) entry.fail_value(path, "\"" + producer + "\"", "the name of another operator");
-      if (found == static_cast<int>(i)) entry.fail_value(path, "\"" + producer + "\"", "another operator than itself");
+      if (found == static_cast<int>(i))
+        entry.fail_value(path, "\"" + producer + "\"", "another operator than itself");
       edges.emplace_back(found, static_cast<int>(i));
     }
   }
@@ -291,22 +297,26 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
 }
 
 Workload read_gpt(const JsonReader& reader, const Training& training) {
-  reader.require_only({"family", "name", "layers", "hidden", "heads", "sequence_length",
-                       "vocabulary"});
+  reader.require_only(
+      {"family", "name", "layers", "hidden", "heads", "sequence_length", "vocabulary"});
   GptSpec spec;
   spec.name = reader.optional_string("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
   spec.heads = static_cast<int>(reader.integer("heads", 1, 1 << 16));
-  spec.sequence_length = static_cast<int>(reader.optional_integer("sequence_length", 1, 1 << 24).value_or(1024));
-  spec.vocabulary = static_cast<int>(reader.optional_integer("vocabulary", 1, 1 << 26).value_or(50257));
+  spec.sequence_length =
+      static_cast<int>(reader.optional_integer("sequence_length", 1, 1 << 24).value_or(1024));
+  spec.vocabulary =
+      static_cast<int>(reader.optional_integer("vocabulary", 1, 1 << 26).value_or(50257));
   const Json& hidden = reader.raw("hidden");
   spec.hidden_sizes.clear();
   if (hidden.is_array()) {
     if (static_cast<int>(hidden.size()) != spec.layers) {
-      reader.fail("hidden", fmt::format("one hidden size per layer ({} entries) or one number", spec.layers));
+      reader.fail("hidden",
+                  fmt::format("one hidden size per layer ({} entries) or one number", spec.layers));
     }
     for (const auto& value : hidden) {
-      if (!value.is_number_integer() || value.get<long long>() < 1 || value.get<long long>() > (1 << 20)) {
+      if (!value.is_number_integer() || value.get<long long>() < 1 ||
+          value.get<long long>() > (1 << 20)) {
         reader.fail("hidden", "hidden sizes that are integers from 1 to 1048576");
       }
       spec.hidden_sizes.push_back(value.get<int>());
@@ -423,12 +433,12 @@ Cluster load_cluster(const JsonReader& reader) {
 }
 
 Training load_training(const JsonReader& reader) {
-  reader.require_only({"precision", "optimizer", "memory_limit", "min_batch_size",
-                       "max_batch_size"});
+  reader.require_only(
+      {"precision", "optimizer", "memory_limit", "min_batch_size", "max_batch_size"});
   Training training;
   if (reader.has("precision")) {
-    training.precision =
-        reader.choice("precision", {"fp32", "mixed"}) == "fp32" ? Precision::fp32 : Precision::mixed;
+    training.precision = reader.choice("precision", {"fp32", "mixed"}) == "fp32" ? Precision::fp32
+                                                                                 : Precision::mixed;
   }
   if (reader.has("optimizer")) {
     training.optimizer =
@@ -440,7 +450,8 @@ Training load_training(const JsonReader& reader) {
   training.max_batch_size =
       static_cast<int>(reader.optional_integer("max_batch_size", 1, 1 << 20).value_or(64));
   if (training.max_batch_size < training.min_batch_size) {
-    reader.fail("max_batch_size", fmt::format("at least min_batch_size ({})", training.min_batch_size));
+    reader.fail("max_batch_size",
+                fmt::format("at least min_batch_size ({})", training.min_batch_size));
   }
   return training;
 }
@@ -451,8 +462,9 @@ Workload load_model(const JsonReader& reader, const Training& training) {
     reader.choice("family", {"gpt"});
     return read_gpt(reader, training);
   }
-  reader.fail("family", "a generator (\"family\": \"gpt\", layers, hidden, heads, ...) or an "
-                        "\"operators\" list");
+  reader.fail("family",
+              "a generator (\"family\": \"gpt\", layers, hidden, heads, ...) or an "
+              "\"operators\" list");
 }
 
 Scenario scenario_from_json(const Json& document, const std::string& file) {
@@ -467,13 +479,13 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
 
   if (reader.has("training")) {
     const Included training = include(reader, "training");
-    scenario.training = load_training(JsonReader(training.document, training.file,
-                                                 training.file == file ? "$.training" : "$"));
+    scenario.training = load_training(
+        JsonReader(training.document, training.file, training.file == file ? "$.training" : "$"));
   }
   if (!reader.has("cluster")) reader.fail("cluster", "a cluster (object or file path)");
   const Included cluster = include(reader, "cluster");
-  scenario.cluster =
-      load_cluster(JsonReader(cluster.document, cluster.file, cluster.file == file ? "$.cluster" : "$"));
+  scenario.cluster = load_cluster(
+      JsonReader(cluster.document, cluster.file, cluster.file == file ? "$.cluster" : "$"));
   if (!reader.has("model")) reader.fail("model", "a model (object or file path)");
   const Included model = include(reader, "model");
   scenario.workload = std::make_shared<const Workload>(
@@ -487,7 +499,7 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   }
   if (reader.has("search")) {
     const JsonReader search = reader.object("search");
-    search.require_only({"modes", "split", "checkpoint"});
+    search.require_only({"modes", "split", "checkpoint", "optimality_gap", "time_limit"});
     if (search.has("modes")) {
       const Json& modes = search.raw("modes");
       std::string joined;
@@ -510,8 +522,19 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
       scenario.search.granularities = *parsed;
     }
     if (search.has("checkpoint")) {
-      const auto parsed = parse_checkpoint_policy(search.choice("checkpoint", {"off", "on", "auto"}));
+      const auto parsed =
+          parse_checkpoint_policy(search.choice("checkpoint", {"off", "on", "auto"}));
       scenario.search.checkpoint = *parsed;
+    }
+    if (search.has("optimality_gap")) {
+      const double gap = search.non_negative_number("optimality_gap");
+      if (gap >= 0.5)
+        search.fail("optimality_gap",
+                    "a fraction of the iteration time below 0.5 (1e-4 by default; 0: exact)");
+      scenario.search.optimality_gap = gap;
+    }
+    if (search.has("time_limit")) {
+      scenario.search.time_limit_s = search.quantity("time_limit", units::Dimension::seconds);
     }
   }
   if (reader.has("simulation")) {
@@ -534,13 +557,15 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   for (int i = 0; i < scenario.workload->size(); ++i) {
     const Operator& op = scenario.workload->op(i);
     if (!op.compute_s_per_sample && !scenario.cluster.gpu.compute_flops_per_s) {
-      throw InputError(file, fmt::format("$.model.operators[{}].compute_s_per_sample", i), "nothing",
+      throw InputError(file, fmt::format("$.model.operators[{}].compute_s_per_sample", i),
+                       "nothing",
                        "compute_s_per_sample for each operator, or a GPU \"compute\" rate in the "
                        "cluster");
     }
   }
   for (Mode mode : scenario.search.modes) {
-    if (mode == Mode::hsdp && (scenario.cluster.nodes() < 2 || scenario.cluster.gpus_per_node < 2)) {
+    if (mode == Mode::hsdp &&
+        (scenario.cluster.nodes() < 2 || scenario.cluster.gpus_per_node < 2)) {
       throw InputError(file, "$.search.modes", "\"hsdp\"",
                        "hsdp only on a cluster of several nodes with several GPUs each");
     }
@@ -554,11 +579,26 @@ Scenario load_scenario(const std::string& path) {
 
 Plan load_plan(const JsonReader& reader, const Workload& workload, const CostModel& cost_model) {
   // Plans written by `osdp plan --json` carry their figures too; they are read back as-is.
-  reader.require_only({"batch_size", "operators", "scenario", "strategy", "iteration_time_s",
-                       "throughput_samples_per_s", "peak_memory_bytes", "peak_memory_cause",
-                       "memory_limit_bytes", "cost_model", "ranks", "compute_s",
-                       "communication_s", "baselines", "search_time_s", "runs",
-                       "simulated", "candidates"});
+  reader.require_only({"batch_size",
+                       "operators",
+                       "scenario",
+                       "strategy",
+                       "iteration_time_s",
+                       "throughput_samples_per_s",
+                       "peak_memory_bytes",
+                       "peak_memory_cause",
+                       "memory_limit_bytes",
+                       "cost_model",
+                       "ranks",
+                       "compute_s",
+                       "communication_s",
+                       "baselines",
+                       "search_time_s",
+                       "search_proven_gap",
+                       "search_stopped_early",
+                       "runs",
+                       "simulated",
+                       "candidates"});
   Plan plan;
   plan.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 20));
   if (reader.has("ranks") && reader.integer("ranks", 1, 1 << 20) != cost_model.ranks()) {
@@ -570,11 +610,12 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
   std::vector<bool> seen(workload.size(), false);
   const auto entries = reader.objects("operators");
   for (const auto& entry : entries) {
-    entry.require_only({"name", "mode", "slices", "sharded_slices", "checkpoint", "time_s",
-                        "memory_bytes"});
+    entry.require_only(
+        {"name", "mode", "slices", "sharded_slices", "checkpoint", "time_s", "memory_bytes"});
     const std::string name = entry.string("name");
     const auto index = workload.find(name);
-    if (!index) entry.fail("name", "the name of an operator of the model \"" + workload.name() + "\"");
+    if (!index)
+      entry.fail("name", "the name of an operator of the model \"" + workload.name() + "\"");
     if (seen[*index]) entry.fail("name", "each operator once");
     seen[*index] = true;
     OperatorChoice choice;
@@ -600,7 +641,8 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
   }
   for (int i = 0; i < workload.size(); ++i) {
     if (!seen[i]) {
-      reader.fail("operators", "an entry for every operator; missing \"" + workload.op(i).name + "\"");
+      reader.fail("operators",
+                  "an entry for every operator; missing \"" + workload.op(i).name + "\"");
     }
   }
   return plan;

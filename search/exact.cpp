@@ -1,15 +1,43 @@
 #include "search/exact.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <vector>
 
 namespace osdp {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
+
+// The search's wall-clock budget. Reading the clock costs more than a branch-and-bound node, so
+// `passed` looks at it every 1024 calls.
+class Deadline {
+ public:
+  explicit Deadline(double seconds)
+      : end_(std::chrono::steady_clock::now() +
+             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                 std::chrono::duration<double>(std::min(seconds, 1e9)))) {}
+  bool passed() {
+    if (!passed_ && ++calls_ % 1024 == 0) passed_ = std::chrono::steady_clock::now() >= end_;
+    return passed_;
+  }
+  bool passed_now() {
+    passed_ = passed_ || std::chrono::steady_clock::now() >= end_;
+    return passed_;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point end_;
+  long long calls_ = 0;
+  bool passed_ = false;
+};
+
+// A node or threshold is skipped when its bound is not below the best time by this fraction.
+double pruning_tolerance(const SearchSpec& spec) { return std::max(spec.optimality_gap, 1e-12); }
 
 // Identical operators (same options at the same costs) form one class: only how many of them
 // take each option matters, which removes the symmetry the search would otherwise explore.
@@ -116,6 +144,7 @@ SortedClasses sort_options(const std::vector<OperatorClass>& classes, int batch)
 // edges of that prefix's lower hull (the branch and bound assigns options from the fastest
 // down, so the operators left in a class may only use a prefix).
 struct ClassAtThreshold {
+  int source = 0;  // index into the operator classes
   int count = 0;
   std::vector<Point> points;
   std::vector<std::vector<Edge>> prefix_hull_edges;  // [k] = hull of points[0..k]
@@ -145,6 +174,32 @@ struct Threshold {
   double buffer_bytes = 0;
 };
 
+// Orders the classes for the branch and bound like the classic knapsack branch and bound
+// orders items: the steepest time-for-memory trade first, so that the first plans it reaches
+// follow the LP relaxation. In execution order, plans with many distinct operators whose
+// trades are nearly equal (sharding costs about the same time per byte saved everywhere) sent
+// it through millions of nodes. Keeps `sub.edges` pointing at the same classes.
+void order_for_branching(Subproblem& sub) {
+  const std::size_t n = sub.classes.size();
+  std::vector<std::pair<double, std::size_t>> keys(n);
+  for (std::size_t c = 0; c < n; ++c) {
+    const std::vector<Edge>& hull = sub.classes[c].prefix_hull_edges.back();
+    keys[c] = {hull.empty() ? 0.0 : hull.front().slope(), c};
+  }
+  std::stable_sort(keys.begin(), keys.end());
+  std::vector<ClassAtThreshold> ordered;
+  ordered.reserve(n);
+  std::vector<int> position(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    position[keys[p].second] = static_cast<int>(p);
+    ordered.push_back(std::move(sub.classes[keys[p].second]));
+  }
+  sub.classes = std::move(ordered);
+  for (GlobalEdge& edge : sub.edges) {
+    edge.class_index = position[static_cast<std::size_t>(edge.class_index)];
+  }
+}
+
 bool allowed(const SortedOption& option, const Threshold& threshold) {
   return option.transient_bytes <= threshold.transient_bytes &&
          option.buffer_bytes <= threshold.buffer_bytes;
@@ -160,6 +215,7 @@ bool build_subproblem(const std::vector<OperatorClass>& classes, const SortedCla
   sub.edges.clear();
   for (std::size_t c = 0; c < classes.size(); ++c) {
     ClassAtThreshold& entry = sub.classes[c];
+    entry.source = static_cast<int>(c);
     entry.count = static_cast<int>(classes[c].members.size());
     entry.points.clear();
     for (const SortedOption& option : sorted[c]) {
@@ -180,6 +236,7 @@ bool build_subproblem(const std::vector<OperatorClass>& classes, const SortedCla
                            edge.delta_time_s * entry.count, static_cast<int>(c)});
     }
   }
+  if (with_prefix_hulls) order_for_branching(sub);
   std::sort(sub.edges.begin(), sub.edges.end(),
             [](const GlobalEdge& a, const GlobalEdge& b) { return a.slope < b.slope; });
   const std::size_t n = classes.size();
@@ -249,22 +306,45 @@ class ParetoArchive {
   // True when a pair with no more memory and no more time is already here; otherwise records
   // the pair (dropping those it dominates).
   bool dominated_or_add(double memory_bytes, double time_s) {
-    auto at = staircase_.upper_bound(memory_bytes);
-    if (at != staircase_.begin() && std::prev(at)->second <= time_s) return true;
-    at = staircase_.lower_bound(memory_bytes);
-    while (at != staircase_.end() && at->second >= time_s) at = staircase_.erase(at);
-    staircase_.emplace(memory_bytes, time_s);
+    // First entry with more memory; the one before it has the least time among those with no
+    // more memory (times fall along the staircase).
+    auto at = std::upper_bound(
+        staircase_.begin(), staircase_.end(), memory_bytes,
+        [](double memory, const Pair& pair) { return memory < pair.memory_bytes; });
+    if (at != staircase_.begin() && std::prev(at)->time_s <= time_s) return true;
+    // Entries from the first with at least this memory whose time is no less are dominated;
+    // they are contiguous (times fall along the staircase).
+    auto first = std::lower_bound(
+        staircase_.begin(), staircase_.end(), memory_bytes,
+        [](const Pair& pair, double memory) { return pair.memory_bytes < memory; });
+    auto last = first;
+    while (last != staircase_.end() && last->time_s >= time_s) ++last;
+    if (first != last) {
+      *first = {memory_bytes, time_s};
+      staircase_.erase(first + 1, last);
+    } else {
+      staircase_.insert(first, {memory_bytes, time_s});
+    }
     return false;
   }
 
  private:
-  std::map<double, double> staircase_;
+  struct Pair {
+    double memory_bytes;
+    double time_s;
+  };
+  std::vector<Pair> staircase_;  // memory ascending, time descending
 };
 
 class BranchAndBound {
  public:
-  BranchAndBound(const Subproblem& sub, double incumbent_time_s, long long& nodes)
-      : sub_(sub), best_time_s_(incumbent_time_s), nodes_(nodes) {
+  BranchAndBound(const Subproblem& sub, double incumbent_time_s, double tolerance,
+                 Deadline& deadline, long long& nodes)
+      : sub_(sub),
+        best_time_s_(incumbent_time_s),
+        tolerance_(tolerance),
+        deadline_(deadline),
+        nodes_(nodes) {
     counts_.resize(sub.classes.size());
     std::size_t positions = 0;
     for (std::size_t c = 0; c < sub.classes.size(); ++c) {
@@ -287,9 +367,10 @@ class BranchAndBound {
 
  private:
   void branch(std::size_t c, std::size_t k, int remaining, double time_s, double memory_bytes) {
+    if (deadline_.passed()) return;
     ++nodes_;
     const double bound = time_s + lp_bound(sub_, c, k, remaining, sub_.budget_bytes - memory_bytes);
-    if (!(bound < best_time_s_ * (1.0 - 1e-12))) return;
+    if (!(bound < best_time_s_ * (1.0 - tolerance_))) return;
     const ClassAtThreshold& current = sub_.classes[c];
     // What is left to decide depends only on (class, point, operators left); a state that an
     // explored one dominates is cut.
@@ -335,6 +416,8 @@ class BranchAndBound {
 
   const Subproblem& sub_;
   double best_time_s_;
+  double tolerance_;
+  Deadline& deadline_;
   long long& nodes_;
   bool found_ = false;
   std::vector<std::vector<int>> counts_;
@@ -402,12 +485,13 @@ Plan plan_from_counts(const std::vector<OperatorClass>& classes, const Subproble
   Plan plan;
   plan.batch_size = batch;
   plan.choices.assign(operators, OperatorChoice{});
-  for (std::size_t c = 0; c < classes.size(); ++c) {
+  for (std::size_t c = 0; c < sub.classes.size(); ++c) {
+    const OperatorClass& source = classes[static_cast<std::size_t>(sub.classes[c].source)];
     std::size_t member = 0;
     for (std::size_t p = 0; p < counts[c].size(); ++p) {
       const int option = sub.classes[c].points[p].option;
       for (int taken = 0; taken < counts[c][p]; ++taken) {
-        plan.choices[classes[c].members[member++]] = classes[c].options[option].choice;
+        plan.choices[source.members[member++]] = source.options[option].choice;
       }
     }
   }
@@ -480,12 +564,19 @@ double reserved_bytes(const CostModel& model, const Threshold& threshold) {
   return threshold.transient_bytes + model.prefetch_window_bytes(threshold.buffer_bytes);
 }
 
+// The outcome of one batch size.
+struct BatchSolve {
+  std::optional<ScheduledPlan> best;
+  // No plan at this b is faster than this (infinity: none fits).
+  double lower_bound_time_s = infinity;
+  bool stopped = false;  // the deadline cut the search short
+};
+
 // Only plans faster than `cutoff_time_s` are looked for (the scheduler passes the time that
-// would tie the best throughput so far); nullopt when there is none.
-std::optional<ScheduledPlan> solve_classes(const CostModel& model,
-                                           const std::vector<OperatorClass>& classes, int batch,
-                                           double limit_bytes, SolveStats& stats,
-                                           double cutoff_time_s = infinity) {
+// would tie the best throughput so far); `best` is nullopt when there is none.
+BatchSolve solve_classes(const CostModel& model, const std::vector<OperatorClass>& classes,
+                         int batch, double limit_bytes, const SearchSpec& spec, Deadline& deadline,
+                         SolveStats& stats, double cutoff_time_s = infinity) {
   struct Candidate {
     double bound;
     Threshold threshold;
@@ -507,10 +598,18 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
   std::sort(candidates.begin(), candidates.end(),
             [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
 
+  const double tolerance = pruning_tolerance(spec);
+  BatchSolve solve;
   double best_time_s = cutoff_time_s;
   std::optional<Plan> best_plan;
   for (const Candidate& candidate : candidates) {
-    if (!(candidate.bound < best_time_s * (1.0 - 1e-12))) break;
+    if (!(candidate.bound < best_time_s * (1.0 - tolerance))) break;
+    if (deadline.passed_now()) {
+      // This threshold and the later ones (sorted by bound) are unexplored.
+      solve.stopped = true;
+      solve.lower_bound_time_s = candidate.bound;
+      break;
+    }
     ++stats.thresholds;
     build_subproblem(classes, sorted, candidate.threshold,
                      limit_bytes - reserved_bytes(model, candidate.threshold), sub, true);
@@ -518,15 +617,24 @@ std::optional<ScheduledPlan> solve_classes(const CostModel& model,
       best_time_s = rounded->first;
       best_plan = plan_from_counts(classes, sub, rounded->second, batch, model.workload().size());
     }
-    BranchAndBound search(sub, best_time_s, stats.nodes);
+    BranchAndBound search(sub, best_time_s, tolerance, deadline, stats.nodes);
     if (search.run()) {
       best_time_s = search.best_time_s();
       best_plan =
           plan_from_counts(classes, sub, search.best_counts(), batch, model.workload().size());
     }
+    if (deadline.passed()) {
+      solve.stopped = true;
+      solve.lower_bound_time_s = candidate.bound;
+      break;
+    }
   }
-  if (!best_plan) return std::nullopt;
-  return ScheduledPlan{*best_plan, model.plan_cost(*best_plan)};
+  // Everything explored was pruned against best_time_s (the cutoff when nothing was found).
+  if (!candidates.empty() && std::isfinite(best_time_s)) {
+    solve.lower_bound_time_s = std::min(solve.lower_bound_time_s, best_time_s * (1.0 - tolerance));
+  }
+  if (best_plan) solve.best = ScheduledPlan{*best_plan, model.plan_cost(*best_plan)};
+  return solve;
 }
 
 double min_peak(const CostModel& model, const std::vector<OperatorClass>& classes, int batch) {
@@ -555,13 +663,16 @@ double fastest_time_s(const std::vector<OperatorClass>& classes, int batch) {
 std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpec& spec, int batch,
                                          double memory_limit_bytes, SolveStats* stats) {
   SolveStats local;
+  Deadline deadline(spec.time_limit_s);
   const auto classes = group_into_classes(model, spec);
-  auto result = solve_classes(model, classes, batch, memory_limit_bytes, local);
+  BatchSolve solve =
+      solve_classes(model, classes, batch, memory_limit_bytes, spec, deadline, local);
   if (stats != nullptr) {
     stats->nodes += local.nodes;
     stats->thresholds += local.thresholds;
+    stats->stopped_early = stats->stopped_early || solve.stopped;
   }
-  return result;
+  return std::move(solve.best);
 }
 
 double min_peak_memory_bytes(const CostModel& model, const SearchSpec& spec, int batch) {
@@ -594,6 +705,7 @@ constexpr double kThroughputTie = 1e-12;
 
 SearchResult search(const CostModel& model, const SearchSpec& spec,
                     std::optional<double> memory_limit_bytes, bool solve_every_batch) {
+  Deadline deadline(spec.time_limit_s);
   const double limit = memory_limit_bytes ? *memory_limit_bytes : model.memory_limit_bytes();
   const Training& training = model.training();
   const auto classes = group_into_classes(model, spec);
@@ -610,6 +722,7 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
   // and its throughput cuts the search at every smaller b (most are pruned unsolved).
   result.per_batch.resize(static_cast<std::size_t>(last - first + 1));
   double best_throughput = 0;
+  double throughput_bound = 0;  // no plan at any b is faster than this
   for (int batch = last; batch >= first; --batch) {
     BatchPoint& point = result.per_batch[static_cast<std::size_t>(batch - first)];
     point.batch_size = batch;
@@ -620,14 +733,28 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
       point.pruned_by_bound = true;
       continue;
     }
-    // Only a plan that at least ties the best throughput so far matters.
+    // Only a plan that at least ties the best throughput so far matters. Past the deadline
+    // this only bounds the b's best time by the LP relaxation (for the proven gap).
     const double cutoff_s = cut ? model.ranks() * batch / tie_throughput : infinity;
-    point.best = solve_classes(model, classes, batch, limit, result.stats, cutoff_s);
-    point.pruned_by_bound = cut && !point.best;
+    BatchSolve solve =
+        solve_classes(model, classes, batch, limit, spec, deadline, result.stats, cutoff_s);
+    point.best = std::move(solve.best);
+    point.stopped_early = solve.stopped;
+    point.pruned_by_bound = cut && !point.best && !solve.stopped;
+    throughput_bound = std::max(throughput_bound, model.ranks() * batch / solve.lower_bound_time_s);
     if (point.best && point.best->cost.throughput_samples_per_s >= tie_throughput) {
       best_throughput = std::max(best_throughput, point.best->cost.throughput_samples_per_s);
       result.best = point.best;
     }
+  }
+  for (const BatchPoint& point : result.per_batch) {
+    result.stats.stopped_early = result.stats.stopped_early || point.stopped_early;
+  }
+  if (result.best) {
+    result.proven_gap =
+        std::max(0.0, 1.0 - best_throughput / std::max(throughput_bound, best_throughput));
+  } else {
+    result.proven_gap = 1.0;
   }
   return result;
 }

@@ -18,8 +18,9 @@
 namespace osdp {
 
 struct SolveStats {
-  long long nodes = 0;       // branch-and-bound nodes visited
-  long long thresholds = 0;  // max-term thresholds solved (not pruned by bound)
+  long long nodes = 0;         // branch-and-bound nodes visited
+  long long thresholds = 0;    // max-term thresholds solved (not pruned by bound)
+  bool stopped_early = false;  // the spec's time limit ran out before the search finished
 };
 
 // A plan and its cost at one batch size.
@@ -28,7 +29,9 @@ struct ScheduledPlan {
   PlanCost cost;
 };
 
-// Least-time plan for batch size `batch` under `memory_limit_bytes`; nullopt if none fits.
+// Least-time plan for batch size `batch` under `memory_limit_bytes` (to within the spec's
+// optimality gap, unless its time limit runs out: see stats->stopped_early); nullopt if none
+// fits.
 std::optional<ScheduledPlan> solve_batch(const CostModel& model, const SearchSpec& spec, int batch,
                                          double memory_limit_bytes, SolveStats* stats = nullptr);
 
@@ -37,6 +40,8 @@ struct BatchPoint {
   std::optional<ScheduledPlan> best;  // nullopt: nothing fits, or pruned
   // Not solved: even the fastest plan at this b could not beat the best throughput found.
   bool pruned_by_bound = false;
+  // The time limit ran out before this b was searched to the end (`best`: the best found).
+  bool stopped_early = false;
 };
 
 struct SearchResult {
@@ -45,6 +50,10 @@ struct SearchResult {
   // When nothing fits: the least peak memory any plan needs at the smallest batch size.
   double min_memory_needed_bytes = 0;
   SolveStats stats;
+  // Proven relative distance of `best`'s throughput from the optimum: at most the spec's
+  // optimality gap when the search finished, larger when the time limit stopped it (1 when it
+  // stopped before finding any plan).
+  double proven_gap = 0;
 };
 
 // The batch-size scheduler over b = training.min_batch_size .. max_batch_size (those at which a

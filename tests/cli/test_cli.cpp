@@ -129,9 +129,10 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   const osdp::Json document = osdp::Json::parse(run.out);
-  for (const char* key : {"batch_size", "iteration_time_s", "throughput_samples_per_s",
-                          "peak_memory_bytes", "peak_memory_cause", "operators", "baselines",
-                          "memory_limit_bytes", "search_time_s", "cost_model", "ranks"}) {
+  for (const char* key :
+       {"batch_size", "iteration_time_s", "throughput_samples_per_s", "peak_memory_bytes",
+        "peak_memory_cause", "operators", "baselines", "memory_limit_bytes", "search_time_s",
+        "search_proven_gap", "search_stopped_early", "cost_model", "ranks"}) {
     CHECK(document.contains(key));
   }
   CHECK(document["peak_memory_bytes"].get<double>() <=

@@ -121,9 +121,15 @@ struct OptionKind {
   int nodes = 1;  // HSDP needs two
 };
 
+// Exactness tests search with no optimality gap.
+inline SearchSpec exact_spec(SearchSpec spec) {
+  spec.optimality_gap = 0;
+  return spec;
+}
+
 inline std::vector<OptionKind> option_kinds() {
   using Policy = SearchSpec::CheckpointPolicy;
-  return {
+  std::vector<OptionKind> kinds{
       {"paper dp,zdp", {{Mode::dp, Mode::zdp}, {1}, Policy::off}},
       {"dp,zdp,z2", {{Mode::dp, Mode::zdp, Mode::z2}, {1}, Policy::off}},
       {"dp,zdp split 4", {{Mode::dp, Mode::zdp}, {1, 4}, Policy::off}},
@@ -132,6 +138,8 @@ inline std::vector<OptionKind> option_kinds() {
       {"zdp,z2 split 4 ckpt on", {{Mode::zdp, Mode::z2}, {1, 4}, Policy::on}},
       {"dp,zdp,hsdp ckpt auto", {{Mode::dp, Mode::zdp, Mode::hsdp}, {1}, Policy::automatic}, 2},
   };
+  for (OptionKind& kind : kinds) kind.spec = exact_spec(kind.spec);
+  return kinds;
 }
 
 // Peak-memory range of any plan at a batch size: [least, most] over choices per operator.
@@ -188,6 +196,20 @@ inline std::unique_ptr<Instance> random_instance(std::uint64_t seed, int operato
   instance->training.memory_limit_bytes =
       range.least_bytes + share * (range.most_bytes - range.least_bytes);
   return instance;
+}
+
+inline double combinations(const CostModel& model, const SearchSpec& spec);
+
+// The largest random instance (at most 10 operators) whose brute force stays under 2e5
+// combinations.
+inline std::unique_ptr<Instance> brute_forceable_instance(std::uint64_t seed,
+                                                          const OptionKind& kind,
+                                                          CostModelKind cost, int batch) {
+  for (int n = 10; n > 1; --n) {
+    auto instance = random_instance(seed, n, kind, cost, batch);
+    if (combinations(instance->model, kind.spec) <= 2e5) return instance;
+  }
+  return random_instance(seed, 1, kind, cost, batch);
 }
 
 // Brute force: every combination of every valid choice (no pruning of any kind). Peak memory:

@@ -10,18 +10,6 @@
 namespace osdp::testing {
 namespace {
 
-constexpr double kMaxCombinations = 2e5;
-
-// The largest instance (at most 10 operators) whose brute force stays under the cap.
-std::unique_ptr<Instance> brute_forceable_instance(std::uint64_t seed, const OptionKind& kind,
-                                                   CostModelKind cost, int batch) {
-  for (int n = 10; n > 1; --n) {
-    auto instance = random_instance(seed, n, kind, cost, batch);
-    if (combinations(instance->model, kind.spec) <= kMaxCombinations) return instance;
-  }
-  return random_instance(seed, 1, kind, cost, batch);
-}
-
 struct Tally {
   int feasible = 0;
   int infeasible = 0;

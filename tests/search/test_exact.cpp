@@ -54,6 +54,7 @@ struct BruteForce {
 
 SearchSpec spec_for(unsigned seed) {
   SearchSpec spec;
+  spec.optimality_gap = 0;
   switch (seed % 5) {
     case 0:
       spec.modes = {Mode::dp, Mode::zdp};
@@ -124,6 +125,7 @@ TEST_CASE("plan cost agrees with the sum of option costs", "[search][exact]") {
   auto instance = exactness::random_instance(7, 30, CostModelKind::extended);
   const auto model = instance.model();
   SearchSpec spec;
+  spec.optimality_gap = 0;
   spec.modes = {Mode::dp, Mode::zdp, Mode::z2};
   spec.granularities = {1, 4};
   spec.checkpoint = SearchSpec::CheckpointPolicy::automatic;
@@ -150,6 +152,7 @@ TEST_CASE("batch-size scheduler keeps the highest throughput", "[search][schedul
     instance.training->max_batch_size = 24;
     const auto model = instance.model();
     SearchSpec spec;
+    spec.optimality_gap = 0;
     spec.modes = {Mode::dp, Mode::zdp};
     const double limit = min_peak_memory_bytes(model, spec, 6);
     const SearchResult result = search(model, spec, limit);

@@ -277,7 +277,7 @@ TEST_CASE("CBC solves a hand-checked MILP", "[search][milp]") {
   cluster.world = GroupTiming::uniform(AlphaBeta{5e-6, 8.3e-11});
   Training training;
   Instance instance(Workload::chain("two", operators), cluster, training, CostModelKind::paper);
-  const SearchSpec spec;
+  const SearchSpec spec = exact_spec({});
   // 16 bytes x (1e8 / 8 + 2e8) = 3.4e9 <= limit < 16 bytes x 3e8 and < 16 x (1e8 + 2e8 / 8).
   const MilpResult milp = solve_milp(instance.model, spec, 1, 3.5e9);
   REQUIRE(milp.time_s);
