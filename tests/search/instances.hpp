@@ -121,9 +121,11 @@ struct OptionKind {
   int nodes = 1;  // HSDP needs two
 };
 
-// Exactness tests search with no optimality gap.
+// Exactness tests search with no optimality gap and no time limit (a slow machine or a
+// sanitizer build must not turn a stopped search into a wrong answer).
 inline SearchSpec exact_spec(SearchSpec spec) {
   spec.optimality_gap = 0;
+  spec.time_limit_s = 1e9;
   return spec;
 }
 

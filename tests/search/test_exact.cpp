@@ -55,6 +55,7 @@ struct BruteForce {
 SearchSpec spec_for(unsigned seed) {
   SearchSpec spec;
   spec.optimality_gap = 0;
+  spec.time_limit_s = 1e9;
   switch (seed % 5) {
     case 0:
       spec.modes = {Mode::dp, Mode::zdp};
@@ -126,6 +127,7 @@ TEST_CASE("plan cost agrees with the sum of option costs", "[search][exact]") {
   const auto model = instance.model();
   SearchSpec spec;
   spec.optimality_gap = 0;
+  spec.time_limit_s = 1e9;
   spec.modes = {Mode::dp, Mode::zdp, Mode::z2};
   spec.granularities = {1, 4};
   spec.checkpoint = SearchSpec::CheckpointPolicy::automatic;
@@ -153,6 +155,7 @@ TEST_CASE("batch-size scheduler keeps the highest throughput", "[search][schedul
     const auto model = instance.model();
     SearchSpec spec;
     spec.optimality_gap = 0;
+    spec.time_limit_s = 1e9;
     spec.modes = {Mode::dp, Mode::zdp};
     const double limit = min_peak_memory_bytes(model, spec, 6);
     const SearchResult result = search(model, spec, limit);
