@@ -298,7 +298,7 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
 
 Workload read_gpt(const JsonReader& reader, const Training& training) {
   reader.require_only(
-      {"family", "name", "layers", "hidden", "heads", "sequence_length", "vocabulary"});
+      {"family", "name", "layers", "hidden", "heads", "sequence_length", "vocabulary", "dropout"});
   GptSpec spec;
   spec.name = reader.optional_string("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
@@ -307,6 +307,10 @@ Workload read_gpt(const JsonReader& reader, const Training& training) {
       static_cast<int>(reader.optional_integer("sequence_length", 1, 1 << 24).value_or(1024));
   spec.vocabulary =
       static_cast<int>(reader.optional_integer("vocabulary", 1, 1 << 26).value_or(50257));
+  if (reader.has("dropout")) {
+    spec.dropout = reader.non_negative_number("dropout");
+    if (spec.dropout >= 1) reader.fail("dropout", "a probability from 0 (no dropout) below 1");
+  }
   const Json& hidden = reader.raw("hidden");
   spec.hidden_sizes.clear();
   if (hidden.is_array()) {

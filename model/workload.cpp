@@ -1,9 +1,9 @@
 #include "model/workload.hpp"
 
-#include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/graph/topological_sort.hpp>
 #include <iterator>
 
 #include "model/input_error.hpp"
@@ -83,6 +83,8 @@ void set_model_states(Operator& op, const BytesPerParameter& bytes) {
 // 2 in mixed precision) and split the layer into our two operators, each with its LayerNorm:
 //   attention: s*h*(6e + 1) + a*s^2*(2e + 1)   (LN in, QKV in, Q, K, V, proj in, masks, scores)
 //   mlp:       s*h*(10e + 1)                   (LN in, fc in, GeLU in, proj in, dropout mask)
+// Without dropout (GptSpec::dropout 0) the 1-byte masks go, and so does the attention's
+// dropped-out copy of the softmax: a*s^2*e for the scores instead of a*s^2*(2e + 1).
 // FLOPs per sample (forward; backward is twice that): attention 8*s*h^2 + 4*s^2*h, mlp 16*s*h^2,
 // LM head 2*s*h*V (Narayanan et al., SC'21, appendix).
 Workload make_gpt(const GptSpec& spec, const Training& training) {
@@ -91,6 +93,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   const double s = spec.sequence_length;
   const double a = spec.heads;
   const double vocabulary = spec.vocabulary;
+  const double mask = spec.dropout > 0 ? 1.0 : 0.0;  // bytes of dropout mask per element
 
   std::vector<Operator> operators;
   operators.reserve(2 * spec.layers + 2);
@@ -99,8 +102,8 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   Operator embedding;
   embedding.name = "embedding";
   embedding.kind = OperatorKind::embedding;
-  embedding.parameter_count = vocabulary * h0 + s * h0;  // token + position tables
-  embedding.activation_bytes_per_sample = 8.0 * s + s * h0;  // token ids + dropout mask
+  embedding.parameter_count = vocabulary * h0 + s * h0;             // token + position tables
+  embedding.activation_bytes_per_sample = 8.0 * s + mask * s * h0;  // token ids + dropout mask
   embedding.input_activation_bytes_per_sample = 8.0 * s;
   embedding.output_bytes_per_sample = e * s * h0;
   embedding.splittable = false;  // a table lookup has no reduction dimension to split
@@ -120,8 +123,9 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
       attention.parameter_count += previous_hidden * h + h;
       projection_flops = 2.0 * s * previous_hidden * h;
     }
-    attention.activation_bytes_per_sample =
-        s * h * (6.0 * e + 1.0) + a * s * s * (2.0 * e + 1.0) + e * s * (previous_hidden - h);
+    attention.activation_bytes_per_sample = s * h * (6.0 * e + mask) +
+                                            a * s * s * (e + mask * (e + 1.0)) +
+                                            e * s * (previous_hidden - h);
     attention.input_activation_bytes_per_sample = e * s * previous_hidden;
     attention.output_bytes_per_sample = e * s * h;
     attention.forward_flops_per_sample = 8.0 * s * h * h + 4.0 * s * s * h + projection_flops;
@@ -133,7 +137,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     mlp.name = fmt::format("layer{}.mlp", layer);
     mlp.kind = OperatorKind::mlp;
     mlp.parameter_count = 8.0 * h * h + 7.0 * h;  // LN, fc (h -> 4h) and projection (4h -> h)
-    mlp.activation_bytes_per_sample = s * h * (10.0 * e + 1.0);
+    mlp.activation_bytes_per_sample = s * h * (10.0 * e + mask);
     mlp.input_activation_bytes_per_sample = e * s * h;
     mlp.output_bytes_per_sample = e * s * h;
     mlp.forward_flops_per_sample = 16.0 * s * h * h;
@@ -152,6 +156,10 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   head.activation_bytes_per_sample = 2.0 * e * s * h + (e + 4.0) * s * vocabulary;
   head.input_activation_bytes_per_sample = e * s * h;
   head.output_bytes_per_sample = e * s * vocabulary;
+  // The loss's backward holds the gradients of the fp32 log-probabilities and of the logits
+  // beside those (measured by the validator: every plan peaked there, 8 x s x V bytes per
+  // sample in fp32).
+  head.workspace_bytes_per_sample = (4.0 + e) * s * vocabulary;
   head.forward_flops_per_sample = 2.0 * s * h * vocabulary;
   head.backward_flops_per_sample = 2.0 * head.forward_flops_per_sample;
   set_model_states(head, bytes);

@@ -83,6 +83,8 @@ struct GptSpec {
   int heads = 12;
   int sequence_length = 1024;
   int vocabulary = 50257;
+  // Dropout probability; above 0, each dropout keeps a 1-byte mask per element for backward.
+  double dropout = 0.1;
 
   int hidden_of_layer(int layer) const {
     return hidden_sizes.size() == 1 ? hidden_sizes[0] : hidden_sizes[layer];

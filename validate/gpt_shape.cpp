@@ -14,6 +14,7 @@ GptSpec GptShape::spec() const {
   spec.heads = heads;
   spec.sequence_length = sequence_length;
   spec.vocabulary = vocabulary;
+  spec.dropout = dropout;
   return spec;
 }
 
@@ -49,10 +50,14 @@ std::optional<GptShape> infer_gpt_shape(const Workload& workload, const Training
   shape.sequence_length = *sequence;
   const double e = activation_element_bytes(training.precision);
   const double s = shape.sequence_length;
-  const auto heads = exact_int((attention.activation_bytes_per_sample - s * h * (6.0 * e + 1.0)) /
-                               (s * s * (2.0 * e + 1.0)));
+  // The attention's activations give the heads, once we know whether dropout masks count.
+  const double embedding_without_masks = 8.0 * s;
+  const double mask = workload.op(0).activation_bytes_per_sample > embedding_without_masks ? 1 : 0;
+  const auto heads = exact_int((attention.activation_bytes_per_sample - s * h * (6.0 * e + mask)) /
+                               (s * s * (e + mask * (e + 1.0))));
   if (!heads || shape.hidden % *heads != 0) return std::nullopt;
   shape.heads = *heads;
+  shape.dropout = mask > 0 ? GptSpec{}.dropout : 0.0;
   // Regenerate and compare everything the runtime relies on.
   const Workload regenerated = make_gpt(shape.spec(), training);
   if (regenerated.size() != n) return std::nullopt;

@@ -16,6 +16,9 @@ struct GptShape {
   int heads = 4;
   int sequence_length = 16;
   int vocabulary = 128;
+  // The model's dropout (its masks count in the activations). The runtime trains without
+  // dropout, so only 0 matches its memory.
+  double dropout = 0;
 
   GptSpec spec() const;
   int operators() const { return 2 * layers + 2; }

@@ -25,9 +25,10 @@ TEST_CASE("model states per parameter follow precision and optimizer", "[model][
   spec.layers = 2;
   spec.hidden_sizes = {256};
   spec.heads = 4;
-  for (auto [precision, optimizer, bytes] :
-       {std::tuple{Precision::fp32, Optimizer::adam, 16.0}, {Precision::mixed, Optimizer::adam, 16.0},
-        {Precision::fp32, Optimizer::sgd, 12.0}, {Precision::mixed, Optimizer::sgd, 12.0}}) {
+  for (auto [precision, optimizer, bytes] : {std::tuple{Precision::fp32, Optimizer::adam, 16.0},
+                                             {Precision::mixed, Optimizer::adam, 16.0},
+                                             {Precision::fp32, Optimizer::sgd, 12.0},
+                                             {Precision::mixed, Optimizer::sgd, 12.0}}) {
     Training training;
     training.precision = precision;
     training.optimizer = optimizer;
@@ -49,8 +50,42 @@ TEST_CASE("activation sizes match Korthikanti et al. for 2-byte activations", "[
   const Workload gpt = make_gpt(spec, training);
   const double s = 512, h = 1024, a = 16;
   // One layer: s*b*h*(34 + 5*a*s/h) bytes per sample.
-  const double layer = gpt.op(1).activation_bytes_per_sample + gpt.op(2).activation_bytes_per_sample;
+  const double layer =
+      gpt.op(1).activation_bytes_per_sample + gpt.op(2).activation_bytes_per_sample;
   CHECK(layer == Approx(s * h * (34 + 5 * a * s / h)));
+}
+
+TEST_CASE(
+    "without dropout the masks leave the activations; the loss backward is the head's "
+    "workspace",
+    "[model][gpt]") {
+  GptSpec spec;
+  spec.layers = 2;
+  spec.hidden_sizes = {256};
+  spec.heads = 8;
+  spec.sequence_length = 128;
+  spec.vocabulary = 2048;
+  Training training;  // fp32: 4-byte activations
+  const Workload with_dropout = make_gpt(spec, training);
+  spec.dropout = 0;
+  const Workload without = make_gpt(spec, training);
+  const double s = 128, h = 256, a = 8, vocabulary = 2048;
+  // One byte per element of each dropout's mask (embedding output; attention probabilities
+  // and output; MLP output) and the attention's dropped-out copy of its probabilities.
+  CHECK(with_dropout.op(0).activation_bytes_per_sample -
+            without.op(0).activation_bytes_per_sample ==
+        Approx(s * h));
+  CHECK(with_dropout.op(1).activation_bytes_per_sample -
+            without.op(1).activation_bytes_per_sample ==
+        Approx(s * h + a * s * s * (4 + 1)));
+  CHECK(with_dropout.op(2).activation_bytes_per_sample -
+            without.op(2).activation_bytes_per_sample ==
+        Approx(s * h));
+  for (const Workload* gpt : {&with_dropout, &without}) {
+    const Operator& head = gpt->op(gpt->size() - 1);
+    CHECK(head.workspace_bytes_per_sample == Approx(8 * s * vocabulary));
+    CHECK(head.activation_bytes_per_sample == Approx(2 * 4 * s * h + 8 * s * vocabulary));
+  }
 }
 
 TEST_CASE("per-layer hidden sizes add width projections", "[model][gpt]") {
