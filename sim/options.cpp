@@ -19,18 +19,6 @@ Granularity resolve_granularity(Granularity granularity, int ranks) {
   return ranks <= auto_step_max_ranks ? Granularity::step : Granularity::scale;
 }
 
-std::string_view backward_prefetch_name(BackwardPrefetch prefetch) {
-  switch (prefetch) {
-    case BackwardPrefetch::pre:
-      return "pre";
-    case BackwardPrefetch::post:
-      return "post";
-    case BackwardPrefetch::none:
-      return "none";
-  }
-  return "?";
-}
-
 SimOptions read_sim_options(const Json& simulation, const std::string& file,
                             const std::string& path) {
   SimOptions options;
@@ -50,12 +38,7 @@ SimOptions read_sim_options(const Json& simulation, const std::string& file,
   }
   options.forward_prefetch =
       static_cast<int>(reader.optional_integer("forward_prefetch", 0, 64).value_or(1));
-  if (reader.has("backward_prefetch")) {
-    const std::string name = reader.choice("backward_prefetch", {"pre", "post", "none"});
-    options.backward_prefetch = name == "pre"    ? BackwardPrefetch::pre
-                                : name == "post" ? BackwardPrefetch::post
-                                                 : BackwardPrefetch::none;
-  }
+  options.backward_prefetch = read_backward_prefetch(reader, "backward_prefetch");
   options.units_in_flight =
       static_cast<int>(reader.optional_integer("units_in_flight", 1, 1 << 20).value_or(2));
   options.separate_reduce_scatter_lane =

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/json_reader.hpp"
+#include "model/prefetch_policy.hpp"
 
 namespace osdp::sim {
 
@@ -19,14 +20,7 @@ enum class Granularity { step, scale, automatic };
 inline constexpr int auto_step_max_ranks = 32;
 // The mode a simulation of `ranks` ranks runs in: never `automatic`.
 Granularity resolve_granularity(Granularity granularity, int ranks);
-// When the gather of the next backward unit may start (FSDP's BackwardPrefetch).
-//   pre  - when the current unit's backward compute starts; issued before its reduce-scatter
-//   post - when the current unit's backward compute ends; issued before its reduce-scatter
-//   none - when the current unit's backward compute ends; queued after its reduce-scatter
-enum class BackwardPrefetch { pre, post, none };
-
 std::string_view granularity_name(Granularity granularity);
-std::string_view backward_prefetch_name(BackwardPrefetch prefetch);
 
 struct NetworkConfig {
   std::string model = "CM02";

@@ -17,16 +17,16 @@
 // unfused re-gathers for the recompute and frees before gathering again for backward; fused
 // keeps the recompute gather for backward. Gathers follow one precomputed order, identical on
 // every rank: forward gathers are prefetched `prefetch_depth` ahead, backward gathers one ahead
-// as `backward_prefetch` says (FSDP's BackwardPrefetch, validate/prefetch_policy.hpp); with
+// as `backward_prefetch` says (FSDP's BackwardPrefetch, model/prefetch_policy.hpp); with
 // depth 1 at most two gathered units are in flight.
 #pragma once
 
 #include <memory>
 
 #include "model/plan.hpp"
+#include "model/prefetch_policy.hpp"
 #include "validate/communicator.hpp"
 #include "validate/gpt_parameters.hpp"
-#include "validate/prefetch_policy.hpp"
 #include "validate/rank_device.hpp"
 
 namespace osdp::validate {

@@ -9,14 +9,10 @@ namespace {
 
 // The simulator's key, its value checked here too: a runtime built without the simulator must
 // not run a policy the scenario does not name.
-BackwardPrefetch read_backward_prefetch(const Scenario& scenario) {
+BackwardPrefetch backward_prefetch_of(const Scenario& scenario) {
   if (!scenario.simulation.is_object()) return BackwardPrefetch::pre;
   const JsonReader simulation(scenario.simulation, scenario.file, "$.simulation");
-  if (!simulation.has("backward_prefetch")) return BackwardPrefetch::pre;
-  const std::string name = simulation.choice("backward_prefetch", {"pre", "post", "none"});
-  return name == "post"   ? BackwardPrefetch::post
-         : name == "none" ? BackwardPrefetch::none
-                          : BackwardPrefetch::pre;
+  return read_backward_prefetch(simulation, "backward_prefetch");
 }
 
 }  // namespace
@@ -51,7 +47,7 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   }
   options.prefetch_depth = static_cast<int>(
       reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));
-  options.backward_prefetch = read_backward_prefetch(scenario);
+  options.backward_prefetch = backward_prefetch_of(scenario);
   if (reader.has("device")) {
     options.device =
         reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;

@@ -11,9 +11,9 @@
 #include <chrono>
 #include <cstdint>
 
+#include "model/prefetch_policy.hpp"
 #include "model/scenario.hpp"
 #include "validate/device_kind.hpp"
-#include "validate/prefetch_policy.hpp"
 
 namespace osdp::validate {
 
