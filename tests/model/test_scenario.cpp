@@ -18,7 +18,9 @@ const char* paper_form = R"({
   "cost_model": "paper"
 })";
 
-Scenario load(const std::string& text) { return scenario_from_json(Json::parse(text), "test.json"); }
+Scenario load(const std::string& text) {
+  return scenario_from_json(Json::parse(text), "test.json");
+}
 
 // The message of the InputError thrown by loading `text`.
 std::string error_of(const std::string& text) {
@@ -63,12 +65,16 @@ TEST_CASE("bad inputs name the path, the value and what was expected", "[model][
       {R"("paper")", R"("papr")", {"$.cost_model", "one of"}},
       {R"("max_batch_size": 64)", R"("max_batch_size": 1.5)", {"max_batch_size", "integer"}},
       {R"("alpha_s": 5e-6)", R"("alpha_s": -1)", {"alpha_s", "zero or more"}},
-      {R"("model_state_bytes": 201326592)", R"("model_state_bytes": 10)",
+      {R"("model_state_bytes": 201326592)",
+       R"("model_state_bytes": 10)",
        {"model_state_bytes", "at least parameter + gradient"}},
-      {R"("compute_s_per_sample": 0.0021)", R"("compute_s_per_sample": "fast")",
+      {R"("compute_s_per_sample": 0.0021)",
+       R"("compute_s_per_sample": "fast")",
        {"compute_s_per_sample", "duration"}},
       {R"("name": "op0")", R"("name": 7)", {"operators[0].name", "a string"}},
-      {R"("extra_bytes": 0)", R"("extra_bytez": 0)", {"extra_bytez", "did you mean \"extra_bytes\""}},
+      {R"("extra_bytes": 0)",
+       R"("extra_bytez": 0)",
+       {"extra_bytez", "did you mean \"extra_bytes\""}},
   };
   for (const auto& c : cases) {
     const std::string message = error_of(replace(paper_form, c.from, c.to));
@@ -118,8 +124,10 @@ TEST_CASE("plans are checked against the model and the cluster", "[model][plan]"
   };
   CHECK(plan_error(R"({"batch_size": 2, "operators": [{"name": "op0", "mode": "zdp"}]})") ==
         "no error");
-  CHECK(plan_error(R"({"batch_size": 2, "ranks": 16, "operators": [{"name": "op0", "mode": "zdp"}]})")
-            .find("$.ranks: got 16: expected the cluster's world size (8 ranks)") != std::string::npos);
+  CHECK(
+      plan_error(R"({"batch_size": 2, "ranks": 16, "operators": [{"name": "op0", "mode": "zdp"}]})")
+          .find("$.ranks: got 16: expected the cluster's world size (8 ranks)") !=
+      std::string::npos);
   CHECK(plan_error(R"({"batch_size": 2, "operators": [{"name": "op9", "mode": "zdp"}]})")
             .find("$.operators[0].name") != std::string::npos);
   CHECK(plan_error(R"({"batch_size": 2, "operators": []})").find("missing \"op0\"") !=

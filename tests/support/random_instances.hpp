@@ -19,13 +19,10 @@ struct Instance {
   CostModel model() const { return CostModel(*workload, *cluster, *training, settings); }
 };
 
-inline Instance random_instance(unsigned seed, int operators, CostModelKind kind,
-                                int nodes = 1) {
+inline Instance random_instance(unsigned seed, int operators, CostModelKind kind, int nodes = 1) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  auto log_uniform = [&](double low, double high) {
-    return low * std::pow(high / low, unit(rng));
-  };
+  auto log_uniform = [&](double low, double high) { return low * std::pow(high / low, unit(rng)); };
   std::vector<Operator> ops;
   for (int i = 0; i < operators; ++i) {
     if (i > 0 && unit(rng) < 0.3) {  // a copy of an earlier operator
@@ -41,7 +38,8 @@ inline Instance random_instance(unsigned seed, int operators, CostModelKind kind
     op.gradient_bytes = op.parameter_bytes;
     op.optimizer_bytes = 2 * op.parameter_bytes;
     op.activation_bytes_per_sample = log_uniform(1e6, 2e8);
-    if (unit(rng) < 0.8) op.input_activation_bytes_per_sample = op.activation_bytes_per_sample * unit(rng) * 0.3;
+    if (unit(rng) < 0.8)
+      op.input_activation_bytes_per_sample = op.activation_bytes_per_sample * unit(rng) * 0.3;
     op.output_bytes_per_sample = log_uniform(1e5, 5e7);
     op.extra_bytes = unit(rng) < 0.3 ? log_uniform(1e5, 1e8) : 0.0;
     op.workspace_bytes_per_sample = unit(rng) < 0.3 ? log_uniform(1e5, 5e7) : 0.0;
