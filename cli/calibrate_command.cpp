@@ -71,9 +71,21 @@ int run(const CalibrateOptions& options) {
                units::format_seconds(point.forward_s), units::format_seconds(point.backward_s),
                point.flops / (point.forward_s + point.backward_s) / 1e9);
   }
+  fmt::print("  {:<12}{:>14}{:>14}{:>14}{:>14}\n", "compute law", "fwd fixed", "fwd GFLOP/s",
+             "bwd fixed", "bwd GFLOP/s");
+  auto rate = [](const ComputeLaw& law) {
+    return law.flops_per_s ? fmt::format("{:.2f}", *law.flops_per_s / 1e9) : std::string("-");
+  };
+  for (const auto& [kind, law] : result->cluster.gpu.operator_compute) {
+    fmt::print("  {:<12}{:>14}{:>14}{:>14}{:>14}\n", kind,
+               units::format_seconds(law.forward.fixed_s), rate(law.forward),
+               units::format_seconds(law.backward.fixed_s), rate(law.backward));
+  }
   fmt::print("  compute rate      {:.2f} GFLOP/s (sustained, largest batch)\n",
              result->compute_flops_per_s / 1e9);
   fmt::print("  memory bandwidth  {}\n", units::format_bandwidth(result->memory_bandwidth_Bps));
+  fmt::print("  optimizer update  {} of states read and written\n",
+             units::format_bandwidth(result->optimizer_bandwidth_Bps));
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
   fmt::print("  overlap slowdown  {:.3f}x\n", result->overlap_slowdown);
   if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);

@@ -19,6 +19,11 @@ std::string_view node_kind_name(NodeKind kind) {
   return "?";
 }
 
+const OperatorCompute* Gpu::compute_law(std::string_view kind) const {
+  const auto it = operator_compute.find(kind);
+  return it == operator_compute.end() ? nullptr : &it->second;
+}
+
 AlphaBeta CollectiveTiming::at(double step_bytes) const {
   const Segment* chosen = nullptr;
   for (const auto& segment : by_size) {

@@ -3,6 +3,7 @@
 // alpha (seconds per ring step) and beta (seconds per byte) per process group.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,15 +97,38 @@ struct GroupTiming {
   double time_s(CollectiveKind kind, double full_bytes, int ranks) const;
 };
 
+// Measured compute time of one call of an operator kind, forward or backward, at batch b:
+// fixed_s + b x (the operator's FLOPs per sample) / flops_per_s. The fixed part is what a call
+// costs whatever its batch (dispatch, small-matrix inefficiency; all of it for FLOP-free kinds
+// such as the embedding); without a rate the GPU's sustained rate applies.
+struct ComputeLaw {
+  double fixed_s = 0;
+  std::optional<double> flops_per_s;
+};
+
+struct OperatorCompute {
+  ComputeLaw forward;
+  ComputeLaw backward;
+};
+
 struct Gpu {
   std::string name = "gpu";
   std::optional<double> memory_bytes;
   // Sustained (not peak) FLOP/s on this model's kernels; gamma_i = FLOPs / this rate.
   std::optional<double> compute_flops_per_s;
   std::optional<double> memory_bandwidth_Bps;
+  // Bytes of optimizer states (parameters, gradients, moments) the update reads and writes per
+  // second, each once: an implementation that passes over its tensors several times (as
+  // unfused Adam does) has less than memory_bandwidth_Bps. Unset: memory_bandwidth_Bps.
+  std::optional<double> optimizer_bandwidth_Bps;
   double kernel_launch_s = 5e-6;
   // Compute runs this many times slower while a collective overlaps it (simulator; calibrated).
   double overlap_slowdown = 1.0;
+  // Calibrated compute laws by operator kind name ("attention", "mlp", ...), measured by
+  // `osdp calibrate`; kinds not listed use compute_flops_per_s.
+  std::map<std::string, OperatorCompute, std::less<>> operator_compute;
+
+  const OperatorCompute* compute_law(std::string_view kind) const;
 };
 
 struct Cluster {

@@ -49,25 +49,37 @@ double CostModel::memory_limit_bytes() const {
                    "a memory limit (in the training setup, or the GPU's memory in the cluster)");
 }
 
-double CostModel::compute_s_per_sample(int index) const {
+Linear CostModel::phase_compute_s(int index, bool backward) const {
   const Operator& op = workload_->op(index);
-  if (op.compute_s_per_sample) return *op.compute_s_per_sample;
-  if (cluster_->gpu.compute_flops_per_s) {
-    return (op.forward_flops_per_sample + op.backward_flops_per_sample) /
-           *cluster_->gpu.compute_flops_per_s;
+  if (!backward && op.forward_compute_s_per_sample) return {0.0, *op.forward_compute_s_per_sample};
+  if (op.compute_s_per_sample) {
+    // A given gamma_i (profiled per operator) has no fixed part; backward is about twice the
+    // forward (two MatMuls per forward MatMul) unless the forward is given too.
+    const double forward = op.forward_compute_s_per_sample.value_or(*op.compute_s_per_sample / 3.0);
+    return {0.0, backward ? *op.compute_s_per_sample - forward : forward};
   }
-  throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index), "nothing",
-                   "compute seconds per sample, or a GPU compute rate in the cluster");
+  const double flops = backward ? op.backward_flops_per_sample : op.forward_flops_per_sample;
+  const OperatorCompute* calibrated = cluster_->gpu.compute_law(operator_kind_name(op.kind));
+  const ComputeLaw law =
+      calibrated ? (backward ? calibrated->backward : calibrated->forward) : ComputeLaw{};
+  const std::optional<double> rate =
+      law.flops_per_s ? law.flops_per_s : cluster_->gpu.compute_flops_per_s;
+  if (!rate && flops > 0) {
+    throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index),
+                     "nothing", "compute seconds per sample, or a GPU compute rate in the cluster");
+  }
+  return {law.fixed_s, flops > 0 ? flops / *rate : 0.0};
+}
+
+Linear CostModel::forward_compute_s(int index) const { return phase_compute_s(index, false); }
+Linear CostModel::backward_compute_s(int index) const { return phase_compute_s(index, true); }
+
+double CostModel::compute_s_per_sample(int index) const {
+  return forward_compute_s(index).per_sample + backward_compute_s(index).per_sample;
 }
 
 double CostModel::forward_compute_s_per_sample(int index) const {
-  const Operator& op = workload_->op(index);
-  if (op.forward_compute_s_per_sample) return *op.forward_compute_s_per_sample;
-  if (op.compute_s_per_sample) {
-    // Backward costs about twice the forward (two MatMuls per forward MatMul).
-    return *op.compute_s_per_sample / 3.0;
-  }
-  return op.forward_flops_per_sample / cluster_->gpu.compute_flops_per_s.value_or(1.0);
+  return forward_compute_s(index).per_sample;
 }
 
 bool CostModel::valid(int index, const OperatorChoice& choice) const {
@@ -141,9 +153,12 @@ double CostModel::sharded_communication_s(const Operator& op, Mode mode, double 
 }
 
 double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) const {
-  if (settings_.kind == CostModelKind::paper || !cluster_->gpu.memory_bandwidth_Bps) return 0.0;
+  const std::optional<double> bandwidth = cluster_->gpu.optimizer_bandwidth_Bps
+                                              ? cluster_->gpu.optimizer_bandwidth_Bps
+                                              : cluster_->gpu.memory_bandwidth_Bps;
+  if (settings_.kind == CostModelKind::paper || !bandwidth) return 0.0;
   // The update reads and writes every local state once (memory bound).
-  return 2.0 * model_state_bytes(index, choice) / *cluster_->gpu.memory_bandwidth_Bps;
+  return 2.0 * model_state_bytes(index, choice) / *bandwidth;
 }
 
 OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const {
@@ -163,8 +178,12 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   cost.persistent_bytes.per_sample =
       checkpointed ? *op.input_activation_bytes_per_sample : op.activation_bytes_per_sample;
 
-  cost.compute_s.per_sample =
-      compute_s_per_sample(index) + (checkpointed ? forward_compute_s_per_sample(index) : 0.0);
+  // Each slice is a call of its own: it pays the fixed part of the compute law once per phase.
+  const Linear forward = forward_compute_s(index);
+  const Linear backward = backward_compute_s(index);
+  const int forward_calls = checkpointed ? 2 : 1;
+  if (extended) cost.compute_s.fixed = k * (forward_calls * forward.fixed + backward.fixed);
+  cost.compute_s.per_sample = forward_calls * forward.per_sample + backward.per_sample;
 
   double communication_s = 0.0;
   if (j < k) {
@@ -189,7 +208,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   }
   cost.slicing_overhead_s = slicing.fixed;
 
-  cost.time_s.fixed = communication_s + slicing.fixed + optimizer_step_s(index, choice);
+  cost.time_s.fixed =
+      cost.compute_s.fixed + communication_s + slicing.fixed + optimizer_step_s(index, choice);
   cost.time_s.per_sample = cost.compute_s.per_sample + slicing.per_sample;
 
   if (extended) {

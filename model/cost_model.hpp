@@ -47,9 +47,9 @@ struct Linear {
 
 // Cost of one operator under one choice.
 struct OptionCost {
-  Linear time_s;            // compute + communication + slicing overhead
-  Linear persistent_bytes;  // live for the whole iteration: model states, saved activations
-  Linear transient_bytes;   // live only while this operator runs; peak adds the largest one
+  Linear time_s;                   // compute + communication + slicing overhead
+  Linear persistent_bytes;         // live for the whole iteration: model states, saved activations
+  Linear transient_bytes;          // live only while this operator runs; peak adds the largest one
   double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
   // Breakdown, for explanations.
   Linear compute_s;
@@ -62,8 +62,8 @@ struct PeakBreakdown {
   double model_state_bytes = 0;
   double activation_bytes = 0;
   double extra_bytes = 0;
-  double transient_bytes = 0;    // the largest transient term plus the prefetch window
-  double prefetch_bytes = 0;     // of which: (units in flight - 1) x the largest gather buffer
+  double transient_bytes = 0;   // the largest transient term plus the prefetch window
+  double prefetch_bytes = 0;    // of which: (units in flight - 1) x the largest gather buffer
   int transient_operator = -1;  // operator whose transient sets the peak
   // "model states", "activations", ... : the largest part.
   std::string dominant_part() const;
@@ -104,6 +104,10 @@ class CostModel {
   // Memory the prefetch window adds to the peak, given the plan's largest gather buffer.
   double prefetch_window_bytes(double largest_gather_buffer_bytes) const;
 
+  // One call of the whole operator at batch b: fixed + b x per-sample seconds, from the
+  // operator's own gamma_i, its kind's calibrated law in the cluster, or FLOPs / compute rate.
+  Linear forward_compute_s(int op) const;
+  Linear backward_compute_s(int op) const;
   // gamma_i: compute seconds per sample, forward + backward; and forward alone.
   double compute_s_per_sample(int op) const;
   double forward_compute_s_per_sample(int op) const;
@@ -112,6 +116,7 @@ class CostModel {
   double model_state_bytes(int op, const OperatorChoice& choice) const;
 
  private:
+  Linear phase_compute_s(int op, bool backward) const;
   double sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
                                  Checkpoint checkpoint) const;
 

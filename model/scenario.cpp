@@ -144,20 +144,55 @@ Topology read_topology(const JsonReader& reader) {
   return topology;
 }
 
+ComputeLaw read_compute_law(const JsonReader& reader) {
+  reader.require_only({"fixed", "rate"});
+  ComputeLaw law;
+  law.fixed_s = reader.optional_quantity("fixed", Dimension::seconds, false).value_or(0.0);
+  law.flops_per_s = reader.optional_quantity("rate", Dimension::flops_per_second);
+  return law;
+}
+
+// {"attention": {"forward": {"fixed": "0.2ms", "rate": "40GFLOP/s"}, "backward": {...}}, ...}
+std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
+    const JsonReader& reader) {
+  std::vector<std::string> kinds;
+  for (OperatorKind kind : {OperatorKind::embedding, OperatorKind::attention, OperatorKind::mlp,
+                            OperatorKind::head, OperatorKind::generic}) {
+    kinds.emplace_back(operator_kind_name(kind));
+  }
+  reader.require_only(kinds);
+  std::map<std::string, OperatorCompute, std::less<>> laws;
+  for (const std::string& kind : kinds) {
+    if (!reader.has(kind)) continue;
+    const JsonReader entry = reader.object(kind);
+    entry.require_only({"forward", "backward"});
+    OperatorCompute compute;
+    if (entry.has("forward")) compute.forward = read_compute_law(entry.object("forward"));
+    if (entry.has("backward")) compute.backward = read_compute_law(entry.object("backward"));
+    laws[kind] = compute;
+  }
+  return laws;
+}
+
 Gpu read_gpu(const JsonReader& reader) {
-  reader.require_only(
-      {"name", "memory", "compute", "memory_bandwidth", "kernel_launch", "overlap_slowdown"});
+  reader.require_only({"name", "memory", "compute", "memory_bandwidth", "optimizer_bandwidth",
+                       "kernel_launch", "overlap_slowdown", "operator_compute"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes);
   gpu.compute_flops_per_s = reader.optional_quantity("compute", Dimension::flops_per_second);
   gpu.memory_bandwidth_Bps =
       reader.optional_quantity("memory_bandwidth", Dimension::bytes_per_second);
+  gpu.optimizer_bandwidth_Bps =
+      reader.optional_quantity("optimizer_bandwidth", Dimension::bytes_per_second);
   gpu.kernel_launch_s =
       reader.optional_quantity("kernel_launch", Dimension::seconds, false).value_or(5e-6);
   if (reader.has("overlap_slowdown")) {
     gpu.overlap_slowdown = reader.number("overlap_slowdown");
     if (gpu.overlap_slowdown < 1.0) reader.fail("overlap_slowdown", "a factor of 1 or more");
+  }
+  if (reader.has("operator_compute")) {
+    gpu.operator_compute = read_operator_compute(reader.object("operator_compute"));
   }
   return gpu;
 }
@@ -705,6 +740,22 @@ Json cluster_to_json(const Cluster& cluster) {
   if (cluster.gpu.memory_bytes) gpu["memory"] = *cluster.gpu.memory_bytes;
   if (cluster.gpu.compute_flops_per_s) gpu["compute"] = *cluster.gpu.compute_flops_per_s;
   if (cluster.gpu.memory_bandwidth_Bps) gpu["memory_bandwidth"] = *cluster.gpu.memory_bandwidth_Bps;
+  if (cluster.gpu.optimizer_bandwidth_Bps) {
+    gpu["optimizer_bandwidth"] = *cluster.gpu.optimizer_bandwidth_Bps;
+  }
+  if (!cluster.gpu.operator_compute.empty()) {
+    Json laws = Json::object();
+    for (const auto& [kind, compute] : cluster.gpu.operator_compute) {
+      auto law_json = [](const ComputeLaw& law) {
+        Json json = {{"fixed", law.fixed_s}};
+        if (law.flops_per_s) json["rate"] = *law.flops_per_s;
+        return json;
+      };
+      laws[kind] = {{"forward", law_json(compute.forward)},
+                    {"backward", law_json(compute.backward)}};
+    }
+    gpu["operator_compute"] = std::move(laws);
+  }
   Json json = {{"name", cluster.name},
                {"ranks", cluster.ranks},
                {"gpus_per_node", cluster.gpus_per_node},

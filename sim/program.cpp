@@ -221,8 +221,8 @@ class Builder {
           gather = add_gather(op, s, CommCategory::ag_forward, forward_window(),
                               gathers_each_use(c.mode));
         }
-        const double work =
-            fwd_scale * model_.forward_compute_s_per_sample(op) / c.slices + slice_add_s(op, s);
+        const Linear law = model_.forward_compute_s(op);
+        const double work = law.fixed + fwd_scale * law.per_sample / c.slices + slice_add_s(op, s);
         const int f = add_compute(Phase::forward, op, s, work, 1);
         if (gather >= 0) program_.items[f].deps.push_back({gather, DepOn::end});
         if (s == 0) {
@@ -298,12 +298,10 @@ class Builder {
         emit_gather(i, window_after(last_compute_, DepOn::end));
       }
       const int gather = step.new_gather ? gather_of[i] : in_use;
-      const double per_sample =
-          step.phase == Phase::recompute
-              ? model_.forward_compute_s_per_sample(step.op)
-              : model_.compute_s_per_sample(step.op) - model_.forward_compute_s_per_sample(step.op);
-      const double work =
-          plan_.batch_size * per_sample / c.slices + slice_add_s(step.op, step.slice);
+      const Linear law = step.phase == Phase::recompute ? model_.forward_compute_s(step.op)
+                                                        : model_.backward_compute_s(step.op);
+      const double work = law.fixed + plan_.batch_size * law.per_sample / c.slices +
+                          slice_add_s(step.op, step.slice);
       const int compute =
           add_compute(step.phase, step.op, step.slice, work, step.phase == Phase::backward ? 2 : 1);
       ProgramItem& item = program_.items[compute];

@@ -14,4 +14,11 @@ namespace osdp::validate {
 // `alpha_beta` is a least-squares fit over all points.
 CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> step_points);
 
+// A compute law fixed_s + b x flops_per_sample / rate fitted by least squares to the summed time
+// of `calls` calls at each batch size b (points are (b, seconds)); `flops_per_sample` is the
+// FLOPs of those calls per sample. A negative intercept refits through the origin; FLOP-free
+// calls (the embedding) get their mean time per call as the fixed part and no rate.
+ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& batch_points,
+                           double flops_per_sample, int calls);
+
 }  // namespace osdp::validate

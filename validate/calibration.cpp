@@ -13,6 +13,7 @@
 
 #include "model/atomic_file.hpp"
 #include "validate/alpha_beta_fit.hpp"
+#include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
 #include "validate/rank_runner.hpp"
 #include "validate/sharded_gpt.hpp"
@@ -43,30 +44,42 @@ double from_rank0(Communicator& comm, double value) {
 
 std::vector<CollectivePoint> time_collectives(Communicator& comm,
                                               const CalibrationOptions& options) {
-  std::vector<CollectivePoint> points;
   const int n = comm.size();
+  struct Probe {
+    CollectiveKind kind;
+    at::Tensor buffer;
+    std::vector<double> times_s;
+  };
+  std::vector<Probe> probes;
   for (CollectiveKind kind :
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     for (double bytes : options.message_bytes) {
       const int64_t elements = std::max<int64_t>(n, static_cast<int64_t>(bytes / 4) / n * n);
-      at::Tensor buffer = at::ones({elements}, at::kFloat);
-      std::vector<double> times;
-      comm.run(kind, buffer);  // warm-up
-      for (int r = 0; r < options.repetitions; ++r) {
-        comm.barrier();
-        const auto start = Clock::now();
-        comm.run(kind, buffer);
-        times.push_back(seconds_since(start));
-      }
-      CollectivePoint point;
-      point.kind = kind;
-      point.bytes = 4.0 * elements;
-      point.time_s = from_rank0(comm, median(times));
-      point.step_bytes = ring_step_bytes(point.bytes, n);
-      point.step_time_s = ring_steps(kind, n) > 0 ? point.time_s / ring_steps(kind, n) : 0.0;
-      point.bus_bandwidth_Bps = point.bytes / point.time_s * bus_bandwidth_factor(kind, n);
-      points.push_back(point);
+      probes.push_back({kind, at::ones({elements}, at::kFloat), {}});
     }
+  }
+  // Rounds over every (collective, size), the first one a warm-up: a slow spell of the machine
+  // (wake-ups of idle cores took a scheduler tick, 4 ms, for a while here) then touches one
+  // sample of many points, which their medians drop, instead of every sample of a few.
+  for (int round = 0; round <= options.repetitions; ++round) {
+    for (Probe& probe : probes) {
+      comm.barrier();
+      const auto start = Clock::now();
+      comm.run(probe.kind, probe.buffer);
+      if (round > 0) probe.times_s.push_back(seconds_since(start));
+    }
+  }
+  std::vector<CollectivePoint> points;
+  for (const Probe& probe : probes) {
+    CollectivePoint point;
+    point.kind = probe.kind;
+    point.bytes = static_cast<double>(probe.buffer.nbytes());
+    point.time_s = from_rank0(comm, median(probe.times_s));
+    point.step_bytes = ring_step_bytes(point.bytes, n);
+    point.step_time_s =
+        ring_steps(probe.kind, n) > 0 ? point.time_s / ring_steps(probe.kind, n) : 0.0;
+    point.bus_bandwidth_Bps = point.bytes / point.time_s * bus_bandwidth_factor(probe.kind, n);
+    points.push_back(point);
   }
   return points;
 }
@@ -80,16 +93,50 @@ double matmul_work_s(int repetitions) {
   return seconds_since(start);
 }
 
+// A communicator of this rank alone (its collectives are no-ops), for timing compute.
+std::unique_ptr<Communicator> connect_solo(std::chrono::milliseconds timeout) {
+  const fs::path store = fs::temp_directory_path() /
+                         fmt::format("osdp-solo-{}-{}", ::getpid(), std::random_device()());
+  ConnectOptions solo;
+  solo.file_store_path = store.string();
+  solo.timeout = timeout;
+  auto communicator = Communicator::connect(solo);
+  std::error_code ignored;
+  fs::remove(store, ignored);
+  return communicator;
+}
+
 }  // namespace
 
+std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
+    const std::vector<OperatorPoint>& points) {
+  std::map<std::string, std::vector<const OperatorPoint*>> by_kind;
+  for (const auto& point : points) by_kind[point.kind].push_back(&point);
+  std::map<std::string, OperatorCompute, std::less<>> laws;
+  for (const auto& [kind, kind_points] : by_kind) {
+    std::vector<std::pair<double, double>> forward, backward;
+    for (const OperatorPoint* point : kind_points) {
+      forward.emplace_back(point->batch_size, point->forward_s);
+      backward.emplace_back(point->batch_size, point->backward_s);
+    }
+    const OperatorPoint& first = *kind_points.front();
+    laws[kind] = {fit_compute_law(forward, first.forward_flops_per_sample, first.calls),
+                  fit_compute_law(backward, first.backward_flops_per_sample, first.calls)};
+  }
+  return laws;
+}
+
 CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& options) {
-  at::set_num_threads(1);
+  use_one_compute_thread();
   const int n = comm.size();
   CalibrationResult result;
   result.ranks = n;
   result.collectives = time_collectives(comm, options);
 
-  // Operators: a DP run of the probe GPT at each batch size, per-operator compute time.
+  // Operators: a run of the probe GPT at each batch size, per-operator compute time. Every rank
+  // computes at once (as in training) but over a communicator of its own, so that no gradient
+  // all-reduce overlaps the compute: the simulator adds the overlap slowdown itself.
+  const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
   const Workload workload = make_gpt(options.probe.spec(), Training{});
   double total_flops = 0;
   double total_s = 0;
@@ -97,13 +144,21 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     Plan plan;
     plan.batch_size = batch;
     plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-    ShardedGpt model(options.probe, plan, comm, initial_gpt_parameters(options.probe, 1), {});
+    comm.barrier();
+    ShardedGpt model(options.probe, plan, *solo, initial_gpt_parameters(options.probe, 1), {});
     std::vector<std::vector<StepMetrics::OperatorTiming>> steps;
+    std::vector<double> optimizer_steps_s;
     for (int step = 0; step < 1 + options.repetitions; ++step) {
       const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
       const StepMetrics metrics = model.train_step(data.rows(comm.rank() * batch, batch));
-      if (step > 0) steps.push_back(metrics.operators);
+      if (step > 0) {
+        steps.push_back(metrics.operators);
+        optimizer_steps_s.push_back(metrics.optimizer_step_s);
+      }
     }
+    // The update of the probe's whole replicated state (no gradient waits: solo communicator).
+    result.optimizer_bandwidth_Bps =
+        from_rank0(comm, 2.0 * workload.model_state_bytes() / median(optimizer_steps_s));
     std::map<std::string, OperatorPoint> by_kind;
     for (int i = 0; i < workload.size(); ++i) {
       std::vector<double> forward, backward;
@@ -118,6 +173,9 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
       point.forward_s += from_rank0(comm, median(forward));
       point.backward_s += from_rank0(comm, median(backward));
       point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
+      point.forward_flops_per_sample += op.forward_flops_per_sample;
+      point.backward_flops_per_sample += op.backward_flops_per_sample;
+      point.calls += 1;
     }
     for (auto& [kind, point] : by_kind) {
       if (batch == options.batch_sizes.back()) {
@@ -173,8 +231,10 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   cluster.gpu.memory_bytes = memory_bytes / std::max(n, 1);
   cluster.gpu.compute_flops_per_s = result.compute_flops_per_s;
   cluster.gpu.memory_bandwidth_Bps = result.memory_bandwidth_Bps;
+  cluster.gpu.optimizer_bandwidth_Bps = result.optimizer_bandwidth_Bps;
   cluster.gpu.kernel_launch_s = result.kernel_launch_s;
   cluster.gpu.overlap_slowdown = result.overlap_slowdown;
+  cluster.gpu.operator_compute = fit_operator_compute(result.operators);
   for (CollectiveKind kind :
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     std::vector<std::pair<double, double>> points;
@@ -216,6 +276,9 @@ Json calibration_report_json(const CalibrationResult& result) {
                          {"forward_s", p.forward_s},
                          {"backward_s", p.backward_s},
                          {"flops", p.flops},
+                         {"forward_flops_per_sample", p.forward_flops_per_sample},
+                         {"backward_flops_per_sample", p.backward_flops_per_sample},
+                         {"calls", p.calls},
                          {"flops_per_s", p.flops / (p.forward_s + p.backward_s)}});
   }
   return {{"ranks", result.ranks},
@@ -223,6 +286,7 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"operators", std::move(operators)},
           {"compute_flops_per_s", result.compute_flops_per_s},
           {"memory_bandwidth_Bps", result.memory_bandwidth_Bps},
+          {"optimizer_bandwidth_Bps", result.optimizer_bandwidth_Bps},
           {"kernel_launch_s", result.kernel_launch_s},
           {"overlap_slowdown", result.overlap_slowdown}};
 }
@@ -291,12 +355,15 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
       parsed.collectives.push_back(point);
     }
     for (const auto& p : report.at("operators")) {
-      parsed.operators.push_back({p.at("kind").get<std::string>(), p.at("batch_size").get<int>(),
-                                  p.at("forward_s").get<double>(), p.at("backward_s").get<double>(),
-                                  p.at("flops").get<double>()});
+      parsed.operators.push_back(
+          {p.at("kind").get<std::string>(), p.at("batch_size").get<int>(),
+           p.at("forward_s").get<double>(), p.at("backward_s").get<double>(),
+           p.at("flops").get<double>(), p.at("forward_flops_per_sample").get<double>(),
+           p.at("backward_flops_per_sample").get<double>(), p.at("calls").get<int>()});
     }
     parsed.compute_flops_per_s = report.at("compute_flops_per_s").get<double>();
     parsed.memory_bandwidth_Bps = report.at("memory_bandwidth_Bps").get<double>();
+    parsed.optimizer_bandwidth_Bps = report.at("optimizer_bandwidth_Bps").get<double>();
     parsed.kernel_launch_s = report.at("kernel_launch_s").get<double>();
     parsed.overlap_slowdown = report.at("overlap_slowdown").get<double>();
     parsed.cluster = load_cluster(JsonReader(document.at("cluster"), output, "$.cluster"));

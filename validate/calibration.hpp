@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@ struct CalibrationOptions {
   int repetitions = 5;  // the median is kept
   // The GPT whose operators are timed, and the batch sizes.
   GptShape probe{2, 256, 8, 128, 2048};
-  std::vector<int> batch_sizes{1, 2, 4};
+  std::vector<int> batch_sizes{1, 2, 4, 8};
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::string cluster_name = "local-cpu (calibrated)";
 };
@@ -44,6 +45,10 @@ struct OperatorPoint {
   double forward_s = 0;
   double backward_s = 0;
   double flops = 0;  // forward + backward
+  // The kind's calls in the probe (one per layer) and their FLOPs per sample, summed.
+  double forward_flops_per_sample = 0;
+  double backward_flops_per_sample = 0;
+  int calls = 0;
 };
 
 struct CalibrationResult {
@@ -52,6 +57,7 @@ struct CalibrationResult {
   std::vector<OperatorPoint> operators;
   double compute_flops_per_s = 0;
   double memory_bandwidth_Bps = 0;
+  double optimizer_bandwidth_Bps = 0;  // 2 x state bytes / the runtime's own update time
   double kernel_launch_s = 0;
   double overlap_slowdown = 1;
   Cluster cluster;  // what the figures above make
@@ -67,5 +73,10 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
                                                  const CalibrationOptions& options);
 
 Json calibration_report_json(const CalibrationResult& result);
+
+// Each operator kind's compute law (fixed part per call, marginal FLOP rate), forward and
+// backward, fitted over the batch sizes probed.
+std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
+    const std::vector<OperatorPoint>& points);
 
 }  // namespace osdp::validate

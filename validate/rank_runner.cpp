@@ -9,6 +9,7 @@
 #include <random>
 
 #include "model/atomic_file.hpp"
+#include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
 #include "validate/sharded_gpt.hpp"
 
@@ -55,6 +56,9 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
     complete(name + " backward", "compute", 0, op.backward_start_s, op.backward_s,
              {{"compute_s", op.backward_s}, {"peak_bytes", op.backward_peak_bytes}});
   }
+  // The update's compute (its waits for the last gradient reductions come first): at the end.
+  complete("optimizer step", "compute", 0, metrics.iteration_time_s - metrics.optimizer_step_s,
+           metrics.optimizer_step_s, {{"compute_s", metrics.optimizer_step_s}});
   // The live-memory counter: after each operator's forward and backward, in time order.
   for (std::size_t i = 0; i < metrics.operators.size(); ++i) {
     const auto& op = metrics.operators[i];
@@ -110,7 +114,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
                                            Communicator& communicator, RankDevice& device,
                                            const ValidationOptions& options, int gpus_per_node,
                                            const std::string& trace_directory) {
-  at::set_num_threads(1);
+  use_one_compute_thread();
   const int world = communicator.size();
   const int rank = communicator.rank();
   RuntimeOptions runtime;

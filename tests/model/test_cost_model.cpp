@@ -111,3 +111,63 @@ TEST_CASE("split operator: j of k slices sharded", "[model][cost]") {
   CHECK_FALSE(model.valid(0, {Mode::dp, 4, 2, Checkpoint::none}));
   CHECK_FALSE(model.valid(0, {Mode::hsdp, 1, 1, Checkpoint::none}));  // one node
 }
+
+TEST_CASE("calibrated compute laws: a fixed part per call and a rate per operator kind",
+          "[model][cost]") {
+  Operator mlp = Fixture::make_operator();
+  mlp.name = "mlp";
+  mlp.kind = OperatorKind::mlp;
+  mlp.compute_s_per_sample.reset();
+  mlp.forward_flops_per_sample = 3e9;
+  mlp.backward_flops_per_sample = 6e9;
+  Operator attention = mlp;
+  attention.name = "attention";
+  attention.kind = OperatorKind::attention;
+  Operator embedding = mlp;
+  embedding.name = "embedding";
+  embedding.kind = OperatorKind::embedding;
+  embedding.forward_flops_per_sample = embedding.backward_flops_per_sample = 0;
+  Fixture f;
+  f.workload = Workload::chain("three", {embedding, attention, mlp});
+  const double rate = 1e12;
+  f.cluster.gpu.compute_flops_per_s = rate;
+  f.cluster.gpu.operator_compute["mlp"] = {{1e-3, 2 * rate}, {2e-3, std::nullopt}};
+  f.cluster.gpu.operator_compute["embedding"] = {{1e-4, std::nullopt}, {3e-4, std::nullopt}};
+  const CostModel model = f.model(CostModelKind::extended);
+
+  // The kind's law where there is one (without a rate: the GPU's), FLOPs / rate otherwise.
+  CHECK(model.forward_compute_s(2).fixed == 1e-3);
+  CHECK(model.forward_compute_s(2).per_sample == Approx(3e9 / (2 * rate)));
+  CHECK(model.backward_compute_s(2).fixed == 2e-3);
+  CHECK(model.backward_compute_s(2).per_sample == Approx(6e9 / rate));
+  CHECK(model.forward_compute_s(1).fixed == 0);
+  CHECK(model.forward_compute_s(1).per_sample == Approx(3e9 / rate));
+  CHECK(model.backward_compute_s(0).fixed == 3e-4);
+  CHECK(model.backward_compute_s(0).per_sample == 0);
+  CHECK(model.compute_s_per_sample(2) == Approx(3e9 / (2 * rate) + 6e9 / rate));
+
+  // Every slice is a call of its own; a checkpointed operator runs its forward twice.
+  OperatorChoice choice = OperatorChoice::whole(Mode::zdp);
+  choice.slices = choice.sharded_slices = 4;
+  choice.checkpoint = Checkpoint::unfused;
+  const OptionCost cost = model.option_cost(2, choice);
+  CHECK(cost.compute_s.fixed == Approx(4 * (2 * 1e-3 + 2e-3)));
+  CHECK(cost.compute_s.per_sample == Approx(2 * 3e9 / (2 * rate) + 6e9 / rate));
+  const OptionCost whole = model.option_cost(2, OperatorChoice::whole(Mode::zdp));
+  CHECK(whole.time_s.fixed - whole.communication_s -
+            model.optimizer_step_s(2, OperatorChoice::whole(Mode::zdp)) ==
+        Approx(3e-3));
+  // DESIGN section 1's paper model stays b x gamma_i.
+  CHECK(f.model(CostModelKind::paper).option_cost(2, choice).compute_s.fixed == 0);
+}
+
+TEST_CASE("the optimizer step uses the calibrated update bandwidth when there is one",
+          "[model][cost]") {
+  Fixture f;
+  const OperatorChoice dp = OperatorChoice::whole(Mode::dp);
+  const double states = f.workload.op(0).model_state_bytes();
+  CHECK(f.model(CostModelKind::extended).optimizer_step_s(0, dp) == Approx(2 * states / 6.72e11));
+  f.cluster.gpu.optimizer_bandwidth_Bps = 1e11;
+  CHECK(f.model(CostModelKind::extended).optimizer_step_s(0, dp) == Approx(2 * states / 1e11));
+  CHECK(f.model(CostModelKind::paper).optimizer_step_s(0, dp) == 0);
+}

@@ -315,3 +315,40 @@ TEST_CASE("traces hold the requested ranks only", "[sim][determinism]") {
   for (const Json& event : trace.at("traceEvents")) pids.insert(event.at("pid").get<int>());
   CHECK(pids == std::set<int>{0, 1, 2});
 }
+
+TEST_CASE("calibrated compute laws: every slice's call pays the fixed part", "[sim][iteration]") {
+  ChainSpec spec;
+  Scenario scenario = chain_scenario(spec, logical_cluster(4, 0.0, 0.0));
+  // Operators described by FLOPs and a kind with a law instead of a given gamma.
+  std::vector<Operator> operators = scenario.workload->operators();
+  for (Operator& op : operators) {
+    op.kind = OperatorKind::mlp;
+    op.compute_s_per_sample.reset();
+    op.forward_compute_s_per_sample.reset();
+    op.forward_flops_per_sample = 2e9;
+    op.backward_flops_per_sample = 4e9;
+  }
+  scenario.workload = std::make_shared<const Workload>(Workload::chain("chain", operators));
+  scenario.cluster.gpu.compute_flops_per_s = 1e12;
+  scenario.cluster.gpu.operator_compute["mlp"] = {{2e-4, 5e11}, {7e-4, std::nullopt}};
+  const int batch = 3;
+  OperatorChoice sliced = OperatorChoice::whole(Mode::zdp, Checkpoint::unfused);
+  sliced.slices = sliced.sharded_slices = 2;
+  for (const OperatorChoice& choice : {OperatorChoice::whole(Mode::dp), sliced}) {
+    const Plan plan = uniform_plan(scenario, batch, choice);
+    SimOptions options;
+    options.kernel_launch_s = 0.0;
+    const SimulationResult result = simulate_plan(scenario, plan, options);
+    const PlanCost analytic = scenario.cost_model().plan_cost(plan);
+    const int calls = choice.slices;
+    const int forwards = choice.checkpoint == Checkpoint::none ? 1 : 2;
+    const double per_operator =
+        calls * (forwards * 2e-4 + 7e-4) + batch * (forwards * 2e9 / 5e11 + 4e9 / 1e12);
+    // Slices also add their partial sums (memory-bound adds) on top; the cost model has them.
+    CHECK(analytic.compute_s == Approx(spec.operators * per_operator).epsilon(1e-12));
+    CHECK(result.compute_s >= analytic.compute_s - 1e-12);
+    CHECK(result.compute_s ==
+          Approx(analytic.iteration_time_s - analytic.communication_s - analytic.optimizer_step_s)
+              .epsilon(1e-9));
+  }
+}

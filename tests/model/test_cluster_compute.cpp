@@ -1,0 +1,76 @@
+// The calibrated parts of a cluster's GPU (per-kind compute laws, the optimizer's update
+// bandwidth): read strictly, in SI units, and written back as they were read.
+#include <catch2/catch.hpp>
+
+#include "model/scenario.hpp"
+
+using namespace osdp;
+
+namespace {
+
+Json with_gpu(const Json& gpu) {
+  Json cluster = Json::parse(R"({"name": "two cpu ranks", "ranks": 2,
+    "collective": {"alpha_s": 1e-4, "beta_s_per_byte": 1e-9}})");
+  cluster["gpu"] = gpu;
+  return cluster;
+}
+
+Cluster load(const Json& cluster) { return load_cluster(JsonReader(cluster, "cluster.json")); }
+
+std::string error_of(const Json& cluster) {
+  try {
+    (void)load(cluster);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
+          "[model][cluster]") {
+  const Cluster cluster = load(with_gpu(Json::parse(R"({
+    "compute": "70GFLOP/s", "memory_bandwidth": "12GB/s", "optimizer_bandwidth": "9GB/s",
+    "operator_compute": {
+      "mlp": {"forward": {"fixed": "0.25ms", "rate": "80GFLOP/s"},
+              "backward": {"fixed": "4ms", "rate": "90GFLOP/s"}},
+      "embedding": {"backward": {"fixed": "2ms"}}}})")));
+  CHECK(cluster.gpu.optimizer_bandwidth_Bps == Approx(9e9));
+  const OperatorCompute* mlp = cluster.gpu.compute_law("mlp");
+  REQUIRE(mlp != nullptr);
+  CHECK(mlp->forward.fixed_s == Approx(2.5e-4));
+  CHECK(*mlp->forward.flops_per_s == Approx(8e10));
+  CHECK(mlp->backward.fixed_s == Approx(4e-3));
+  const OperatorCompute* embedding = cluster.gpu.compute_law("embedding");
+  REQUIRE(embedding != nullptr);
+  CHECK(embedding->forward.fixed_s == 0);
+  CHECK_FALSE(embedding->backward.flops_per_s);
+  CHECK(cluster.gpu.compute_law("attention") == nullptr);
+
+  // Written and read back: the same laws.
+  const Cluster again = load(cluster_to_json(cluster));
+  CHECK(again.gpu.optimizer_bandwidth_Bps == cluster.gpu.optimizer_bandwidth_Bps);
+  REQUIRE(again.gpu.operator_compute.size() == 2);
+  CHECK(again.gpu.compute_law("mlp")->backward.fixed_s == Approx(4e-3));
+  CHECK(*again.gpu.compute_law("mlp")->backward.flops_per_s == Approx(9e10));
+  CHECK_FALSE(again.gpu.compute_law("embedding")->forward.flops_per_s);
+}
+
+TEST_CASE("bad compute laws name the path and what was expected", "[model][cluster]") {
+  const std::string unknown_kind =
+      error_of(with_gpu(Json::parse(R"({"operator_compute": {"mpl": {}}})")));
+  CHECK(unknown_kind.find("$.gpu.operator_compute") != std::string::npos);
+  CHECK(unknown_kind.find("mlp") != std::string::npos);  // did you mean
+  const std::string negative = error_of(
+      with_gpu(Json::parse(R"({"operator_compute": {"mlp": {"forward": {"fixed": -1}}}})")));
+  CHECK(negative.find("$.gpu.operator_compute.mlp.forward.fixed") != std::string::npos);
+  const std::string zero_rate = error_of(
+      with_gpu(Json::parse(R"({"operator_compute": {"head": {"backward": {"rate": 0}}}})")));
+  CHECK(zero_rate.find("$.gpu.operator_compute.head.backward.rate") != std::string::npos);
+  const std::string phase =
+      error_of(with_gpu(Json::parse(R"({"operator_compute": {"head": {"recompute": {}}}})")));
+  CHECK(phase.find("recompute") != std::string::npos);
+  CHECK(error_of(with_gpu(Json::parse(R"({"optimizer_bandwidth": "fast"})")))
+            .find("$.gpu.optimizer_bandwidth") != std::string::npos);
+}

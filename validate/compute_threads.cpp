@@ -1,0 +1,19 @@
+#include "validate/compute_threads.hpp"
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+
+namespace osdp::validate {
+
+void use_one_compute_thread() {
+  at::set_num_threads(1);
+  // Looked up at run time: the BLAS behind libtorch is chosen by Debian's alternatives
+  // (reference BLAS, OpenBLAS, BLIS), and only OpenBLAS has this entry point.
+  using SetThreads = void (*)(int);
+  if (auto* set_threads =
+          reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_threads(1);
+  }
+}
+
+}  // namespace osdp::validate
