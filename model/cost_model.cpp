@@ -218,7 +218,10 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
     cost.gather_buffer_bytes = gathered_bytes;
     // Sharded modes hold a slice's full gradient until its reduce-scatter.
     const double full_gradient_bytes = j > 0 ? op.gradient_bytes / k : 0.0;
-    cost.transient_bytes.fixed = gathered_bytes + full_gradient_bytes;
+    // A fused recompute keeps every sharded slice it gathered until that slice's backward, and
+    // all slices recompute before the first backward: all j are gathered at once then.
+    const int gathered_at_once = choice.checkpoint == Checkpoint::fused ? j : 1;
+    cost.transient_bytes.fixed = gathered_at_once * gathered_bytes + full_gradient_bytes;
     cost.transient_bytes.per_sample =
         op.workspace_bytes_per_sample +
         (checkpointed ? op.activation_bytes_per_sample - *op.input_activation_bytes_per_sample

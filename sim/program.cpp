@@ -160,6 +160,13 @@ class Builder {
     return index;
   }
 
+  // Whether the rate limiter could admit one more gather now: the free it would wait for is
+  // known (a buffer still held, e.g. by a fused recompute's operator, makes a prefetch wait).
+  bool limiter_can_admit() const {
+    const int earlier = static_cast<int>(gather_free_item_.size()) - options_.units_in_flight;
+    return earlier < 0 || gather_free_item_[earlier] >= 0;
+  }
+
   // A gather of one slice's parameters. `window` is the dependency that opens the prefetch
   // window; gathers freed after use also wait for the free of gather m - units_in_flight.
   int add_gather(int op, int slice, CommCategory category, std::optional<Dep> window,
@@ -240,30 +247,32 @@ class Builder {
     }
   }
 
+  // The runtime's order (and torch.utils.checkpoint's): a checkpointed operator recomputes all
+  // its slices' forwards, first to last, then runs their backwards, last to first.
   std::vector<BackwardStep> backward_steps() const {
     std::vector<BackwardStep> steps;
     const auto& order = model_.workload().execution_order();
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const int op = *it;
       const OperatorChoice& c = choice(op);
-      const bool ckpt = checkpointed(op);
-      for (int s = c.slices - 1; s >= 0; --s) {
-        const bool gathers = sharded(op, s) && gathers_each_use(c.mode);
-        if (ckpt) {
+      const bool fused = c.checkpoint == Checkpoint::fused;
+      if (checkpointed(op)) {
+        for (int s = 0; s < c.slices; ++s) {
           BackwardStep recompute{op, s, Phase::recompute};
-          if (gathers) {
+          if (sharded(op, s) && gathers_each_use(c.mode)) {
             recompute.new_gather = true;
-            const bool fused = c.checkpoint == Checkpoint::fused;
             recompute.gather_category =
                 fused ? CommCategory::ag_backward : CommCategory::ag_recompute;
             recompute.frees_gather = !fused;
           }
           steps.push_back(recompute);
         }
+      }
+      for (int s = c.slices - 1; s >= 0; --s) {
         BackwardStep back{op, s, Phase::backward};
         back.post_collectives = true;
-        if (gathers) {
-          back.new_gather = !(ckpt && c.checkpoint == Checkpoint::fused);
+        if (sharded(op, s) && gathers_each_use(c.mode)) {
+          back.new_gather = !(checkpointed(op) && fused);
           back.frees_gather = true;
         }
         steps.push_back(back);
@@ -276,7 +285,8 @@ class Builder {
     const std::vector<BackwardStep> steps = backward_steps();
     const BackwardPrefetch policy = options_.backward_prefetch;
     std::vector<int> gather_of(steps.size(), -1);
-    int in_use = -1;  // gather shared by a fused recompute and its backward
+    // Gathers of fused recomputes, kept for their slices' backwards.
+    std::map<std::pair<int, int>, int> kept_for_backward;
     auto window_after = [&](int compute, DepOn on) -> std::optional<Dep> {
       if (compute < 0) return std::nullopt;
       return Dep{compute, on};
@@ -289,7 +299,12 @@ class Builder {
     };
     auto emit_gather = [&](std::size_t j, std::optional<Dep> window) {
       const BackwardStep& step = steps[j];
-      gather_of[j] = add_gather(step.op, step.slice, step.gather_category, window, true);
+      // A fused recompute gathers every slice of its operator for the backwards that follow:
+      // the operator is one unit for the rate limiter, which its first slice stands for.
+      const bool later_fused_slice =
+          step.phase == Phase::recompute && !step.frees_gather && step.slice > 0;
+      gather_of[j] =
+          add_gather(step.op, step.slice, step.gather_category, window, !later_fused_slice);
     };
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const BackwardStep& step = steps[i];
@@ -297,7 +312,11 @@ class Builder {
       if (step.new_gather && gather_of[i] < 0) {
         emit_gather(i, window_after(last_compute_, DepOn::end));
       }
-      const int gather = step.new_gather ? gather_of[i] : in_use;
+      int gather = gather_of[i];
+      if (!step.new_gather) {
+        const auto kept = kept_for_backward.find({step.op, step.slice});
+        gather = kept == kept_for_backward.end() ? -1 : kept->second;
+      }
       const Linear law = step.phase == Phase::recompute ? model_.forward_compute_s(step.op)
                                                         : model_.backward_compute_s(step.op);
       const double work = law.fixed + plan_.batch_size * law.per_sample / c.slices +
@@ -313,7 +332,7 @@ class Builder {
         item.at_end.push_back(
             {-slice_bytes(step.op), MemoryCategory::gathered_parameters, step.op});
       }
-      if (step.phase == Phase::recompute && step.slice == c.slices - 1) {
+      if (step.phase == Phase::recompute && step.slice == 0) {
         item.at_start.push_back({recomputed_activation_bytes(step.op),
                                  MemoryCategory::recomputed_activations, step.op});
       }
@@ -333,18 +352,24 @@ class Builder {
       if (gathers) {
         if (step.frees_gather) {
           free_after(gather, compute);
-          in_use = -1;
+          kept_for_backward.erase({step.op, step.slice});
         } else {
-          in_use = gather;
+          kept_for_backward[{step.op, step.slice}] = gather;
         }
       }
-      // Prefetch of the next gather, before this step's reduce-scatter in the lane.
+      // Prefetch of the next gather, before this step's reduce-scatter in the lane (not from a
+      // fused recompute, which keeps its gather for the backward: two units in flight at most).
       const int next = next_gathering(i + 1);
-      // (Not while a fused recompute holds its gather for the backward that follows.)
-      if (next >= 0 && gather_of[next] < 0 && policy != BackwardPrefetch::none && in_use < 0) {
-        emit_gather(
-            static_cast<std::size_t>(next),
-            window_after(compute, policy == BackwardPrefetch::pre ? DepOn::start : DepOn::end));
+      const bool keeps_gather = gathers && !step.frees_gather;
+      if (next >= 0 && gather_of[next] < 0 && policy != BackwardPrefetch::none && !keeps_gather &&
+          limiter_can_admit()) {
+        // A slice gathered again right after this step (an unfused recompute, then its
+        // backward) refills the buffer this step uses: not before the step has freed it.
+        const bool same_buffer =
+            steps[next].op == step.op && steps[next].slice == step.slice && gathers;
+        const DepOn on =
+            policy == BackwardPrefetch::pre && !same_buffer ? DepOn::start : DepOn::end;
+        emit_gather(static_cast<std::size_t>(next), window_after(compute, on));
       }
       if (step.phase == Phase::backward) post_collectives(step, compute, gradient_bytes);
     }
