@@ -87,7 +87,11 @@ int run(const CalibrateOptions& options) {
   fmt::print("  optimizer update  {} of states read and written\n",
              units::format_bandwidth(result->optimizer_bandwidth_Bps));
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
-  fmt::print("  overlap slowdown  {:.3f}x\n", result->overlap_slowdown);
+  fmt::print("  in a training step (operators alternately ZDP and DP):\n");
+  fmt::print("    collectives     {:.3f}x the times above (the cluster's timings are these)\n",
+             result->collective_contention);
+  fmt::print("    overlap slowdown {:.3f}x (compute while a collective runs)\n",
+             result->overlap_slowdown);
   if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
   return exit_ok;
 }

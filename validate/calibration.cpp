@@ -84,15 +84,6 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
   return points;
 }
 
-// A fixed amount of matrix work, timed.
-double matmul_work_s(int repetitions) {
-  const at::Tensor a = at::ones({192, 192}, at::kFloat);
-  at::Tensor c = at::zeros({192, 192}, at::kFloat);
-  const auto start = Clock::now();
-  for (int r = 0; r < repetitions; ++r) c = at::mm(a, c.add_(1e-3));
-  return seconds_since(start);
-}
-
 // A communicator of this rank alone (its collectives are no-ops), for timing compute.
 std::unique_ptr<Communicator> connect_solo(std::chrono::milliseconds timeout) {
   const fs::path store = fs::temp_directory_path() /
@@ -104,6 +95,120 @@ std::unique_ptr<Communicator> connect_solo(std::chrono::milliseconds timeout) {
   std::error_code ignored;
   fs::remove(store, ignored);
   return communicator;
+}
+
+struct ProbeRun {
+  std::vector<StepMetrics> steps;
+  std::vector<CollectiveEvent> collectives;  // of those steps, in issue order
+};
+
+// Training steps of `plan` on the probe, the first one a warm-up that is not kept.
+ProbeRun train_probe(Communicator& comm, const CalibrationOptions& options, const Plan& plan,
+                     int steps) {
+  const int n = comm.size();
+  const int b = plan.batch_size;
+  ShardedGpt model(options.probe, plan, comm, initial_gpt_parameters(options.probe, 1), {});
+  ProbeRun run;
+  for (int step = 0; step < 1 + steps; ++step) {
+    const TokenBatch data = make_token_batch(options.probe, n * b, 1, step);
+    StepMetrics metrics = model.train_step(data.rows(comm.rank() * b, b));
+    if (step == 0) (void)comm.take_events();
+    if (step > 0) run.steps.push_back(std::move(metrics));
+  }
+  run.collectives = comm.take_events();
+  return run;
+}
+
+// Seconds of [start, end) covered by the collectives (one communication thread: disjoint).
+double covered_s(double start, double end, const std::vector<CollectiveEvent>& collectives) {
+  double covered = 0;
+  for (const CollectiveEvent& event : collectives) {
+    covered += std::max(0.0, std::min(end, event.end_s) - std::max(start, event.start_s));
+  }
+  return covered;
+}
+
+// The compute slowdown under overlap as the simulator applies it (work runs 1/s as fast while
+// a collective is in flight), from a training run: measured compute M of each operator phase
+// against its calibrated law C, and O, the part of M that ran beside a collective. O at 1/s
+// holds O/s of work, so M - C = O (1 - 1/s). Sums over this rank's phases; all ranks pooled.
+double overlap_slowdown_in_training(Communicator& comm, const ProbeRun& run, const CostModel& laws,
+                                    int batch) {
+  double extra_s = 0;
+  double overlapped_s = 0;
+  for (const StepMetrics& step : run.steps) {
+    // Phases in time order; each one's compute ends where the next phase starts (its waits
+    // for gathers come first, at its start).
+    struct PhaseTiming {
+      double start_s, compute_s, clean_s;
+    };
+    std::vector<PhaseTiming> phases;
+    const int ops = static_cast<int>(step.operators.size());
+    for (int i = 0; i < ops; ++i) {
+      phases.push_back({step.operators[i].forward_start_s, step.operators[i].forward_s,
+                        laws.forward_compute_s(i).at(batch)});
+    }
+    for (int i = ops - 1; i >= 0; --i) {
+      phases.push_back({step.operators[i].backward_start_s, step.operators[i].backward_s,
+                        laws.backward_compute_s(i).at(batch)});
+    }
+    for (std::size_t p = 0; p < phases.size(); ++p) {
+      const double end_s =
+          p + 1 < phases.size() ? phases[p + 1].start_s : phases[p].start_s + phases[p].compute_s;
+      const double compute_end = step.start_s + end_s;
+      const double compute_start = compute_end - phases[p].compute_s;
+      extra_s += phases[p].compute_s - phases[p].clean_s;
+      overlapped_s += covered_s(compute_start, compute_end, run.collectives);
+    }
+  }
+  at::Tensor sums = at::tensor({extra_s, overlapped_s}, at::kDouble);
+  comm.run(CollectiveKind::all_reduce, sums);
+  const double extra = sums[0].item<double>();
+  const double overlapped = sums[1].item<double>();
+  if (overlapped <= 0 || extra <= 0) return 1.0;
+  // At most 4x: more would say that compute all but stops while a collective runs.
+  return extra >= 0.75 * overlapped ? 4.0 : overlapped / (overlapped - extra);
+}
+
+// How much longer the collectives of a training step take than the same collectives alone:
+// the sum over a step's collectives of (last rank's end - last rank's start) over the sum of
+// their standalone fits. On CPU ranks the collectives share the cores with the compute
+// threads; a few of them take many times longer, so a median would say too little.
+double collective_contention(Communicator& comm, const std::vector<CollectiveEvent>& events,
+                             const GroupTiming& standalone) {
+  const int n = comm.size();
+  const auto count = static_cast<int64_t>(events.size());
+  // Every rank's (start, end) pairs, gathered: ranks issue the same collectives in one order.
+  at::Tensor times = at::zeros({n * 2 * count}, at::kDouble);
+  for (int64_t i = 0; i < count; ++i) {
+    times[comm.rank() * 2 * count + 2 * i] = events[i].start_s;
+    times[comm.rank() * 2 * count + 2 * i + 1] = events[i].end_s;
+  }
+  if (count > 0) comm.run(CollectiveKind::all_gather, times);
+  const auto all = times.accessor<double, 1>();
+  double in_training_s = 0;
+  double alone_s = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    double start = 0, end = 0;
+    for (int r = 0; r < n; ++r) {
+      start = std::max(start, all[r * 2 * count + 2 * i]);
+      end = std::max(end, all[r * 2 * count + 2 * i + 1]);
+    }
+    const CollectiveEvent& event = events[i];
+    in_training_s += std::max(0.0, end - start);
+    alone_s += standalone.time_s(event.kind, event.bytes, event.ranks);
+  }
+  return alone_s > 0 && in_training_s > 0 ? from_rank0(comm, in_training_s / alone_s) : 1.0;
+}
+
+CollectiveTiming scaled(CollectiveTiming timing, double factor) {
+  auto scale = [factor](AlphaBeta& ab) {
+    ab.alpha_s *= factor;
+    ab.beta_s_per_byte *= factor;
+  };
+  scale(timing.alpha_beta);
+  for (auto& segment : timing.by_size) scale(segment.alpha_beta);
+  return timing;
 }
 
 }  // namespace
@@ -188,13 +293,9 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     Plan plan;
     plan.batch_size = options.batch_sizes.front();
     plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-    ShardedGpt model(options.probe, plan, comm, initial_gpt_parameters(options.probe, 1), {});
     std::vector<double> update_s;
-    for (int step = 0; step < 1 + options.repetitions; ++step) {
-      const TokenBatch data = make_token_batch(options.probe, n * plan.batch_size, 1, step);
-      const StepMetrics metrics =
-          model.train_step(data.rows(comm.rank() * plan.batch_size, plan.batch_size));
-      if (step > 0) update_s.push_back(metrics.optimizer_step_s);
+    for (const StepMetrics& step : train_probe(comm, options, plan, options.repetitions).steps) {
+      update_s.push_back(step.optimizer_step_s);
     }
     result.optimizer_bandwidth_Bps =
         from_rank0(comm, 2.0 * workload.model_state_bytes() / median(update_s));
@@ -221,20 +322,6 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     for (int r = 0; r < count; ++r) a.add_(b);
     result.kernel_launch_s = from_rank0(comm, seconds_since(start) / count);
   }
-  // Overlap: the same matrix work alone and while all ranks run all-reduces.
-  {
-    const int repetitions = 400;
-    comm.barrier();
-    const double alone_s = matmul_work_s(repetitions);
-    at::Tensor buffer = at::ones({n * (1 << 20)}, at::kFloat);
-    comm.barrier();
-    std::vector<CommHandle> handles;
-    for (int r = 0; r < 6; ++r) handles.push_back(comm.start(CollectiveKind::all_reduce, buffer));
-    const double overlapped_s = matmul_work_s(repetitions);
-    for (auto& handle : handles) handle.wait();
-    result.overlap_slowdown = from_rank0(comm, std::max(1.0, overlapped_s / alone_s));
-  }
-
   Cluster& cluster = result.cluster;
   cluster.name = options.cluster_name;
   cluster.ranks = n;
@@ -267,6 +354,23 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
         break;
     }
   }
+  // The collectives as a training step runs them: operators alternately ZDP and DP (gathers,
+  // reduce-scatters and all-reduces beside compute).
+  {
+    Plan plan;
+    plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+    for (int i = 0; i < options.probe.operators(); ++i) {
+      plan.choices.push_back(OperatorChoice::whole(i % 2 == 0 ? Mode::zdp : Mode::dp));
+    }
+    const ProbeRun run = train_probe(comm, options, plan, 3 * options.repetitions);
+    result.collective_contention = collective_contention(comm, run.collectives, cluster.world);
+    const CostModel laws(workload, cluster, Training{}, {});
+    result.overlap_slowdown = overlap_slowdown_in_training(comm, run, laws, plan.batch_size);
+    cluster.gpu.overlap_slowdown = result.overlap_slowdown;
+  }
+  cluster.world.all_gather = scaled(cluster.world.all_gather, result.collective_contention);
+  cluster.world.reduce_scatter = scaled(cluster.world.reduce_scatter, result.collective_contention);
+  cluster.world.all_reduce = scaled(cluster.world.all_reduce, result.collective_contention);
   cluster.intra_node = cluster.world;
   cluster.inter_node = cluster.world;
   return result;
@@ -301,7 +405,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"memory_bandwidth_Bps", result.memory_bandwidth_Bps},
           {"optimizer_bandwidth_Bps", result.optimizer_bandwidth_Bps},
           {"kernel_launch_s", result.kernel_launch_s},
-          {"overlap_slowdown", result.overlap_slowdown}};
+          {"overlap_slowdown", result.overlap_slowdown},
+          {"collective_contention", result.collective_contention}};
 }
 
 std::optional<CalibrationResult> run_calibration(int local_ranks,
@@ -379,6 +484,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     parsed.optimizer_bandwidth_Bps = report.at("optimizer_bandwidth_Bps").get<double>();
     parsed.kernel_launch_s = report.at("kernel_launch_s").get<double>();
     parsed.overlap_slowdown = report.at("overlap_slowdown").get<double>();
+    parsed.collective_contention = report.at("collective_contention").get<double>();
     parsed.cluster = load_cluster(JsonReader(document.at("cluster"), output, "$.cluster"));
     result = parsed;
   }

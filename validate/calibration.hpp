@@ -60,6 +60,9 @@ struct CalibrationResult {
   double optimizer_bandwidth_Bps = 0;  // 2 x state bytes / the runtime's own update time
   double kernel_launch_s = 0;
   double overlap_slowdown = 1;
+  // A training step's collectives over the same collectives alone (total time): the cluster's
+  // collective timings are the standalone fit times this.
+  double collective_contention = 1;
   Cluster cluster;  // what the figures above make
 };
 

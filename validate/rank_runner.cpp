@@ -33,16 +33,17 @@ std::string operator_label(const GptShape& shape, int i) {
   return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
 }
 
-// Chrome trace events of one iteration (microseconds from the step's start).
+// Chrome trace events of one iteration, in microseconds from the earliest rank's step start:
+// this rank's step began `offset_s` after it, so waits between ranks show.
 Json trace_events(const GptShape& shape, const StepMetrics& metrics,
-                  const std::vector<CollectiveEvent>& collectives, int rank) {
+                  const std::vector<CollectiveEvent>& collectives, int rank, double offset_s) {
   Json events = Json::array();
   auto complete = [&](const std::string& name, const char* category, int track, double start_s,
                       double duration_s, Json args) {
     events.push_back({{"name", name},
                       {"cat", category},
                       {"ph", "X"},
-                      {"ts", 1e6 * start_s},
+                      {"ts", 1e6 * (offset_s + start_s)},
                       {"dur", 1e6 * std::max(duration_s, 0.0)},
                       {"pid", rank},
                       {"tid", track},
@@ -72,7 +73,7 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
                                       std::pair{backward_end_s, op.backward_end_live_bytes}}) {
       events.push_back({{"name", "live memory"},
                         {"ph", "C"},
-                        {"ts", 1e6 * at_s},
+                        {"ts", 1e6 * (offset_s + at_s)},
                         {"pid", rank},
                         {"args", {{"live_bytes", bytes}}}});
     }
@@ -84,10 +85,19 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
   }
   events.push_back({{"name", "peak memory"},
                     {"ph", "C"},
-                    {"ts", 0},
+                    {"ts", 1e6 * offset_s},
                     {"pid", rank},
                     {"args", {{"peak_memory_bytes", metrics.peak_memory_bytes}}}});
   return events;
+}
+
+// The smallest of every rank's `value` (steady clock readings: one clock on one machine).
+double earliest(Communicator& communicator, RankDevice& device, double value) {
+  at::Tensor values = at::zeros({communicator.size()}, at::kDouble);
+  values[communicator.rank()] = value;
+  at::Tensor gathered = values.to(device.device());
+  communicator.run(CollectiveKind::all_gather, gathered);
+  return gathered.cpu().min().item<double>();
 }
 
 }  // namespace
@@ -138,9 +148,14 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
         (void)communicator.take_events();
         const StepMetrics metrics = model.train_step(global.rows(rank * b, b));
         if (step + 1 == total && !trace_directory.empty()) {
+          const std::vector<CollectiveEvent> collectives = communicator.take_events();
+          // Ranks on other machines have other steady clocks: a skew beyond a second cannot
+          // be one step's, so those traces stay on their own time base.
+          double offset_s = metrics.start_s - earliest(communicator, device, metrics.start_s);
+          if (offset_s > 1.0) offset_s = 0.0;
           write_file_atomically(
               (fs::path(trace_directory) / fmt::format("{}.rank{}.json", run.name, rank)).string(),
-              trace_events(shape, metrics, communicator.take_events(), rank).dump());
+              trace_events(shape, metrics, collectives, rank, offset_s).dump());
         }
         if (step < options.warmup_iterations) continue;
         times.push_back(metrics.iteration_time_s);
