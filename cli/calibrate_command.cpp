@@ -1,8 +1,10 @@
 // `osdp calibrate`: OSDP's profiler on this machine (CPU ranks over Gloo): collective alpha/beta
 // over message sizes, operator compute rates, memory bandwidth, launch cost, overlap slowdown.
-//   osdp calibrate --ranks N [--out cluster.json] [--report report.json] [--json]
+//   osdp calibrate --ranks N [--model SCENARIO] [--out cluster.json] [--report report.json]
+//   [--json]
 // Writes a cluster description that `plan`, `simulate` and `validate --cluster` load.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "model/scenario.hpp"
 #include "model/units.hpp"
 #include "validate/calibration.hpp"
+#include "validate/gpt_shape.hpp"
 #include "validate/rank_runner.hpp"
 
 namespace osdp::cli {
@@ -22,6 +25,7 @@ struct CalibrateOptions {
   std::string out;
   std::string report;
   std::string name;
+  std::string model;  // a scenario whose GPT is the probe
   bool json = false;
   bool quick = false;
 };
@@ -34,6 +38,23 @@ int run(const CalibrateOptions& options) {
     calibration.repetitions = 3;
     calibration.probe = {2, 64, 4, 32, 256};
     calibration.batch_sizes = {1, 2};
+  }
+  if (!options.model.empty()) {
+    // Calibrating on the model to be validated: the compute laws and the in-training figures
+    // are the most faithful for the operators and the step they were measured on.
+    const Scenario scenario = load_scenario(options.model);
+    calibration.probe =
+        validate::require_gpt_shape(*scenario.workload, scenario.training, options.model);
+    // Every rank holds a replicated fp32 copy with Adam (16 bytes a parameter) in the probe.
+    const double probe_bytes = 16.0 * scenario.workload->parameter_count() * options.ranks;
+    const double memory_bytes =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (probe_bytes > 0.5 * memory_bytes) {
+      throw InputError(options.model, "$.model", units::format_bytes(probe_bytes),
+                       fmt::format("a GPT whose replicated states on {} ranks fit in half of "
+                                   "this machine's {} (the probe trains it data-parallel)",
+                                   options.ranks, units::format_bytes(memory_bytes)));
+    }
   }
   if (!options.json) {
     fmt::print(stderr, "osdp calibrate: {} local ranks, {} message sizes x 3 collectives\n",
@@ -106,6 +127,8 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--out", options->out, "Write the cluster description here");
   app->add_option("--report", options->report, "Write every measured point here (JSON)");
   app->add_option("--name", options->name, "Name of the calibrated cluster");
+  app->add_option("--model", options->model,
+                  "Scenario whose GPT the compute probe runs (default: the local testbed's)");
   app->add_flag("--quick", options->quick, "Fewer sizes and a smaller probe model (seconds)");
   app->add_flag("--json", options->json, "Print the cluster and the measurements as JSON");
   return {app, [options]() { return run(*options); }};

@@ -23,8 +23,8 @@ struct CalibrationOptions {
   // Full buffer sizes S of the collectives probed.
   std::vector<double> message_bytes{16e3, 64e3, 256e3, 1e6, 4e6, 16e6};
   int repetitions = 5;  // the median is kept
-  // The GPT whose operators are timed, and the batch sizes.
-  GptShape probe{2, 256, 8, 128, 2048};
+  // The GPT whose operators are timed (scenarios/local-cpu.json's), and the batch sizes.
+  GptShape probe{4, 256, 8, 128, 2048};
   std::vector<int> batch_sizes{1, 2, 4, 8};
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::string cluster_name = "local-cpu (calibrated)";
