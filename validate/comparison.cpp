@@ -129,6 +129,11 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
       // A tie on either side (e.g. two plans the simulator cannot tell apart) orders nothing.
       if (measured == 0 || simulated == 0 || (measured < 0) == (simulated < 0)) {
         ++comparison.concordant_pairs;
+      } else {
+        const double faster =
+            std::min(rows[a].measured_iteration_time_s, rows[b].measured_iteration_time_s);
+        comparison.widest_discordant_gap_percent =
+            std::max(comparison.widest_discordant_gap_percent, 100.0 * std::abs(measured) / faster);
       }
     }
   }
@@ -149,11 +154,15 @@ std::string comparison_table(const Comparison& comparison) {
                        mib(row.measured_peak_memory_bytes), mib(row.simulated_peak_memory_bytes),
                        row.memory_error_percent(), row.plan);
   }
+  const std::string discordant = comparison.ranking_agrees()
+                                     ? std::string()
+                                     : fmt::format("; the others measured at most {:.1f} % apart",
+                                                   comparison.widest_discordant_gap_percent);
   out << fmt::format(
-      "ranking by time: {} ({} of {} pairs ordered alike); median |error|: time {:.1f} %, peak "
+      "ranking by time: {} ({} of {} pairs ordered alike{}); median |error|: time {:.1f} %, peak "
       "memory {:.1f} %; simulated by: {}\n",
       comparison.ranking_agrees() ? "agrees" : "differs", comparison.concordant_pairs,
-      comparison.pairs, comparison.median_abs_time_error_percent(),
+      comparison.pairs, discordant, comparison.median_abs_time_error_percent(),
       comparison.median_abs_memory_error_percent(),
       comparison.simulator == "simgrid" ? "SimGrid simulator"
                                         : "analytic cost model (osdp built without the simulator)");
@@ -197,6 +206,7 @@ Json comparison_json(const Comparison& comparison) {
           {"ranking_agrees", comparison.ranking_agrees()},
           {"concordant_pairs", comparison.concordant_pairs},
           {"pairs", comparison.pairs},
+          {"widest_discordant_gap_percent", comparison.widest_discordant_gap_percent},
           {"median_abs_time_error_percent", comparison.median_abs_time_error_percent()},
           {"median_abs_memory_error_percent", comparison.median_abs_memory_error_percent()}};
 }

@@ -48,6 +48,9 @@ struct Comparison {
   // Pairs of plans the simulator orders as the measurements do (by iteration time).
   int concordant_pairs = 0;
   int pairs = 0;
+  // Of the pairs ordered differently, the widest measured gap (percent of the faster plan's
+  // time): pairs closer than run-to-run noise are ties the measurement cannot order.
+  double widest_discordant_gap_percent = 0;
   bool ranking_agrees() const { return concordant_pairs == pairs; }
   double median_abs_time_error_percent() const;
   double median_abs_memory_error_percent() const;

@@ -40,6 +40,10 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   comparison = compare(scenario, plans, measurements, simulated);
   CHECK_FALSE(comparison.ranking_agrees());
   CHECK(comparison.concordant_pairs == 2);
+  // The pair ordered differently (b 2 s, c 3 s) measured 50 % apart.
+  CHECK(comparison.widest_discordant_gap_percent == Approx(50.0));
+  CHECK(comparison_table(comparison).find("the others measured at most 50.0 % apart") !=
+        std::string::npos);
   // A simulated tie orders nothing, whichever plan measured faster.
   simulated[1].iteration_time_s = 1.1;
   comparison = compare(scenario, plans, measurements, simulated);
