@@ -92,15 +92,19 @@ int run(const CalibrateOptions& options) {
                units::format_seconds(point.forward_s), units::format_seconds(point.backward_s),
                point.flops / (point.forward_s + point.backward_s) / 1e9);
   }
-  fmt::print("  {:<12}{:>14}{:>14}{:>14}{:>14}\n", "compute law", "fwd fixed", "fwd GFLOP/s",
-             "bwd fixed", "bwd GFLOP/s");
+  fmt::print("  {:<12}{:>12}{:>13}{:>12}{:>12}{:>13}{:>12}\n", "compute law", "fwd fixed",
+             "fwd GFLOP/s", "fwd +slice", "bwd fixed", "bwd GFLOP/s", "bwd +slice");
   auto rate = [](const ComputeLaw& law) {
     return law.flops_per_s ? fmt::format("{:.2f}", *law.flops_per_s / 1e9) : std::string("-");
   };
+  auto extra = [](const ComputeLaw& law) {
+    return law.extra_slice_s ? units::format_seconds(*law.extra_slice_s) : std::string("-");
+  };
   for (const auto& [kind, law] : result->cluster.gpu.operator_compute) {
-    fmt::print("  {:<12}{:>14}{:>14}{:>14}{:>14}\n", kind,
-               units::format_seconds(law.forward.fixed_s), rate(law.forward),
-               units::format_seconds(law.backward.fixed_s), rate(law.backward));
+    fmt::print("  {:<12}{:>12}{:>13}{:>12}{:>12}{:>13}{:>12}\n", kind,
+               units::format_seconds(law.forward.fixed_s), rate(law.forward), extra(law.forward),
+               units::format_seconds(law.backward.fixed_s), rate(law.backward),
+               extra(law.backward));
   }
   fmt::print("  compute rate      {:.2f} GFLOP/s (sustained, largest batch)\n",
              result->compute_flops_per_s / 1e9);
@@ -108,10 +112,16 @@ int run(const CalibrateOptions& options) {
   fmt::print("  optimizer update  {} of states read and written\n",
              units::format_bandwidth(result->optimizer_bandwidth_Bps));
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
-  fmt::print("  in a training step (operators alternately ZDP and DP):\n");
-  fmt::print("    collectives     {:.3f}x the times above (the cluster's timings are these)\n",
-             result->collective_contention);
-  fmt::print("    overlap slowdown {:.3f}x (compute while a collective runs)\n",
+  fmt::print("  in a training step (operators in turn ZDP, DP, ZDP in slices):\n");
+  const validate::ContentionBySize& contention = result->collective_contention;
+  std::string by_size;
+  for (std::size_t s = 0; s < contention.factors.size(); ++s) {
+    by_size += fmt::format("{}{:.2f}x from {} steps", s == 0 ? "" : ", ", contention.factors[s],
+                           units::format_bytes(contention.min_step_bytes[s]));
+  }
+  fmt::print("    collectives      {:.2f}x the times above overall ({}): the cluster's timings\n",
+             contention.overall, by_size);
+  fmt::print("    overlap slowdown {:.2f}x (compute while a collective runs)\n",
              result->overlap_slowdown);
   if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
   return exit_ok;

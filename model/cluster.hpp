@@ -97,13 +97,17 @@ struct GroupTiming {
   double time_s(CollectiveKind kind, double full_bytes, int ranks) const;
 };
 
-// Measured compute time of one call of an operator kind, forward or backward, at batch b:
-// fixed_s + b x (the operator's FLOPs per sample) / flops_per_s. The fixed part is what a call
-// costs whatever its batch (dispatch, small-matrix inefficiency; all of it for FLOP-free kinds
-// such as the embedding); without a rate the GPU's sustained rate applies.
+// Measured compute time of an operator kind, forward or backward, at batch b:
+// fixed_s + b x (the operator's FLOPs per sample) / flops_per_s. The fixed part is what the
+// operator costs whatever its batch (weight-sized work, small-matrix inefficiency; all of it
+// for FLOP-free kinds such as the embedding); k slices share it. Without a rate the GPU's
+// sustained rate applies.
 struct ComputeLaw {
   double fixed_s = 0;
   std::optional<double> flops_per_s;
+  // What each slice after the first adds when the operator is split (its own kernels on
+  // narrower matrices, the partial-sum add); unset: the generic launch + add estimate.
+  std::optional<double> extra_slice_s;
 };
 
 struct OperatorCompute {

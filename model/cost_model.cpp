@@ -71,6 +71,14 @@ Linear CostModel::phase_compute_s(int index, bool backward) const {
   return {law.fixed_s, flops > 0 ? flops / *rate : 0.0};
 }
 
+std::optional<double> CostModel::calibrated_extra_slice_s(int index, bool backward) const {
+  const Operator& op = workload_->op(index);
+  if (op.compute_s_per_sample) return std::nullopt;  // profiled per operator: no kind law
+  const OperatorCompute* law = cluster_->gpu.compute_law(operator_kind_name(op.kind));
+  if (!law) return std::nullopt;
+  return backward ? law->backward.extra_slice_s : law->forward.extra_slice_s;
+}
+
 Linear CostModel::forward_compute_s(int index) const { return phase_compute_s(index, false); }
 Linear CostModel::backward_compute_s(int index) const { return phase_compute_s(index, true); }
 
@@ -178,11 +186,11 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   cost.persistent_bytes.per_sample =
       checkpointed ? *op.input_activation_bytes_per_sample : op.activation_bytes_per_sample;
 
-  // Each slice is a call of its own: it pays the fixed part of the compute law once per phase.
+  // The slices share the fixed part (what splitting adds is the slicing overhead below).
   const Linear forward = forward_compute_s(index);
   const Linear backward = backward_compute_s(index);
   const int forward_calls = checkpointed ? 2 : 1;
-  if (extended) cost.compute_s.fixed = k * (forward_calls * forward.fixed + backward.fixed);
+  if (extended) cost.compute_s.fixed = forward_calls * forward.fixed + backward.fixed;
   cost.compute_s.per_sample = forward_calls * forward.per_sample + backward.per_sample;
 
   double communication_s = 0.0;
@@ -196,7 +204,13 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   cost.communication_s = communication_s;
 
   Linear slicing;
-  if (extended && k > 1) {
+  const std::optional<double> measured_forward = calibrated_extra_slice_s(index, false);
+  const std::optional<double> measured_backward = calibrated_extra_slice_s(index, true);
+  if (extended && k > 1 && (measured_forward || measured_backward)) {
+    // Measured on this hardware for the operator's kind (a recompute repeats the forward's).
+    slicing.fixed = (k - 1) * (forward_calls * measured_forward.value_or(0.0) +
+                               measured_backward.value_or(0.0));
+  } else if (extended && k > 1) {
     // Each extra slice launches its forward, backward-data and backward-weight kernels again
     // and adds its partial sums into the output (forward) and input gradient (backward):
     // read two operands, write one.

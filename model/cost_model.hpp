@@ -108,6 +108,9 @@ class CostModel {
   // operator's own gamma_i, its kind's calibrated law in the cluster, or FLOPs / compute rate.
   Linear forward_compute_s(int op) const;
   Linear backward_compute_s(int op) const;
+  // What each slice after the first adds to the phase, measured for the operator's kind; nullopt
+  // when not calibrated (then the launch + partial-sum estimate applies).
+  std::optional<double> calibrated_extra_slice_s(int op, bool backward) const;
   // gamma_i: compute seconds per sample, forward + backward; and forward alone.
   double compute_s_per_sample(int op) const;
   double forward_compute_s_per_sample(int op) const;

@@ -145,10 +145,11 @@ Topology read_topology(const JsonReader& reader) {
 }
 
 ComputeLaw read_compute_law(const JsonReader& reader) {
-  reader.require_only({"fixed", "rate"});
+  reader.require_only({"fixed", "rate", "extra_slice"});
   ComputeLaw law;
   law.fixed_s = reader.optional_quantity("fixed", Dimension::seconds, false).value_or(0.0);
   law.flops_per_s = reader.optional_quantity("rate", Dimension::flops_per_second);
+  law.extra_slice_s = reader.optional_quantity("extra_slice", Dimension::seconds, false);
   return law;
 }
 
@@ -749,6 +750,7 @@ Json cluster_to_json(const Cluster& cluster) {
       auto law_json = [](const ComputeLaw& law) {
         Json json = {{"fixed", law.fixed_s}};
         if (law.flops_per_s) json["rate"] = *law.flops_per_s;
+        if (law.extra_slice_s) json["extra_slice"] = *law.extra_slice_s;
         return json;
       };
       laws[kind] = {{"forward", law_json(compute.forward)},

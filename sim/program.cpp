@@ -84,9 +84,12 @@ class Builder {
     return plan_.batch_size *
            (o.activation_bytes_per_sample - *o.input_activation_bytes_per_sample);
   }
-  // The partial-sum add of slices after the first: read two operands, write one.
-  double slice_add_s(int op, int slice) const {
-    if (slice == 0 || !cluster_.gpu.memory_bandwidth_Bps) return 0.0;
+  // What a slice after the first adds: measured for the operator's kind, or the partial-sum
+  // add (read two operands, write one).
+  double slice_add_s(int op, int slice, bool backward) const {
+    if (slice == 0) return 0.0;
+    if (const auto measured = model_.calibrated_extra_slice_s(op, backward)) return *measured;
+    if (!cluster_.gpu.memory_bandwidth_Bps) return 0.0;
     return plan_.batch_size * 3.0 * model_.workload().op(op).output_bytes_per_sample /
            *cluster_.gpu.memory_bandwidth_Bps;
   }
@@ -229,7 +232,8 @@ class Builder {
                               gathers_each_use(c.mode));
         }
         const Linear law = model_.forward_compute_s(op);
-        const double work = law.fixed + fwd_scale * law.per_sample / c.slices + slice_add_s(op, s);
+        const double work =
+            (law.fixed + fwd_scale * law.per_sample) / c.slices + slice_add_s(op, s, false);
         const int f = add_compute(Phase::forward, op, s, work, 1);
         if (gather >= 0) program_.items[f].deps.push_back({gather, DepOn::end});
         if (s == 0) {
@@ -319,8 +323,8 @@ class Builder {
       }
       const Linear law = step.phase == Phase::recompute ? model_.forward_compute_s(step.op)
                                                         : model_.backward_compute_s(step.op);
-      const double work = law.fixed + plan_.batch_size * law.per_sample / c.slices +
-                          slice_add_s(step.op, step.slice);
+      const double work = (law.fixed + plan_.batch_size * law.per_sample) / c.slices +
+                          slice_add_s(step.op, step.slice, step.phase == Phase::backward);
       const int compute =
           add_compute(step.phase, step.op, step.slice, work, step.phase == Phase::backward ? 2 : 1);
       ProgramItem& item = program_.items[compute];

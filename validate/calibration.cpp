@@ -170,12 +170,15 @@ double overlap_slowdown_in_training(Communicator& comm, const ProbeRun& run, con
   return extra >= 0.75 * overlapped ? 4.0 : overlapped / (overlapped - extra);
 }
 
-// How much longer the collectives of a training step take than the same collectives alone:
-// the sum over a step's collectives of (last rank's end - last rank's start) over the sum of
-// their standalone fits. On CPU ranks the collectives share the cores with the compute
-// threads; a few of them take many times longer, so a median would say too little.
-double collective_contention(Communicator& comm, const std::vector<CollectiveEvent>& events,
-                             const GroupTiming& standalone) {
+// How much longer the collectives of a training step take than the same collectives alone, by
+// step size: for the collectives whose ring step falls in each segment of the standalone fit,
+// the sum of (last rank's end - last rank's start) over the sum of their standalone times; the
+// overall ratio for segments no collective of the step fell in. On CPU ranks the collectives
+// share the cores with the compute threads; a few take many times longer, so a median would
+// say too little.
+ContentionBySize collective_contention(Communicator& comm,
+                                       const std::vector<CollectiveEvent>& events,
+                                       const GroupTiming& standalone) {
   const int n = comm.size();
   const auto count = static_cast<int64_t>(events.size());
   // Every rank's (start, end) pairs, gathered: ranks issue the same collectives in one order.
@@ -186,8 +189,14 @@ double collective_contention(Communicator& comm, const std::vector<CollectiveEve
   }
   if (count > 0) comm.run(CollectiveKind::all_gather, times);
   const auto all = times.accessor<double, 1>();
-  double in_training_s = 0;
-  double alone_s = 0;
+  // Segment boundaries: the standalone fit's (the same message sizes for every collective).
+  ContentionBySize contention;
+  for (const auto& segment : standalone.all_gather.by_size) {
+    contention.min_step_bytes.push_back(segment.min_step_bytes);
+  }
+  if (contention.min_step_bytes.empty()) contention.min_step_bytes.push_back(0.0);
+  const std::size_t segments = contention.min_step_bytes.size();
+  std::vector<double> in_training_s(segments + 1, 0.0), alone_s(segments + 1, 0.0);
   for (int64_t i = 0; i < count; ++i) {
     double start = 0, end = 0;
     for (int r = 0; r < n; ++r) {
@@ -195,20 +204,82 @@ double collective_contention(Communicator& comm, const std::vector<CollectiveEve
       end = std::max(end, all[r * 2 * count + 2 * i + 1]);
     }
     const CollectiveEvent& event = events[i];
-    in_training_s += std::max(0.0, end - start);
-    alone_s += standalone.time_s(event.kind, event.bytes, event.ranks);
+    const double step_bytes = ring_step_bytes(event.bytes, event.ranks);
+    std::size_t segment = 0;
+    while (segment + 1 < segments && contention.min_step_bytes[segment + 1] <= step_bytes) {
+      ++segment;
+    }
+    const double alone = standalone.time_s(event.kind, event.bytes, event.ranks);
+    for (std::size_t slot : {segment, segments}) {  // its segment, and the total
+      in_training_s[slot] += std::max(0.0, end - start);
+      alone_s[slot] += alone;
+    }
   }
-  return alone_s > 0 && in_training_s > 0 ? from_rank0(comm, in_training_s / alone_s) : 1.0;
+  auto ratio = [&](std::size_t slot, double otherwise) {
+    return alone_s[slot] > 0 && in_training_s[slot] > 0 ? in_training_s[slot] / alone_s[slot]
+                                                        : otherwise;
+  };
+  contention.overall = from_rank0(comm, ratio(segments, 1.0));
+  for (std::size_t segment = 0; segment < segments; ++segment) {
+    contention.factors.push_back(from_rank0(comm, ratio(segment, contention.overall)));
+  }
+  return contention;
 }
 
-CollectiveTiming scaled(CollectiveTiming timing, double factor) {
-  auto scale = [factor](AlphaBeta& ab) {
+CollectiveTiming scaled(CollectiveTiming timing, const ContentionBySize& contention) {
+  auto scale = [](AlphaBeta& ab, double factor) {
     ab.alpha_s *= factor;
     ab.beta_s_per_byte *= factor;
   };
-  scale(timing.alpha_beta);
-  for (auto& segment : timing.by_size) scale(segment.alpha_beta);
+  scale(timing.alpha_beta, contention.overall);
+  for (std::size_t s = 0; s < timing.by_size.size(); ++s) {
+    scale(timing.by_size[s].alpha_beta,
+          s < contention.factors.size() ? contention.factors[s] : contention.overall);
+  }
   return timing;
+}
+
+// Slices that the runtime can cut every operator of the probe into (heads, hidden units).
+int probe_slices(const GptShape& probe) {
+  int slices = 4;
+  while (slices > 1 && (probe.heads % slices != 0 || probe.hidden % slices != 0)) slices /= 2;
+  return slices;
+}
+
+// Per-kind compute of `plan` on the probe (forward and backward medians over the steps, summed
+// over the kind's operators), on `solo` (no collective overlaps it) with every rank computing.
+std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communicator& solo,
+                                                    const CalibrationOptions& options,
+                                                    const Workload& workload, const Plan& plan) {
+  const int n = comm.size();
+  const int batch = plan.batch_size;
+  comm.barrier();
+  ShardedGpt model(options.probe, plan, solo, initial_gpt_parameters(options.probe, 1), {});
+  std::vector<std::vector<StepMetrics::OperatorTiming>> steps;
+  for (int step = 0; step < 1 + options.repetitions; ++step) {
+    const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
+    const StepMetrics metrics = model.train_step(data.rows(comm.rank() * batch, batch));
+    if (step > 0) steps.push_back(metrics.operators);
+  }
+  std::map<std::string, OperatorPoint> by_kind;
+  for (int i = 0; i < workload.size(); ++i) {
+    std::vector<double> forward, backward;
+    for (const auto& step : steps) {
+      forward.push_back(step[i].forward_s);
+      backward.push_back(step[i].backward_s);
+    }
+    const Operator& op = workload.op(i);
+    OperatorPoint& point = by_kind[std::string(operator_kind_name(op.kind))];
+    point.kind = operator_kind_name(op.kind);
+    point.batch_size = batch;
+    point.forward_s += from_rank0(comm, median(forward));
+    point.backward_s += from_rank0(comm, median(backward));
+    point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
+    point.forward_flops_per_sample += op.forward_flops_per_sample;
+    point.backward_flops_per_sample += op.backward_flops_per_sample;
+    point.calls += 1;
+  }
+  return by_kind;
 }
 
 }  // namespace
@@ -249,32 +320,8 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     Plan plan;
     plan.batch_size = batch;
     plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-    comm.barrier();
-    ShardedGpt model(options.probe, plan, *solo, initial_gpt_parameters(options.probe, 1), {});
-    std::vector<std::vector<StepMetrics::OperatorTiming>> steps;
-    for (int step = 0; step < 1 + options.repetitions; ++step) {
-      const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
-      const StepMetrics metrics = model.train_step(data.rows(comm.rank() * batch, batch));
-      if (step > 0) steps.push_back(metrics.operators);
-    }
-    std::map<std::string, OperatorPoint> by_kind;
-    for (int i = 0; i < workload.size(); ++i) {
-      std::vector<double> forward, backward;
-      for (const auto& step : steps) {
-        forward.push_back(step[i].forward_s);
-        backward.push_back(step[i].backward_s);
-      }
-      const Operator& op = workload.op(i);
-      OperatorPoint& point = by_kind[std::string(operator_kind_name(op.kind))];
-      point.kind = operator_kind_name(op.kind);
-      point.batch_size = batch;
-      point.forward_s += from_rank0(comm, median(forward));
-      point.backward_s += from_rank0(comm, median(backward));
-      point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
-      point.forward_flops_per_sample += op.forward_flops_per_sample;
-      point.backward_flops_per_sample += op.backward_flops_per_sample;
-      point.calls += 1;
-    }
+    std::map<std::string, OperatorPoint> by_kind =
+        time_operators(comm, *solo, options, workload, plan);
     for (auto& [kind, point] : by_kind) {
       if (batch == options.batch_sizes.back()) {
         total_flops += point.flops;
@@ -284,6 +331,27 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     }
   }
   result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
+
+  // Splitting: the middle batch size again with every operator but the embedding in k slices;
+  // what each slice after the first adds, by kind.
+  if (const int k = probe_slices(options.probe); k > 1) {
+    Plan plan;
+    plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+    plan.choices.assign(options.probe.operators(), OperatorChoice{Mode::dp, k, 0});
+    plan.choices[0] = OperatorChoice::whole(Mode::dp);
+    for (const auto& [kind, sliced] : time_operators(comm, *solo, options, workload, plan)) {
+      for (const OperatorPoint& whole : result.operators) {
+        if (whole.kind != kind || whole.batch_size != plan.batch_size || kind == "embedding") {
+          continue;
+        }
+        const double extra_calls = static_cast<double>(k - 1) * whole.calls;
+        result.slicing.push_back(
+            {kind, k, plan.batch_size,
+             std::max(0.0, sliced.forward_s - whole.forward_s) / extra_calls,
+             std::max(0.0, sliced.backward_s - whole.backward_s) / extra_calls});
+      }
+    }
+  }
 
   // The optimizer update: a data-parallel run over the real communicator, whose gradient
   // all-reduces line the ranks up so that they update at the same time, as in training (each
@@ -335,6 +403,10 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   cluster.gpu.kernel_launch_s = result.kernel_launch_s;
   cluster.gpu.overlap_slowdown = result.overlap_slowdown;
   cluster.gpu.operator_compute = fit_operator_compute(result.operators);
+  for (const SlicingPoint& point : result.slicing) {
+    cluster.gpu.operator_compute[point.kind].forward.extra_slice_s = point.forward_s;
+    cluster.gpu.operator_compute[point.kind].backward.extra_slice_s = point.backward_s;
+  }
   for (CollectiveKind kind :
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     std::vector<std::pair<double, double>> points;
@@ -354,26 +426,52 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
         break;
     }
   }
-  // The collectives as a training step runs them: operators alternately ZDP and DP (gathers,
-  // reduce-scatters and all-reduces beside compute).
+  // The collectives as a training step runs them: operators in turn ZDP, DP and ZDP in slices
+  // (gathers, reduce-scatters and all-reduces of several sizes beside compute).
+  ContentionBySize contention;
   {
     Plan plan;
     plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+    const int k = probe_slices(options.probe);
     for (int i = 0; i < options.probe.operators(); ++i) {
-      plan.choices.push_back(OperatorChoice::whole(i % 2 == 0 ? Mode::zdp : Mode::dp));
+      const bool sliced = i % 3 == 2 && i > 0 && k > 1;  // the embedding cannot be split
+      plan.choices.push_back(sliced ? OperatorChoice{Mode::zdp, k, k}
+                                    : OperatorChoice::whole(i % 3 == 1 ? Mode::dp : Mode::zdp));
     }
-    const ProbeRun run = train_probe(comm, options, plan, 3 * options.repetitions);
-    result.collective_contention = collective_contention(comm, run.collectives, cluster.world);
+    const ProbeRun run = train_probe(comm, options, plan, 6 * options.repetitions);
+    contention = collective_contention(comm, run.collectives, cluster.world);
+    result.collective_contention = contention;
     const CostModel laws(workload, cluster, Training{}, {});
     result.overlap_slowdown = overlap_slowdown_in_training(comm, run, laws, plan.batch_size);
     cluster.gpu.overlap_slowdown = result.overlap_slowdown;
   }
-  cluster.world.all_gather = scaled(cluster.world.all_gather, result.collective_contention);
-  cluster.world.reduce_scatter = scaled(cluster.world.reduce_scatter, result.collective_contention);
-  cluster.world.all_reduce = scaled(cluster.world.all_reduce, result.collective_contention);
+  cluster.world.all_gather = scaled(cluster.world.all_gather, contention);
+  cluster.world.reduce_scatter = scaled(cluster.world.reduce_scatter, contention);
+  cluster.world.all_reduce = scaled(cluster.world.all_reduce, contention);
   cluster.intra_node = cluster.world;
   cluster.inter_node = cluster.world;
   return result;
+}
+
+Json contention_json(const ContentionBySize& contention) {
+  Json segments = Json::array();
+  for (std::size_t s = 0; s < contention.factors.size(); ++s) {
+    segments.push_back(
+        {{"min_step_bytes", contention.min_step_bytes.at(s)}, {"factor", contention.factors[s]}});
+  }
+  return {{"overall", contention.overall}, {"by_step_bytes", std::move(segments)}};
+}
+
+Json slicing_json(const std::vector<SlicingPoint>& points) {
+  Json json = Json::array();
+  for (const auto& p : points) {
+    json.push_back({{"kind", p.kind},
+                    {"slices", p.slices},
+                    {"batch_size", p.batch_size},
+                    {"extra_slice_forward_s", p.forward_s},
+                    {"extra_slice_backward_s", p.backward_s}});
+  }
+  return json;
 }
 
 Json calibration_report_json(const CalibrationResult& result) {
@@ -406,7 +504,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"optimizer_bandwidth_Bps", result.optimizer_bandwidth_Bps},
           {"kernel_launch_s", result.kernel_launch_s},
           {"overlap_slowdown", result.overlap_slowdown},
-          {"collective_contention", result.collective_contention}};
+          {"collective_contention", contention_json(result.collective_contention)},
+          {"slicing", slicing_json(result.slicing)}};
 }
 
 std::optional<CalibrationResult> run_calibration(int local_ranks,
@@ -484,7 +583,19 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     parsed.optimizer_bandwidth_Bps = report.at("optimizer_bandwidth_Bps").get<double>();
     parsed.kernel_launch_s = report.at("kernel_launch_s").get<double>();
     parsed.overlap_slowdown = report.at("overlap_slowdown").get<double>();
-    parsed.collective_contention = report.at("collective_contention").get<double>();
+    for (const auto& p : report.at("slicing")) {
+      parsed.slicing.push_back({p.at("kind").get<std::string>(), p.at("slices").get<int>(),
+                                p.at("batch_size").get<int>(),
+                                p.at("extra_slice_forward_s").get<double>(),
+                                p.at("extra_slice_backward_s").get<double>()});
+    }
+    const Json& contention = report.at("collective_contention");
+    parsed.collective_contention.overall = contention.at("overall").get<double>();
+    for (const auto& segment : contention.at("by_step_bytes")) {
+      parsed.collective_contention.min_step_bytes.push_back(
+          segment.at("min_step_bytes").get<double>());
+      parsed.collective_contention.factors.push_back(segment.at("factor").get<double>());
+    }
     parsed.cluster = load_cluster(JsonReader(document.at("cluster"), output, "$.cluster"));
     result = parsed;
   }

@@ -51,18 +51,36 @@ struct OperatorPoint {
   int calls = 0;
 };
 
+// A training step's collectives over the same collectives alone (total times), for each
+// segment of the standalone fit (ring step sizes from min_step_bytes up) and overall; the
+// cluster's collective timings are the standalone fit times these.
+struct ContentionBySize {
+  std::vector<double> min_step_bytes;
+  std::vector<double> factors;
+  double overall = 1;
+};
+
+// What each slice after the first adds to an operator kind's forward and backward (k slices
+// against the whole operator, at one batch size).
+struct SlicingPoint {
+  std::string kind;
+  int slices = 1;
+  int batch_size = 0;
+  double forward_s = 0;
+  double backward_s = 0;
+};
+
 struct CalibrationResult {
   int ranks = 1;
   std::vector<CollectivePoint> collectives;
   std::vector<OperatorPoint> operators;
+  std::vector<SlicingPoint> slicing;
   double compute_flops_per_s = 0;
   double memory_bandwidth_Bps = 0;
   double optimizer_bandwidth_Bps = 0;  // 2 x state bytes / the runtime's own update time
   double kernel_launch_s = 0;
   double overlap_slowdown = 1;
-  // A training step's collectives over the same collectives alone (total time): the cluster's
-  // collective timings are the standalone fit times this.
-  double collective_contention = 1;
+  ContentionBySize collective_contention;
   Cluster cluster;  // what the figures above make
 };
 

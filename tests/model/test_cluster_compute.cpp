@@ -34,7 +34,7 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
     "compute": "70GFLOP/s", "memory_bandwidth": "12GB/s", "optimizer_bandwidth": "9GB/s",
     "operator_compute": {
       "mlp": {"forward": {"fixed": "0.25ms", "rate": "80GFLOP/s"},
-              "backward": {"fixed": "4ms", "rate": "90GFLOP/s"}},
+              "backward": {"fixed": "4ms", "rate": "90GFLOP/s", "extra_slice": "0.5ms"}},
       "embedding": {"backward": {"fixed": "2ms"}}}})")));
   CHECK(cluster.gpu.optimizer_bandwidth_Bps == Approx(9e9));
   const OperatorCompute* mlp = cluster.gpu.compute_law("mlp");
@@ -42,6 +42,8 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
   CHECK(mlp->forward.fixed_s == Approx(2.5e-4));
   CHECK(*mlp->forward.flops_per_s == Approx(8e10));
   CHECK(mlp->backward.fixed_s == Approx(4e-3));
+  CHECK(*mlp->backward.extra_slice_s == Approx(5e-4));
+  CHECK_FALSE(mlp->forward.extra_slice_s);
   const OperatorCompute* embedding = cluster.gpu.compute_law("embedding");
   REQUIRE(embedding != nullptr);
   CHECK(embedding->forward.fixed_s == 0);
@@ -54,6 +56,7 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
   REQUIRE(again.gpu.operator_compute.size() == 2);
   CHECK(again.gpu.compute_law("mlp")->backward.fixed_s == Approx(4e-3));
   CHECK(*again.gpu.compute_law("mlp")->backward.flops_per_s == Approx(9e10));
+  CHECK(*again.gpu.compute_law("mlp")->backward.extra_slice_s == Approx(5e-4));
   CHECK_FALSE(again.gpu.compute_law("embedding")->forward.flops_per_s);
 }
 

@@ -112,7 +112,7 @@ TEST_CASE("split operator: j of k slices sharded", "[model][cost]") {
   CHECK_FALSE(model.valid(0, {Mode::hsdp, 1, 1, Checkpoint::none}));  // one node
 }
 
-TEST_CASE("calibrated compute laws: a fixed part per call and a rate per operator kind",
+TEST_CASE("calibrated compute laws: a fixed part, a rate and a slice cost per operator kind",
           "[model][cost]") {
   Operator mlp = Fixture::make_operator();
   mlp.name = "mlp";
@@ -131,8 +131,9 @@ TEST_CASE("calibrated compute laws: a fixed part per call and a rate per operato
   f.workload = Workload::chain("three", {embedding, attention, mlp});
   const double rate = 1e12;
   f.cluster.gpu.compute_flops_per_s = rate;
-  f.cluster.gpu.operator_compute["mlp"] = {{1e-3, 2 * rate}, {2e-3, std::nullopt}};
-  f.cluster.gpu.operator_compute["embedding"] = {{1e-4, std::nullopt}, {3e-4, std::nullopt}};
+  f.cluster.gpu.operator_compute["mlp"] = {{1e-3, 2 * rate, 5e-5}, {2e-3, std::nullopt, 7e-5}};
+  f.cluster.gpu.operator_compute["embedding"] = {{1e-4, std::nullopt, std::nullopt},
+                                                 {3e-4, std::nullopt, std::nullopt}};
   const CostModel model = f.model(CostModelKind::extended);
 
   // The kind's law where there is one (without a rate: the GPU's), FLOPs / rate otherwise.
@@ -145,17 +146,22 @@ TEST_CASE("calibrated compute laws: a fixed part per call and a rate per operato
   CHECK(model.backward_compute_s(0).fixed == 3e-4);
   CHECK(model.backward_compute_s(0).per_sample == 0);
   CHECK(model.compute_s_per_sample(2) == Approx(3e9 / (2 * rate) + 6e9 / rate));
+  CHECK(model.calibrated_extra_slice_s(2, true) == 7e-5);
+  CHECK_FALSE(model.calibrated_extra_slice_s(1, false));
 
-  // Every slice is a call of its own; a checkpointed operator runs its forward twice.
+  // The slices share the fixed part; each slice after the first costs the measured extra, and
+  // a checkpointed operator runs its forward (and its slices' extras) twice.
   OperatorChoice choice = OperatorChoice::whole(Mode::zdp);
   choice.slices = choice.sharded_slices = 4;
   choice.checkpoint = Checkpoint::unfused;
   const OptionCost cost = model.option_cost(2, choice);
-  CHECK(cost.compute_s.fixed == Approx(4 * (2 * 1e-3 + 2e-3)));
+  CHECK(cost.compute_s.fixed == Approx(2 * 1e-3 + 2e-3));
   CHECK(cost.compute_s.per_sample == Approx(2 * 3e9 / (2 * rate) + 6e9 / rate));
-  const OptionCost whole = model.option_cost(2, OperatorChoice::whole(Mode::zdp));
-  CHECK(whole.time_s.fixed - whole.communication_s -
-            model.optimizer_step_s(2, OperatorChoice::whole(Mode::zdp)) ==
+  CHECK(cost.slicing_overhead_s == Approx(3 * (2 * 5e-5 + 7e-5)));
+  CHECK(cost.time_s.per_sample == Approx(cost.compute_s.per_sample));
+  const OperatorChoice whole = OperatorChoice::whole(Mode::zdp);
+  const OptionCost whole_cost = model.option_cost(2, whole);
+  CHECK(whole_cost.time_s.fixed - whole_cost.communication_s - model.optimizer_step_s(2, whole) ==
         Approx(3e-3));
   // DESIGN section 1's paper model stays b x gamma_i.
   CHECK(f.model(CostModelKind::paper).option_cost(2, choice).compute_s.fixed == 0);

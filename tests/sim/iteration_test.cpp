@@ -317,7 +317,8 @@ TEST_CASE("traces hold the requested ranks only", "[sim][determinism]") {
   CHECK(pids == std::set<int>{0, 1, 2});
 }
 
-TEST_CASE("calibrated compute laws: every slice's call pays the fixed part", "[sim][iteration]") {
+TEST_CASE("calibrated compute laws: slices share the fixed part and add their measured cost",
+          "[sim][iteration]") {
   ChainSpec spec;
   Scenario scenario = chain_scenario(spec, logical_cluster(4, 0.0, 0.0));
   // Operators described by FLOPs and a kind with a law instead of a given gamma.
@@ -331,7 +332,7 @@ TEST_CASE("calibrated compute laws: every slice's call pays the fixed part", "[s
   }
   scenario.workload = std::make_shared<const Workload>(Workload::chain("chain", operators));
   scenario.cluster.gpu.compute_flops_per_s = 1e12;
-  scenario.cluster.gpu.operator_compute["mlp"] = {{2e-4, 5e11}, {7e-4, std::nullopt}};
+  scenario.cluster.gpu.operator_compute["mlp"] = {{2e-4, 5e11, 3e-5}, {7e-4, std::nullopt, 4e-5}};
   const int batch = 3;
   OperatorChoice sliced = OperatorChoice::whole(Mode::zdp, Checkpoint::unfused);
   sliced.slices = sliced.sharded_slices = 2;
@@ -341,13 +342,14 @@ TEST_CASE("calibrated compute laws: every slice's call pays the fixed part", "[s
     options.kernel_launch_s = 0.0;
     const SimulationResult result = simulate_plan(scenario, plan, options);
     const PlanCost analytic = scenario.cost_model().plan_cost(plan);
-    const int calls = choice.slices;
+    const int extra_slices = choice.slices - 1;
     const int forwards = choice.checkpoint == Checkpoint::none ? 1 : 2;
     const double per_operator =
-        calls * (forwards * 2e-4 + 7e-4) + batch * (forwards * 2e9 / 5e11 + 4e9 / 1e12);
-    // Slices also add their partial sums (memory-bound adds) on top; the cost model has them.
+        forwards * 2e-4 + 7e-4 + batch * (forwards * 2e9 / 5e11 + 4e9 / 1e12);
     CHECK(analytic.compute_s == Approx(spec.operators * per_operator).epsilon(1e-12));
-    CHECK(result.compute_s >= analytic.compute_s - 1e-12);
+    // The simulator runs the same work, the slices' measured extras included.
+    const double slicing = spec.operators * extra_slices * (forwards * 3e-5 + 4e-5);
+    CHECK(result.compute_s == Approx(analytic.compute_s + slicing).epsilon(1e-9));
     CHECK(result.compute_s ==
           Approx(analytic.iteration_time_s - analytic.communication_s - analytic.optimizer_step_s)
               .epsilon(1e-9));
