@@ -123,6 +123,8 @@ int run(const CalibrateOptions& options) {
              contention.overall, by_size);
   fmt::print("    overlap slowdown {:.2f}x (compute while a collective runs)\n",
              result->overlap_slowdown);
+  fmt::print("    straggling       {:.2f}x (the slowest rank's compute over the mean)\n",
+             result->straggler_slowdown);
   if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
   return exit_ok;
 }

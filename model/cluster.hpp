@@ -128,6 +128,9 @@ struct Gpu {
   double kernel_launch_s = 5e-6;
   // Compute runs this many times slower while a collective overlaps it (simulator; calibrated).
   double overlap_slowdown = 1.0;
+  // Ranks that synchronise at every collective wait for the slowest: the slowest rank's compute
+  // of a phase over the ranks' mean (measured), which the model's identical ranks take on.
+  double straggler_slowdown = 1.0;
   // Calibrated compute laws by operator kind name ("attention", "mlp", ...), measured by
   // `osdp calibrate`; kinds not listed use compute_flops_per_s.
   std::map<std::string, OperatorCompute, std::less<>> operator_compute;

@@ -76,11 +76,25 @@ std::optional<double> CostModel::calibrated_extra_slice_s(int index, bool backwa
   if (op.compute_s_per_sample) return std::nullopt;  // profiled per operator: no kind law
   const OperatorCompute* law = cluster_->gpu.compute_law(operator_kind_name(op.kind));
   if (!law) return std::nullopt;
-  return backward ? law->backward.extra_slice_s : law->forward.extra_slice_s;
+  const std::optional<double> extra =
+      backward ? law->backward.extra_slice_s : law->forward.extra_slice_s;
+  if (!extra) return std::nullopt;
+  return *extra * straggler_slowdown();
 }
 
-Linear CostModel::forward_compute_s(int index) const { return phase_compute_s(index, false); }
-Linear CostModel::backward_compute_s(int index) const { return phase_compute_s(index, true); }
+// The extended model's ranks run at the slowest rank's pace (the paper's keep b x gamma_i).
+double CostModel::straggler_slowdown() const {
+  return settings_.kind == CostModelKind::extended ? cluster_->gpu.straggler_slowdown : 1.0;
+}
+
+Linear CostModel::forward_compute_s(int index) const {
+  const Linear law = phase_compute_s(index, false);
+  return {law.fixed * straggler_slowdown(), law.per_sample * straggler_slowdown()};
+}
+Linear CostModel::backward_compute_s(int index) const {
+  const Linear law = phase_compute_s(index, true);
+  return {law.fixed * straggler_slowdown(), law.per_sample * straggler_slowdown()};
+}
 
 double CostModel::compute_s_per_sample(int index) const {
   return forward_compute_s(index).per_sample + backward_compute_s(index).per_sample;
@@ -165,8 +179,14 @@ double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) cons
                                               ? cluster_->gpu.optimizer_bandwidth_Bps
                                               : cluster_->gpu.memory_bandwidth_Bps;
   if (settings_.kind == CostModelKind::paper || !bandwidth) return 0.0;
-  // The update reads and writes every local state once (memory bound).
-  return 2.0 * model_state_bytes(index, choice) / *bandwidth;
+  // The update reads and writes every state this rank owns once (memory bound): the shard of
+  // a sharded slice (for Z2 not the gathered copy it holds through the step), all of a DP one.
+  const Operator& op = workload_->op(index);
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  const double owned_bytes =
+      op.model_state_bytes() *
+      ((1.0 - sharded_fraction) + sharded_fraction / shard_degree(choice.mode, *cluster_));
+  return 2.0 * owned_bytes / *bandwidth * straggler_slowdown();
 }
 
 OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const {

@@ -120,6 +120,7 @@ class CostModel {
 
  private:
   Linear phase_compute_s(int op, bool backward) const;
+  double straggler_slowdown() const;
   double sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
                                  Checkpoint checkpoint) const;
 

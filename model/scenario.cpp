@@ -177,7 +177,8 @@ std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
 
 Gpu read_gpu(const JsonReader& reader) {
   reader.require_only({"name", "memory", "compute", "memory_bandwidth", "optimizer_bandwidth",
-                       "kernel_launch", "overlap_slowdown", "operator_compute"});
+                       "kernel_launch", "overlap_slowdown", "straggler_slowdown",
+                       "operator_compute"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes);
@@ -191,6 +192,10 @@ Gpu read_gpu(const JsonReader& reader) {
   if (reader.has("overlap_slowdown")) {
     gpu.overlap_slowdown = reader.number("overlap_slowdown");
     if (gpu.overlap_slowdown < 1.0) reader.fail("overlap_slowdown", "a factor of 1 or more");
+  }
+  if (reader.has("straggler_slowdown")) {
+    gpu.straggler_slowdown = reader.number("straggler_slowdown");
+    if (gpu.straggler_slowdown < 1.0) reader.fail("straggler_slowdown", "a factor of 1 or more");
   }
   if (reader.has("operator_compute")) {
     gpu.operator_compute = read_operator_compute(reader.object("operator_compute"));
@@ -738,6 +743,9 @@ Json cluster_to_json(const Cluster& cluster) {
   Json gpu = {{"name", cluster.gpu.name},
               {"kernel_launch", cluster.gpu.kernel_launch_s},
               {"overlap_slowdown", cluster.gpu.overlap_slowdown}};
+  if (cluster.gpu.straggler_slowdown != 1.0) {
+    gpu["straggler_slowdown"] = cluster.gpu.straggler_slowdown;
+  }
   if (cluster.gpu.memory_bytes) gpu["memory"] = *cluster.gpu.memory_bytes;
   if (cluster.gpu.compute_flops_per_s) gpu["compute"] = *cluster.gpu.compute_flops_per_s;
   if (cluster.gpu.memory_bandwidth_Bps) gpu["memory_bandwidth"] = *cluster.gpu.memory_bandwidth_Bps;

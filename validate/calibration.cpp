@@ -226,6 +226,38 @@ ContentionBySize collective_contention(Communicator& comm,
   return contention;
 }
 
+// The slowest rank's compute over the ranks' mean, summed over every phase of every step
+// (each operator's forward and backward, the update): ranks that meet at every collective run
+// at the pace of the slowest, which jitter makes slower than the average.
+double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
+  const int n = comm.size();
+  std::vector<double> mine;
+  for (const StepMetrics& step : run.steps) {
+    for (const auto& op : step.operators) {
+      mine.push_back(op.forward_s);
+      mine.push_back(op.backward_s);
+    }
+    mine.push_back(step.optimizer_step_s);
+  }
+  const auto count = static_cast<int64_t>(mine.size());
+  if (count == 0 || n < 2) return 1.0;
+  at::Tensor all = at::zeros({n * count}, at::kDouble);
+  for (int64_t i = 0; i < count; ++i) all[comm.rank() * count + i] = mine[i];
+  comm.run(CollectiveKind::all_gather, all);
+  const auto values = all.accessor<double, 1>();
+  double slowest_s = 0, mean_s = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    double slowest = 0, sum = 0;
+    for (int r = 0; r < n; ++r) {
+      slowest = std::max(slowest, values[r * count + i]);
+      sum += values[r * count + i];
+    }
+    slowest_s += slowest;
+    mean_s += sum / n;
+  }
+  return mean_s > 0 ? std::max(1.0, slowest_s / mean_s) : 1.0;
+}
+
 CollectiveTiming scaled(CollectiveTiming timing, const ContentionBySize& contention) {
   auto scale = [](AlphaBeta& ab, double factor) {
     ab.alpha_s *= factor;
@@ -444,6 +476,8 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     const CostModel laws(workload, cluster, Training{}, {});
     result.overlap_slowdown = overlap_slowdown_in_training(comm, run, laws, plan.batch_size);
     cluster.gpu.overlap_slowdown = result.overlap_slowdown;
+    result.straggler_slowdown = straggler_slowdown(comm, run);
+    cluster.gpu.straggler_slowdown = result.straggler_slowdown;
   }
   cluster.world.all_gather = scaled(cluster.world.all_gather, contention);
   cluster.world.reduce_scatter = scaled(cluster.world.reduce_scatter, contention);
@@ -505,7 +539,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"kernel_launch_s", result.kernel_launch_s},
           {"overlap_slowdown", result.overlap_slowdown},
           {"collective_contention", contention_json(result.collective_contention)},
-          {"slicing", slicing_json(result.slicing)}};
+          {"slicing", slicing_json(result.slicing)},
+          {"straggler_slowdown", result.straggler_slowdown}};
 }
 
 std::optional<CalibrationResult> run_calibration(int local_ranks,
@@ -589,6 +624,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
                                 p.at("extra_slice_forward_s").get<double>(),
                                 p.at("extra_slice_backward_s").get<double>()});
     }
+    parsed.straggler_slowdown = report.at("straggler_slowdown").get<double>();
     const Json& contention = report.at("collective_contention");
     parsed.collective_contention.overall = contention.at("overall").get<double>();
     for (const auto& segment : contention.at("by_step_bytes")) {

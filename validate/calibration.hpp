@@ -80,6 +80,7 @@ struct CalibrationResult {
   double optimizer_bandwidth_Bps = 0;  // 2 x state bytes / the runtime's own update time
   double kernel_launch_s = 0;
   double overlap_slowdown = 1;
+  double straggler_slowdown = 1;  // the slowest rank's compute over the mean, in training
   ContentionBySize collective_contention;
   Cluster cluster;  // what the figures above make
 };

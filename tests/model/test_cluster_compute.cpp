@@ -32,6 +32,7 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
           "[model][cluster]") {
   const Cluster cluster = load(with_gpu(Json::parse(R"({
     "compute": "70GFLOP/s", "memory_bandwidth": "12GB/s", "optimizer_bandwidth": "9GB/s",
+    "straggler_slowdown": 1.1,
     "operator_compute": {
       "mlp": {"forward": {"fixed": "0.25ms", "rate": "80GFLOP/s"},
               "backward": {"fixed": "4ms", "rate": "90GFLOP/s", "extra_slice": "0.5ms"}},
@@ -53,6 +54,7 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
   // Written and read back: the same laws.
   const Cluster again = load(cluster_to_json(cluster));
   CHECK(again.gpu.optimizer_bandwidth_Bps == cluster.gpu.optimizer_bandwidth_Bps);
+  CHECK(again.gpu.straggler_slowdown == Approx(1.1));
   REQUIRE(again.gpu.operator_compute.size() == 2);
   CHECK(again.gpu.compute_law("mlp")->backward.fixed_s == Approx(4e-3));
   CHECK(*again.gpu.compute_law("mlp")->backward.flops_per_s == Approx(9e10));
@@ -76,4 +78,6 @@ TEST_CASE("bad compute laws name the path and what was expected", "[model][clust
   CHECK(phase.find("recompute") != std::string::npos);
   CHECK(error_of(with_gpu(Json::parse(R"({"optimizer_bandwidth": "fast"})")))
             .find("$.gpu.optimizer_bandwidth") != std::string::npos);
+  CHECK(error_of(with_gpu(Json::parse(R"({"straggler_slowdown": 0.9})")))
+            .find("$.gpu.straggler_slowdown") != std::string::npos);
 }

@@ -176,4 +176,26 @@ TEST_CASE("the optimizer step uses the calibrated update bandwidth when there is
   f.cluster.gpu.optimizer_bandwidth_Bps = 1e11;
   CHECK(f.model(CostModelKind::extended).optimizer_step_s(0, dp) == Approx(2 * states / 1e11));
   CHECK(f.model(CostModelKind::paper).optimizer_step_s(0, dp) == 0);
+  // A sharded rank updates its shard only; Z2's gathered copy is not an optimizer state.
+  const CostModel extended = f.model(CostModelKind::extended);
+  const double shard = extended.optimizer_step_s(0, OperatorChoice::whole(Mode::zdp));
+  CHECK(shard == Approx(2 * states / 8 / 1e11));
+  CHECK(extended.optimizer_step_s(0, OperatorChoice::whole(Mode::z2)) == Approx(shard));
+  OperatorChoice half{Mode::zdp, 2, 1};
+  CHECK(extended.optimizer_step_s(0, half) == Approx(2 * (states / 2 + states / 2 / 8) / 1e11));
+}
+
+TEST_CASE("the straggler slowdown scales the extended model's compute, not the paper's",
+          "[model][cost]") {
+  Fixture f;
+  const OperatorChoice zdp = OperatorChoice::whole(Mode::zdp);
+  const OptionCost before = f.model(CostModelKind::extended).option_cost(0, zdp);
+  const double update_before = f.model(CostModelKind::extended).optimizer_step_s(0, zdp);
+  f.cluster.gpu.straggler_slowdown = 1.25;
+  const CostModel extended = f.model(CostModelKind::extended);
+  const OptionCost after = extended.option_cost(0, zdp);
+  CHECK(after.compute_s.per_sample == Approx(1.25 * before.compute_s.per_sample));
+  CHECK(after.communication_s == Approx(before.communication_s));
+  CHECK(extended.optimizer_step_s(0, zdp) == Approx(1.25 * update_before));
+  CHECK(f.model(CostModelKind::paper).option_cost(0, zdp).compute_s.per_sample == Approx(0.0021));
 }
