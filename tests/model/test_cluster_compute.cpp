@@ -3,8 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include "model/scenario.hpp"
+#include "tests/support/cluster_json.hpp"
 
 using namespace osdp;
+using osdp::test::cluster_error;
+using osdp::test::load_cluster_json;
 
 namespace {
 
@@ -15,22 +18,11 @@ Json with_gpu(const Json& gpu) {
   return cluster;
 }
 
-Cluster load(const Json& cluster) { return load_cluster(JsonReader(cluster, "cluster.json")); }
-
-std::string error_of(const Json& cluster) {
-  try {
-    (void)load(cluster);
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
           "[model][cluster]") {
-  const Cluster cluster = load(with_gpu(Json::parse(R"({
+  const Cluster cluster = load_cluster_json(with_gpu(Json::parse(R"({
     "compute": "70GFLOP/s", "memory_bandwidth": "12GB/s", "optimizer_bandwidth": "9GB/s",
     "straggler_slowdown": 1.1,
     "operator_compute": {
@@ -52,7 +44,7 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
   CHECK(cluster.gpu.compute_law("attention") == nullptr);
 
   // Written and read back: the same laws.
-  const Cluster again = load(cluster_to_json(cluster));
+  const Cluster again = load_cluster_json(cluster_to_json(cluster));
   CHECK(again.gpu.optimizer_bandwidth_Bps == cluster.gpu.optimizer_bandwidth_Bps);
   CHECK(again.gpu.straggler_slowdown == Approx(1.1));
   REQUIRE(again.gpu.operator_compute.size() == 2);
@@ -64,20 +56,20 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
 
 TEST_CASE("bad compute laws name the path and what was expected", "[model][cluster]") {
   const std::string unknown_kind =
-      error_of(with_gpu(Json::parse(R"({"operator_compute": {"mpl": {}}})")));
+      cluster_error(with_gpu(Json::parse(R"({"operator_compute": {"mpl": {}}})")));
   CHECK(unknown_kind.find("$.gpu.operator_compute") != std::string::npos);
   CHECK(unknown_kind.find("mlp") != std::string::npos);  // did you mean
-  const std::string negative = error_of(
+  const std::string negative = cluster_error(
       with_gpu(Json::parse(R"({"operator_compute": {"mlp": {"forward": {"fixed": -1}}}})")));
   CHECK(negative.find("$.gpu.operator_compute.mlp.forward.fixed") != std::string::npos);
-  const std::string zero_rate = error_of(
+  const std::string zero_rate = cluster_error(
       with_gpu(Json::parse(R"({"operator_compute": {"head": {"backward": {"rate": 0}}}})")));
   CHECK(zero_rate.find("$.gpu.operator_compute.head.backward.rate") != std::string::npos);
   const std::string phase =
-      error_of(with_gpu(Json::parse(R"({"operator_compute": {"head": {"recompute": {}}}})")));
+      cluster_error(with_gpu(Json::parse(R"({"operator_compute": {"head": {"recompute": {}}}})")));
   CHECK(phase.find("recompute") != std::string::npos);
-  CHECK(error_of(with_gpu(Json::parse(R"({"optimizer_bandwidth": "fast"})")))
+  CHECK(cluster_error(with_gpu(Json::parse(R"({"optimizer_bandwidth": "fast"})")))
             .find("$.gpu.optimizer_bandwidth") != std::string::npos);
-  CHECK(error_of(with_gpu(Json::parse(R"({"straggler_slowdown": 0.9})")))
+  CHECK(cluster_error(with_gpu(Json::parse(R"({"straggler_slowdown": 0.9})")))
             .find("$.gpu.straggler_slowdown") != std::string::npos);
 }

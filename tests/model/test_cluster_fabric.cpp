@@ -3,8 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include "model/scenario.hpp"
+#include "tests/support/cluster_json.hpp"
 
 using namespace osdp;
+using osdp::test::cluster_error;
+using osdp::test::load_cluster_json;
 
 namespace {
 
@@ -22,22 +25,10 @@ Json four_nodes(const Json& fabric) {
   return cluster;
 }
 
-Cluster load(const Json& cluster) { return load_cluster(JsonReader(cluster, "cluster.json")); }
-
-// The message of the InputError that loading raises ("" when none).
-std::string error_of(const Json& cluster) {
-  try {
-    (void)load(cluster);
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("a leaf-spine fabric is read in SI units", "[model][cluster]") {
-  const Cluster cluster = load(four_nodes(Json::parse(R"({
+  const Cluster cluster = load_cluster_json(four_nodes(Json::parse(R"({
     "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 1,
     "uplink": {"bandwidth": "50Gbps", "latency": "1us"}})")));
   REQUIRE(cluster.topology->leaf_spine);
@@ -52,7 +43,7 @@ TEST_CASE("a leaf-spine fabric is read in SI units", "[model][cluster]") {
 
 TEST_CASE("the busiest spine uplink bounds the rings that cross leaves", "[model][cluster]") {
   SECTION("one spine: both NIC channels of the world ring share its uplink") {
-    const Cluster cluster = load(four_nodes(Json::parse(R"({
+    const Cluster cluster = load_cluster_json(four_nodes(Json::parse(R"({
       "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 1,
       "uplink": {"bandwidth": "50Gbps", "latency": "1us"}})")));
     // GPU link, NIC, uplink, uplink, NIC, GPU link.
@@ -65,24 +56,24 @@ TEST_CASE("the busiest spine uplink bounds the rings that cross leaves", "[model
     CHECK(cluster.intra_node.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 300e9));
   }
   SECTION("two spines of wide uplinks: the NICs stay the bottleneck") {
-    const Cluster cluster = load(four_nodes(Json::parse(R"({
+    const Cluster cluster = load_cluster_json(four_nodes(Json::parse(R"({
       "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 2,
       "uplink": {"bandwidth": "400Gbps", "latency": "1us"}})")));
     CHECK(cluster.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 25e9));
     CHECK(cluster.inter_node.all_reduce.alpha_beta.beta_s_per_byte == Approx(4 / 12.5e9));
   }
   SECTION("one leaf holds every node: no uplink on any route") {
-    const Cluster cluster = load(four_nodes(Json::parse(R"({
+    const Cluster cluster = load_cluster_json(four_nodes(Json::parse(R"({
       "kind": "leaf_spine", "nodes_per_leaf": 4, "spines": 1,
       "uplink": {"bandwidth": "1Gbps", "latency": "1ms"}})")));
-    const Cluster switched = load(four_nodes(Json::parse(R"({"kind": "switch"})")));
+    const Cluster switched = load_cluster_json(four_nodes(Json::parse(R"({"kind": "switch"})")));
     CHECK(cluster.world.all_gather.alpha_beta.alpha_s ==
           switched.world.all_gather.alpha_beta.alpha_s);
     CHECK(cluster.world.all_gather.alpha_beta.beta_s_per_byte ==
           switched.world.all_gather.alpha_beta.beta_s_per_byte);
   }
   SECTION("no fabric is one network switch") {
-    const Cluster plain = load(four_nodes(Json()));
+    const Cluster plain = load_cluster_json(four_nodes(Json()));
     CHECK_FALSE(plain.topology->leaf_spine);
     CHECK(plain.world.all_gather.alpha_beta.alpha_s == Approx(12e-6));
     CHECK(plain.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 25e9));
@@ -106,40 +97,41 @@ TEST_CASE("bad fabrics are input errors that name the key and the value", "[mode
   SECTION("an unknown key, with the nearest known one") {
     Json fabric = good;
     fabric["spine"] = 4;
-    const std::string message = error_of(four_nodes(fabric));
+    const std::string message = cluster_error(four_nodes(fabric));
     CHECK(message.rfind(at + ".spine", 0) == 0);
     CHECK_THAT(message, Catch::Contains("did you mean \"spines\""));
   }
   SECTION("an unknown kind") {
-    const std::string message = error_of(with("kind", "fat_tree"));
+    const std::string message = cluster_error(with("kind", "fat_tree"));
     CHECK(message.rfind(at + ".kind: got \"fat_tree\"", 0) == 0);
     CHECK_THAT(message, Catch::Contains("\"leaf_spine\""));
   }
   SECTION("nodes per leaf out of range") {
-    CHECK_THAT(error_of(with("nodes_per_leaf", 0)),
+    CHECK_THAT(cluster_error(with("nodes_per_leaf", 0)),
                Catch::StartsWith(at + ".nodes_per_leaf: got 0: expected an integer from 1 to 4"));
-    CHECK_THAT(error_of(with("nodes_per_leaf", 5)), Catch::Contains("from 1 to 4"));
+    CHECK_THAT(cluster_error(with("nodes_per_leaf", 5)), Catch::Contains("from 1 to 4"));
   }
   SECTION("spines missing or not an integer") {
-    CHECK_THAT(error_of(with("spines", nullptr)), Catch::StartsWith(at + ".spines"));
-    CHECK_THAT(error_of(with("spines", 1.5)), Catch::StartsWith(at + ".spines: got 1.5"));
+    CHECK_THAT(cluster_error(with("spines", nullptr)), Catch::StartsWith(at + ".spines"));
+    CHECK_THAT(cluster_error(with("spines", 1.5)), Catch::StartsWith(at + ".spines: got 1.5"));
   }
   SECTION("an uplink without a bandwidth or with a bad one") {
-    CHECK_THAT(error_of(with("uplink", Json::parse(R"({"latency": "1us"})"))),
+    CHECK_THAT(cluster_error(with("uplink", Json::parse(R"({"latency": "1us"})"))),
                Catch::StartsWith(at + ".uplink.bandwidth"));
-    CHECK_THAT(error_of(with("uplink", Json::parse(R"({"bandwidth": "fast", "latency": 0})"))),
+    CHECK_THAT(cluster_error(with("uplink", Json::parse(R"({"bandwidth": "fast", "latency": 0})"))),
                Catch::StartsWith(at + ".uplink.bandwidth: got \"fast\""));
-    CHECK_THAT(error_of(with("uplink", Json::parse(R"({"bandwidth": "0Gbps", "latency": 0})"))),
-               Catch::Contains("above zero"));
+    CHECK_THAT(
+        cluster_error(with("uplink", Json::parse(R"({"bandwidth": "0Gbps", "latency": 0})"))),
+        Catch::Contains("above zero"));
   }
   SECTION("a switch takes no other keys") {
-    CHECK_THAT(error_of(four_nodes(Json::parse(R"({"kind": "switch", "spines": 2})"))),
+    CHECK_THAT(cluster_error(four_nodes(Json::parse(R"({"kind": "switch", "spines": 2})"))),
                Catch::StartsWith(at + ".spines"));
   }
   SECTION("a fabric on a single node") {
     Json cluster = four_nodes(good);
     cluster["topology"]["nodes"] = 1;
-    CHECK_THAT(error_of(cluster), Catch::StartsWith("cluster.json: $.topology.fabric"));
-    CHECK_THAT(error_of(cluster), Catch::Contains("nodes > 1"));
+    CHECK_THAT(cluster_error(cluster), Catch::StartsWith("cluster.json: $.topology.fabric"));
+    CHECK_THAT(cluster_error(cluster), Catch::Contains("nodes > 1"));
   }
 }
