@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The README's second command: installs the Debian packages that are missing, builds everything
-# once (release preset) and runs the whole test suite with ctest in parallel; then the same suite
-# built with AddressSanitizer + UBSan (debug preset), and the loaders' libFuzzer harness for a
-# bounded time (fuzz preset). Any failure, sanitizer report or fuzzer crash fails the run.
+# once (release preset) and runs the whole test suite with ctest in parallel; compiles the GPU
+# parts when the CUDA toolkit is there (cuda-check preset); then the same suite built with
+# AddressSanitizer + UBSan (debug preset), and the loaders' libFuzzer harness for a bounded time
+# (fuzz preset). Any failure, sanitizer report or fuzzer crash fails the run.
 #   OSDP_JOBS        build and test parallelism (default: all cores; CI uses 2)
 #   OSDP_SANITIZERS  0 skips the sanitizer pass (default 1)
 #   OSDP_FUZZ_S      seconds of fuzzing, 0 skips it (default 60)
+#   OSDP_CUDA_CHECK  0 skips compiling the GPU parts (default 1: when the CUDA toolkit is there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OSDP_JOBS:-$(nproc)}"
@@ -18,6 +20,17 @@ echo "== release build and tests" >&2
 cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+
+# The GPU parts, compiled without a GPU when the machine image's CUDA toolkit (with NCCL) is
+# there: the NCCL calibration probe is built and linked, the runtime's device path compiled.
+if [ "${OSDP_CUDA_CHECK:-1}" != "0" ] && [ -x /usr/local/cuda/bin/nvcc ] &&
+  [ -f /usr/local/cuda/include/nccl.h ]; then
+  echo "== CUDA + NCCL compile check (cuda-check preset; nothing runs: no GPU)" >&2
+  cmake --preset cuda-check
+  cmake --build --preset cuda-check -j "$jobs"
+else
+  echo "== CUDA + NCCL compile check skipped (no CUDA toolkit with NCCL in /usr/local/cuda)" >&2
+fi
 
 if [ "$sanitizers" != "0" ]; then
   echo "== AddressSanitizer + UBSan build and tests (debug preset)" >&2
