@@ -334,27 +334,20 @@ std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
   return laws;
 }
 
-CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& options) {
-  use_one_compute_thread();
-  const int n = comm.size();
-  CalibrationResult result;
-  result.ranks = n;
-  result.collectives = time_collectives(comm, options);
+namespace {
 
-  // Operators: a run of the probe GPT at each batch size, per-operator compute time. Every rank
-  // computes at once (as in training) but over a communicator of its own, so that no gradient
-  // all-reduce overlaps the compute: the simulator adds the overlap slowdown itself.
-  const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
-  const Workload workload = make_gpt(options.probe.spec(), Training{});
+// Compute laws: a run of the probe GPT at each batch size, per-operator compute time. Every
+// rank computes at once (as in training) but over a communicator of its own, so that no
+// gradient all-reduce overlaps the compute: the simulator adds the overlap slowdown itself.
+void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOptions& options,
+                     const Workload& workload, CalibrationResult& result) {
   double total_flops = 0;
   double total_s = 0;
   for (int batch : options.batch_sizes) {
     Plan plan;
     plan.batch_size = batch;
     plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-    std::map<std::string, OperatorPoint> by_kind =
-        time_operators(comm, *solo, options, workload, plan);
-    for (auto& [kind, point] : by_kind) {
+    for (auto& [kind, point] : time_operators(comm, solo, options, workload, plan)) {
       if (batch == options.batch_sizes.back()) {
         total_flops += point.flops;
         total_s += point.forward_s + point.backward_s;
@@ -363,66 +356,78 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     }
   }
   result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
+}
 
-  // Splitting: the middle batch size again with every operator but the embedding in k slices;
-  // what each slice after the first adds, by kind.
-  if (const int k = probe_slices(options.probe); k > 1) {
-    Plan plan;
-    plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
-    plan.choices.assign(options.probe.operators(), OperatorChoice{Mode::dp, k, 0});
-    plan.choices[0] = OperatorChoice::whole(Mode::dp);
-    for (const auto& [kind, sliced] : time_operators(comm, *solo, options, workload, plan)) {
-      for (const OperatorPoint& whole : result.operators) {
-        if (whole.kind != kind || whole.batch_size != plan.batch_size || kind == "embedding") {
-          continue;
-        }
-        const double extra_calls = static_cast<double>(k - 1) * whole.calls;
-        result.slicing.push_back(
-            {kind, k, plan.batch_size,
-             std::max(0.0, sliced.forward_s - whole.forward_s) / extra_calls,
-             std::max(0.0, sliced.backward_s - whole.backward_s) / extra_calls});
+// Splitting: the middle batch size again with every operator but the embedding in k slices;
+// what each slice after the first adds, by kind (against the whole operators' points).
+std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo,
+                                          const CalibrationOptions& options,
+                                          const Workload& workload,
+                                          const std::vector<OperatorPoint>& whole_points) {
+  std::vector<SlicingPoint> slicing;
+  const int k = probe_slices(options.probe);
+  if (k <= 1) return slicing;
+  Plan plan;
+  plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+  plan.choices.assign(options.probe.operators(), OperatorChoice{Mode::dp, k, 0});
+  plan.choices[0] = OperatorChoice::whole(Mode::dp);
+  for (const auto& [kind, sliced] : time_operators(comm, solo, options, workload, plan)) {
+    for (const OperatorPoint& whole : whole_points) {
+      if (whole.kind != kind || whole.batch_size != plan.batch_size || kind == "embedding") {
+        continue;
       }
+      const double extra_calls = static_cast<double>(k - 1) * whole.calls;
+      slicing.push_back({kind, k, plan.batch_size,
+                         std::max(0.0, sliced.forward_s - whole.forward_s) / extra_calls,
+                         std::max(0.0, sliced.backward_s - whole.backward_s) / extra_calls});
     }
   }
+  return slicing;
+}
 
-  // The optimizer update: a data-parallel run over the real communicator, whose gradient
-  // all-reduces line the ranks up so that they update at the same time, as in training (each
-  // alone took 14.5 ms for the probe here; all at once, sharing the memory bus, 22 to 29 ms).
-  // The step's own time excludes its waits for the reductions.
-  {
-    Plan plan;
-    plan.batch_size = options.batch_sizes.front();
-    plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-    std::vector<double> update_s;
-    for (const StepMetrics& step : train_probe(comm, options, plan, options.repetitions).steps) {
-      update_s.push_back(step.optimizer_step_s);
-    }
-    result.optimizer_bandwidth_Bps =
-        from_rank0(comm, 2.0 * workload.model_state_bytes() / median(update_s));
+// The optimizer update: a data-parallel run over the real communicator, whose gradient
+// all-reduces line the ranks up so that they update at the same time, as in training (each
+// alone took 14.5 ms for the probe here; all at once, sharing the memory bus, 22 to 29 ms).
+// The step's own time excludes its waits for the reductions.
+double measure_optimizer_bandwidth(Communicator& comm, const CalibrationOptions& options,
+                                   const Workload& workload) {
+  Plan plan;
+  plan.batch_size = options.batch_sizes.front();
+  plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
+  std::vector<double> update_s;
+  for (const StepMetrics& step : train_probe(comm, options, plan, options.repetitions).steps) {
+    update_s.push_back(step.optimizer_step_s);
   }
+  return from_rank0(comm, 2.0 * workload.model_state_bytes() / median(update_s));
+}
 
-  // Memory bandwidth: a large copy reads and writes every byte.
-  {
-    const at::Tensor source = at::ones({16 << 20}, at::kFloat);
-    at::Tensor target = at::empty_like(source);
-    std::vector<double> times;
-    for (int r = 0; r < options.repetitions; ++r) {
-      const auto start = Clock::now();
-      target.copy_(source);
-      times.push_back(seconds_since(start));
-    }
-    result.memory_bandwidth_Bps = from_rank0(comm, 2.0 * source.nbytes() / median(times));
-  }
-  // Per-kernel cost: a tiny operation, dominated by dispatch.
-  {
-    at::Tensor a = at::ones({1}, at::kFloat);
-    const at::Tensor b = at::ones({1}, at::kFloat);
-    const int count = 20000;
+// Memory bandwidth: a large copy reads and writes every byte.
+double measure_memory_bandwidth(Communicator& comm, const CalibrationOptions& options) {
+  const at::Tensor source = at::ones({16 << 20}, at::kFloat);
+  at::Tensor target = at::empty_like(source);
+  std::vector<double> times;
+  for (int r = 0; r < options.repetitions; ++r) {
     const auto start = Clock::now();
-    for (int r = 0; r < count; ++r) a.add_(b);
-    result.kernel_launch_s = from_rank0(comm, seconds_since(start) / count);
+    target.copy_(source);
+    times.push_back(seconds_since(start));
   }
-  Cluster& cluster = result.cluster;
+  return from_rank0(comm, 2.0 * source.nbytes() / median(times));
+}
+
+// Per-kernel cost: a tiny operation, dominated by dispatch.
+double measure_kernel_launch(Communicator& comm) {
+  at::Tensor a = at::ones({1}, at::kFloat);
+  const at::Tensor b = at::ones({1}, at::kFloat);
+  const int count = 20000;
+  const auto start = Clock::now();
+  for (int r = 0; r < count; ++r) a.add_(b);
+  return from_rank0(comm, seconds_since(start) / count);
+}
+
+// The cluster from the standalone figures (collectives alone, compute laws, bandwidths).
+Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOptions& options) {
+  Cluster cluster;
+  const int n = result.ranks;
   cluster.name = options.cluster_name;
   cluster.ranks = n;
   cluster.gpus_per_node = n;
@@ -433,7 +438,6 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   cluster.gpu.memory_bandwidth_Bps = result.memory_bandwidth_Bps;
   cluster.gpu.optimizer_bandwidth_Bps = result.optimizer_bandwidth_Bps;
   cluster.gpu.kernel_launch_s = result.kernel_launch_s;
-  cluster.gpu.overlap_slowdown = result.overlap_slowdown;
   cluster.gpu.operator_compute = fit_operator_compute(result.operators);
   for (const SlicingPoint& point : result.slicing) {
     cluster.gpu.operator_compute[point.kind].forward.extra_slice_s = point.forward_s;
@@ -445,7 +449,7 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
     for (const auto& point : result.collectives) {
       if (point.kind == kind) points.emplace_back(point.step_bytes, point.step_time_s);
     }
-    CollectiveTiming timing = fit_collective_timing(points);
+    const CollectiveTiming timing = fit_collective_timing(points);
     switch (kind) {
       case CollectiveKind::all_gather:
         cluster.world.all_gather = timing;
@@ -458,32 +462,57 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
         break;
     }
   }
-  // The collectives as a training step runs them: operators in turn ZDP, DP and ZDP in slices
-  // (gathers, reduce-scatters and all-reduces of several sizes beside compute).
-  ContentionBySize contention;
-  {
-    Plan plan;
-    plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
-    const int k = probe_slices(options.probe);
-    for (int i = 0; i < options.probe.operators(); ++i) {
-      const bool sliced = i % 3 == 2 && i > 0 && k > 1;  // the embedding cannot be split
-      plan.choices.push_back(sliced ? OperatorChoice{Mode::zdp, k, k}
-                                    : OperatorChoice::whole(i % 3 == 1 ? Mode::dp : Mode::zdp));
-    }
-    const ProbeRun run = train_probe(comm, options, plan, 6 * options.repetitions);
-    contention = collective_contention(comm, run.collectives, cluster.world);
-    result.collective_contention = contention;
-    const CostModel laws(workload, cluster, Training{}, {});
-    result.overlap_slowdown = overlap_slowdown_in_training(comm, run, laws, plan.batch_size);
-    cluster.gpu.overlap_slowdown = result.overlap_slowdown;
-    result.straggler_slowdown = straggler_slowdown(comm, run);
-    cluster.gpu.straggler_slowdown = result.straggler_slowdown;
-  }
-  cluster.world.all_gather = scaled(cluster.world.all_gather, contention);
-  cluster.world.reduce_scatter = scaled(cluster.world.reduce_scatter, contention);
-  cluster.world.all_reduce = scaled(cluster.world.all_reduce, contention);
   cluster.intra_node = cluster.world;
   cluster.inter_node = cluster.world;
+  return cluster;
+}
+
+// The collectives as a training step runs them: operators in turn ZDP, DP and ZDP in slices
+// (gathers, reduce-scatters and all-reduces of several sizes beside compute). Sets the
+// contention, overlap and straggler figures, and applies them to the cluster.
+void measure_in_training(Communicator& comm, const CalibrationOptions& options,
+                         const Workload& workload, CalibrationResult& result) {
+  Cluster& cluster = result.cluster;
+  Plan plan;
+  plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+  const int k = probe_slices(options.probe);
+  for (int i = 0; i < options.probe.operators(); ++i) {
+    const bool sliced = i % 3 == 2 && i > 0 && k > 1;  // the embedding cannot be split
+    plan.choices.push_back(sliced ? OperatorChoice{Mode::zdp, k, k}
+                                  : OperatorChoice::whole(i % 3 == 1 ? Mode::dp : Mode::zdp));
+  }
+  const ProbeRun run = train_probe(comm, options, plan, 6 * options.repetitions);
+  result.collective_contention = collective_contention(comm, run.collectives, cluster.world);
+  const CostModel laws(workload, cluster, Training{}, {});
+  result.overlap_slowdown = overlap_slowdown_in_training(comm, run, laws, plan.batch_size);
+  result.straggler_slowdown = straggler_slowdown(comm, run);
+
+  cluster.gpu.overlap_slowdown = result.overlap_slowdown;
+  cluster.gpu.straggler_slowdown = result.straggler_slowdown;
+  for (CollectiveTiming* timing :
+       {&cluster.world.all_gather, &cluster.world.reduce_scatter, &cluster.world.all_reduce}) {
+    *timing = scaled(*timing, result.collective_contention);
+  }
+  cluster.intra_node = cluster.world;
+  cluster.inter_node = cluster.world;
+}
+
+}  // namespace
+
+CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& options) {
+  use_one_compute_thread();
+  CalibrationResult result;
+  result.ranks = comm.size();
+  result.collectives = time_collectives(comm, options);
+  const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
+  const Workload workload = make_gpt(options.probe.spec(), Training{});
+  measure_compute(comm, *solo, options, workload, result);
+  result.slicing = measure_slicing(comm, *solo, options, workload, result.operators);
+  result.optimizer_bandwidth_Bps = measure_optimizer_bandwidth(comm, options, workload);
+  result.memory_bandwidth_Bps = measure_memory_bandwidth(comm, options);
+  result.kernel_launch_s = measure_kernel_launch(comm);
+  result.cluster = standalone_cluster(result, options);
+  measure_in_training(comm, options, workload, result);
   return result;
 }
 
