@@ -49,37 +49,12 @@ double CostModel::memory_limit_bytes() const {
                    "a memory limit (in the training setup, or the GPU's memory in the cluster)");
 }
 
-Linear CostModel::phase_compute_s(int index, bool backward) const {
+const ComputeLaw* CostModel::kind_law(int index, bool backward) const {
   const Operator& op = workload_->op(index);
-  if (!backward && op.forward_compute_s_per_sample) return {0.0, *op.forward_compute_s_per_sample};
-  if (op.compute_s_per_sample) {
-    // A given gamma_i (profiled per operator) has no fixed part; backward is about twice the
-    // forward (two MatMuls per forward MatMul) unless the forward is given too.
-    const double forward = op.forward_compute_s_per_sample.value_or(*op.compute_s_per_sample / 3.0);
-    return {0.0, backward ? *op.compute_s_per_sample - forward : forward};
-  }
-  const double flops = backward ? op.backward_flops_per_sample : op.forward_flops_per_sample;
-  const OperatorCompute* calibrated = cluster_->gpu.compute_law(operator_kind_name(op.kind));
-  const ComputeLaw law =
-      calibrated ? (backward ? calibrated->backward : calibrated->forward) : ComputeLaw{};
-  const std::optional<double> rate =
-      law.flops_per_s ? law.flops_per_s : cluster_->gpu.compute_flops_per_s;
-  if (!rate && flops > 0) {
-    throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index),
-                     "nothing", "compute seconds per sample, or a GPU compute rate in the cluster");
-  }
-  return {law.fixed_s, flops > 0 ? flops / *rate : 0.0};
-}
-
-std::optional<double> CostModel::calibrated_extra_slice_s(int index, bool backward) const {
-  const Operator& op = workload_->op(index);
-  if (op.compute_s_per_sample) return std::nullopt;  // profiled per operator: no kind law
+  if (op.compute_s_per_sample) return nullptr;  // profiled per operator: no kind law
   const OperatorCompute* law = cluster_->gpu.compute_law(operator_kind_name(op.kind));
-  if (!law) return std::nullopt;
-  const std::optional<double> extra =
-      backward ? law->backward.extra_slice_s : law->forward.extra_slice_s;
-  if (!extra) return std::nullopt;
-  return *extra * straggler_slowdown();
+  if (!law) return nullptr;
+  return backward ? &law->backward : &law->forward;
 }
 
 // The extended model's ranks run at the slowest rank's pace (the paper's keep b x gamma_i).
@@ -87,14 +62,37 @@ double CostModel::straggler_slowdown() const {
   return settings_.kind == CostModelKind::extended ? cluster_->gpu.straggler_slowdown : 1.0;
 }
 
-Linear CostModel::forward_compute_s(int index) const {
-  const Linear law = phase_compute_s(index, false);
-  return {law.fixed * straggler_slowdown(), law.per_sample * straggler_slowdown()};
+Linear CostModel::phase_compute_s(int index, bool backward) const {
+  const Operator& op = workload_->op(index);
+  const double straggling = straggler_slowdown();
+  if (!backward && op.forward_compute_s_per_sample) {
+    return {0.0, *op.forward_compute_s_per_sample * straggling};
+  }
+  if (op.compute_s_per_sample) {
+    // A given gamma_i (profiled per operator) has no fixed part; backward is about twice the
+    // forward (two MatMuls per forward MatMul) unless the forward is given too.
+    const double forward = op.forward_compute_s_per_sample.value_or(*op.compute_s_per_sample / 3.0);
+    return {0.0, (backward ? *op.compute_s_per_sample - forward : forward) * straggling};
+  }
+  const double flops = backward ? op.backward_flops_per_sample : op.forward_flops_per_sample;
+  const ComputeLaw* law = kind_law(index, backward);
+  const std::optional<double> rate =
+      law && law->flops_per_s ? law->flops_per_s : cluster_->gpu.compute_flops_per_s;
+  if (!rate && flops > 0) {
+    throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index),
+                     "nothing", "compute seconds per sample, or a GPU compute rate in the cluster");
+  }
+  return {(law ? law->fixed_s : 0.0) * straggling, flops > 0 ? flops / *rate * straggling : 0.0};
 }
-Linear CostModel::backward_compute_s(int index) const {
-  const Linear law = phase_compute_s(index, true);
-  return {law.fixed * straggler_slowdown(), law.per_sample * straggler_slowdown()};
+
+std::optional<double> CostModel::calibrated_extra_slice_s(int index, bool backward) const {
+  const ComputeLaw* law = kind_law(index, backward);
+  if (!law || !law->extra_slice_s) return std::nullopt;
+  return *law->extra_slice_s * straggler_slowdown();
 }
+
+Linear CostModel::forward_compute_s(int index) const { return phase_compute_s(index, false); }
+Linear CostModel::backward_compute_s(int index) const { return phase_compute_s(index, true); }
 
 double CostModel::compute_s_per_sample(int index) const {
   return forward_compute_s(index).per_sample + backward_compute_s(index).per_sample;
@@ -118,25 +116,22 @@ bool CostModel::valid(int index, const OperatorChoice& choice) const {
   return true;
 }
 
+double CostModel::owned_state_bytes(int index, const OperatorChoice& choice) const {
+  const double all_states = workload_->op(index).model_state_bytes();
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  return (1.0 - sharded_fraction) * all_states +
+         sharded_fraction * (all_states / shard_degree(choice.mode, *cluster_));
+}
+
 double CostModel::model_state_bytes(int index, const OperatorChoice& choice) const {
+  if (choice.mode != Mode::z2) return owned_state_bytes(index, choice);
+  // FSDP SHARD_GRAD_OP: all states sharded at rest, and the gathered parameters are kept from
+  // forward to backward, so at the peak the whole copy lives beside the shard.
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
   const Operator& op = workload_->op(index);
   const double all_states = op.model_state_bytes();
-  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
-  double sharded_states = all_states;
-  switch (choice.mode) {
-    case Mode::dp:
-      break;
-    case Mode::zdp:
-    case Mode::hsdp:
-      sharded_states = all_states / shard_degree(choice.mode, *cluster_);
-      break;
-    case Mode::z2:
-      // FSDP SHARD_GRAD_OP: all states sharded at rest, and the gathered parameters are kept
-      // from forward to backward, so at the peak the whole copy lives beside the shard.
-      sharded_states = op.parameter_bytes + all_states / shard_degree(Mode::z2, *cluster_);
-      break;
-  }
-  return (1.0 - sharded_fraction) * all_states + sharded_fraction * sharded_states;
+  return (1.0 - sharded_fraction) * all_states +
+         sharded_fraction * (op.parameter_bytes + all_states / shard_degree(Mode::z2, *cluster_));
 }
 
 double CostModel::sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
@@ -181,12 +176,7 @@ double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) cons
   if (settings_.kind == CostModelKind::paper || !bandwidth) return 0.0;
   // The update reads and writes every state this rank owns once (memory bound): the shard of
   // a sharded slice (for Z2 not the gathered copy it holds through the step), all of a DP one.
-  const Operator& op = workload_->op(index);
-  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
-  const double owned_bytes =
-      op.model_state_bytes() *
-      ((1.0 - sharded_fraction) + sharded_fraction / shard_degree(choice.mode, *cluster_));
-  return 2.0 * owned_bytes / *bandwidth * straggler_slowdown();
+  return 2.0 * owned_state_bytes(index, choice) / *bandwidth * straggler_slowdown();
 }
 
 OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const {

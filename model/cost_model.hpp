@@ -120,7 +120,12 @@ class CostModel {
 
  private:
   Linear phase_compute_s(int op, bool backward) const;
+  // The calibrated law of the operator's kind for the phase; nullptr for operators with their
+  // own gamma_i or kinds the cluster has no law for.
+  const ComputeLaw* kind_law(int op, bool backward) const;
   double straggler_slowdown() const;
+  // States the rank keeps and updates: all of a DP slice, the shard of a sharded one.
+  double owned_state_bytes(int op, const OperatorChoice& choice) const;
   double sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
                                  Checkpoint checkpoint) const;
 

@@ -222,7 +222,6 @@ class Builder {
 
   void forward() {
     const Workload& workload = model_.workload();
-    const double fwd_scale = plan_.batch_size;
     for (int op : workload.execution_order()) {
       const OperatorChoice& c = choice(op);
       for (int s = 0; s < c.slices; ++s) {
@@ -232,8 +231,7 @@ class Builder {
                               gathers_each_use(c.mode));
         }
         const Linear law = model_.forward_compute_s(op);
-        const double work =
-            (law.fixed + fwd_scale * law.per_sample) / c.slices + slice_add_s(op, s, false);
+        const double work = law.at(plan_.batch_size) / c.slices + slice_add_s(op, s, false);
         const int f = add_compute(Phase::forward, op, s, work, 1);
         if (gather >= 0) program_.items[f].deps.push_back({gather, DepOn::end});
         if (s == 0) {
@@ -323,7 +321,7 @@ class Builder {
       }
       const Linear law = step.phase == Phase::recompute ? model_.forward_compute_s(step.op)
                                                         : model_.backward_compute_s(step.op);
-      const double work = (law.fixed + plan_.batch_size * law.per_sample) / c.slices +
+      const double work = law.at(plan_.batch_size) / c.slices +
                           slice_add_s(step.op, step.slice, step.phase == Phase::backward);
       const int compute =
           add_compute(step.phase, step.op, step.slice, work, step.phase == Phase::backward ? 2 : 1);

@@ -170,6 +170,24 @@ double overlap_slowdown_in_training(Communicator& comm, const ProbeRun& run, con
   return extra >= 0.75 * overlapped ? 4.0 : overlapped / (overlapped - extra);
 }
 
+// Every rank's values, indexed [rank][i]; each rank passes as many, in the same order.
+std::vector<std::vector<double>> values_of_every_rank(Communicator& comm,
+                                                      const std::vector<double>& mine) {
+  const int n = comm.size();
+  const auto count = static_cast<int64_t>(mine.size());
+  std::vector<std::vector<double>> all(n, std::vector<double>(mine.size()));
+  if (count == 0) return all;
+  at::Tensor gathered = at::zeros({n * count}, at::kDouble);
+  gathered.narrow(0, comm.rank() * count, count)
+      .copy_(at::tensor(at::ArrayRef<double>(mine), at::kDouble));
+  comm.run(CollectiveKind::all_gather, gathered);
+  const auto values = gathered.accessor<double, 1>();
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < count; ++i) all[r][i] = values[r * count + i];
+  }
+  return all;
+}
+
 // How much longer the collectives of a training step take than the same collectives alone, by
 // step size: for the collectives whose ring step falls in each segment of the standalone fit,
 // the sum of (last rank's end - last rank's start) over the sum of their standalone times; the
@@ -181,14 +199,13 @@ ContentionBySize collective_contention(Communicator& comm,
                                        const GroupTiming& standalone) {
   const int n = comm.size();
   const auto count = static_cast<int64_t>(events.size());
-  // Every rank's (start, end) pairs, gathered: ranks issue the same collectives in one order.
-  at::Tensor times = at::zeros({n * 2 * count}, at::kDouble);
-  for (int64_t i = 0; i < count; ++i) {
-    times[comm.rank() * 2 * count + 2 * i] = events[i].start_s;
-    times[comm.rank() * 2 * count + 2 * i + 1] = events[i].end_s;
+  // Every rank's (start, end) pairs: ranks issue the same collectives in one order.
+  std::vector<double> mine;
+  for (const CollectiveEvent& event : events) {
+    mine.push_back(event.start_s);
+    mine.push_back(event.end_s);
   }
-  if (count > 0) comm.run(CollectiveKind::all_gather, times);
-  const auto all = times.accessor<double, 1>();
+  const std::vector<std::vector<double>> all = values_of_every_rank(comm, mine);
   // Segment boundaries: the standalone fit's (the same message sizes for every collective).
   ContentionBySize contention;
   for (const auto& segment : standalone.all_gather.by_size) {
@@ -200,8 +217,8 @@ ContentionBySize collective_contention(Communicator& comm,
   for (int64_t i = 0; i < count; ++i) {
     double start = 0, end = 0;
     for (int r = 0; r < n; ++r) {
-      start = std::max(start, all[r * 2 * count + 2 * i]);
-      end = std::max(end, all[r * 2 * count + 2 * i + 1]);
+      start = std::max(start, all[r][2 * i]);
+      end = std::max(end, all[r][2 * i + 1]);
     }
     const CollectiveEvent& event = events[i];
     const double step_bytes = ring_step_bytes(event.bytes, event.ranks);
@@ -239,18 +256,14 @@ double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
     }
     mine.push_back(step.optimizer_step_s);
   }
-  const auto count = static_cast<int64_t>(mine.size());
-  if (count == 0 || n < 2) return 1.0;
-  at::Tensor all = at::zeros({n * count}, at::kDouble);
-  for (int64_t i = 0; i < count; ++i) all[comm.rank() * count + i] = mine[i];
-  comm.run(CollectiveKind::all_gather, all);
-  const auto values = all.accessor<double, 1>();
+  if (mine.empty() || n < 2) return 1.0;
+  const std::vector<std::vector<double>> all = values_of_every_rank(comm, mine);
   double slowest_s = 0, mean_s = 0;
-  for (int64_t i = 0; i < count; ++i) {
+  for (std::size_t i = 0; i < mine.size(); ++i) {
     double slowest = 0, sum = 0;
     for (int r = 0; r < n; ++r) {
-      slowest = std::max(slowest, values[r * count + i]);
-      sum += values[r * count + i];
+      slowest = std::max(slowest, all[r][i]);
+      sum += all[r][i];
     }
     slowest_s += slowest;
     mean_s += sum / n;
