@@ -15,6 +15,7 @@
 
 #include "model/atomic_file.hpp"
 #include "search/exact.hpp"
+#include "sim/simulate.hpp"
 #include "validate/comparison.hpp"
 #include "validate/rank_runner.hpp"
 #include "validate/sharded_gpt.hpp"
@@ -93,13 +94,16 @@ int main(int argc, char** argv) {
     const double spread_percent = 100.0 * std::abs(first_s - again_s) / std::min(first_s, again_s);
     measurements->pop_back();
     std::vector<validate::SimulatedFigures> simulated;
+    const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
     for (const auto& plan : plans) {
-      simulated.push_back(validate::simulate_for_validation(
-          scenario, plan.plan,
-          out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json"));
+      const sim::SimulationResult result =
+          sim::simulate_plan(scenario, plan.plan, sim_options,
+                             out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json");
+      simulated.push_back({result.iteration_time_s, result.peak_memory_bytes,
+                           result.exposed_comm_total_s()});
     }
     const validate::Comparison comparison =
-        validate::compare(scenario, plans, *measurements, simulated);
+        validate::compare(scenario, plans, *measurements, simulated, "simgrid");
     fmt::print("fidelity on {} ({} ranks, batch {} per rank)\n{}", scenario.name,
                scenario.cluster.ranks, b, validate::comparison_table(comparison));
     if (!out.empty()) {

@@ -2,7 +2,8 @@
 // over message sizes, operator compute rates, memory bandwidth, launch cost, overlap slowdown.
 //   osdp calibrate --ranks N [--model SCENARIO] [--out cluster.json] [--report report.json]
 //   [--json]
-// Writes a cluster description that `plan`, `simulate` and `validate --cluster` load.
+// Writes a cluster description that `plan`, `simulate` and `validate --cluster` load. Runs in
+// osdp-runtime (it loads libtorch); `osdp calibrate` hands its arguments over.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -60,13 +61,9 @@ int run(const CalibrateOptions& options) {
     fmt::print(stderr, "osdp calibrate: {} local ranks, {} message sizes x 3 collectives\n",
                options.ranks, calibration.message_bytes.size());
   }
-  std::optional<validate::CalibrationResult> result;
-  try {
-    result = validate::run_calibration(options.ranks, calibration);
-  } catch (const validate::RunFailure& failure) {
-    fmt::print(stderr, "osdp: {}\n", failure.what());
-    return 1;
-  }
+  // A failed or interrupted run throws RunFailure: osdp-runtime's main reports it.
+  const std::optional<validate::CalibrationResult> result =
+      validate::run_calibration(options.ranks, calibration);
   if (!result) return exit_ok;  // not rank 0 under torchrun
   const Json cluster = cluster_to_json(result->cluster);
   const Json report = validate::calibration_report_json(*result);

@@ -24,9 +24,11 @@ Subcommand add_explain_command(CLI::App& root);
 #ifdef OSDP_WITH_SIM
 Subcommand add_simulate_command(CLI::App& root);
 #endif
-#ifdef OSDP_WITH_VALIDATE
-Subcommand add_calibrate_command(CLI::App& root);
+// Both need the libtorch runtime, osdp-runtime: `validate` starts it to measure plans, and
+// `calibrate` hands its arguments over to it (osdp itself never loads libtorch).
 Subcommand add_validate_command(CLI::App& root);
-#endif
+Subcommand add_calibrate_handover(CLI::App& root);
+// osdp-runtime's own `calibrate` (cli/calibrate_command.cpp, linked into osdp-runtime only).
+Subcommand add_calibrate_command(CLI::App& root);
 
 }  // namespace osdp::cli

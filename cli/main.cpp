@@ -21,10 +21,8 @@ int main(int argc, char** argv) {
 #ifdef OSDP_WITH_SIM
       add_simulate_command(app),
 #endif
-#ifdef OSDP_WITH_VALIDATE
-      add_calibrate_command(app),
+      add_calibrate_handover(app),
       add_validate_command(app),
-#endif
   };
 
   try {

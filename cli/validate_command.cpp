@@ -1,10 +1,13 @@
 // `osdp validate`: runs plans for real (libtorch, c10d Gloo; one process per rank) and in
-// simulation, and compares time and peak memory.
+// simulation, and compares time and peak memory. This process chooses and checks the plans and
+// simulates them; osdp-runtime (which loads libtorch) trains them and reports the figures.
 //   osdp validate SCENARIO (--plan PLAN.json | --strategies osdp,ddp,fsdp,zero2) [--ranks N]
 //                 [--cluster CALIBRATED.json] [--batch B] [--json] [--out DIR]
 // Without torchrun-style variables it forks its N local ranks itself; under torchrun, Slurm or
 // mpirun every process is one rank and rank 0 reports.
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -17,8 +20,11 @@
 #include "search/strategies.hpp"
 #include "validate/comparison.hpp"
 #include "validate/launch.hpp"
-#include "validate/rank_runner.hpp"
-#include "validate/sharded_gpt.hpp"
+#include "validate/runtime_process.hpp"
+#include "validate/runtime_request.hpp"
+#ifdef OSDP_WITH_SIM
+#include "sim/simulate.hpp"
+#endif
 
 namespace osdp::cli {
 namespace {
@@ -85,6 +91,64 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
   return plans;
 }
 
+// The simulator's figures of one plan (SimGrid; the analytic extended cost model in a build
+// without it). Writes a Chrome trace to `trace_path` when it is not empty and SimGrid runs.
+validate::SimulatedFigures simulate(const Scenario& scenario, const Plan& plan,
+                                    const std::string& trace_path) {
+  validate::SimulatedFigures figures;
+#ifdef OSDP_WITH_SIM
+  const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
+  const sim::SimulationResult result = sim::simulate_plan(scenario, plan, options, trace_path);
+  figures.iteration_time_s = result.iteration_time_s;
+  figures.peak_memory_bytes = result.peak_memory_bytes;
+  figures.exposed_communication_s = result.exposed_comm_total_s();
+#else
+  (void)trace_path;
+  const PlanCost cost = scenario.cost_model().plan_cost(plan);
+  figures.iteration_time_s = cost.iteration_time_s;
+  figures.peak_memory_bytes = cost.peak_memory_bytes;
+  figures.exposed_communication_s = cost.communication_s;  // no overlap in the analytic model
+#endif
+  return figures;
+}
+
+constexpr const char* simulator_name() {
+#ifdef OSDP_WITH_SIM
+  return "simgrid";
+#else
+  return "analytic";
+#endif
+}
+
+// An --out that cannot be written is found before the run, not after it.
+void require_writable_directory(const std::string& out) {
+  std::error_code error;
+  std::filesystem::create_directories(out, error);
+  if (error || !std::filesystem::is_directory(out) || access(out.c_str(), W_OK) != 0) {
+    throw InputError(command_line, "--out", "\"" + out + "\"",
+                     "a directory osdp can create or write" +
+                         (error ? " (" + error.message() + ")" : std::string()));
+  }
+}
+
+// osdp-runtime failed and said why; the command exits with its code.
+struct RunExit {
+  int code = 1;
+};
+
+// Trains the plans in osdp-runtime; nullopt on ranks that do not report (under torchrun).
+
+std::optional<std::vector<validate::PlanMeasurement>> measure_in_runtime(
+    const validate::MeasureRequest& request) {
+  const validate::TemporaryDirectory directory("osdp-validate");
+  const std::string request_path = (directory.path() / "request.json").string();
+  const std::string response_path = (directory.path() / "response.json").string();
+  write_file_atomically(request_path, validate::measure_request_to_json(request).dump());
+  const int code = validate::run_runtime({"measure", request_path, response_path});
+  if (code != exit_ok) throw RunExit{code};
+  return validate::measure_response_from_json(read_json_file(response_path), response_path);
+}
+
 int run(const ValidateOptions& options) {
   Scenario loaded = load_scenario(options.scenario_path);
   if (!options.cluster_path.empty()) {
@@ -118,14 +182,22 @@ int run(const ValidateOptions& options) {
                plans.size(), ranks, validation.warmup_iterations, validation.iterations);
   }
 
+  if (!options.out.empty()) require_writable_directory(options.out);
+
+  validate::MeasureRequest request;
+  request.shape = shape;
+  request.plans = plans;
+  request.local_ranks = ranks;
+  request.options = validation;
+  request.gpus_per_node = scenario->cluster.gpus_per_node;
+  if (!options.out.empty()) {
+    request.trace_directory = (std::filesystem::path(options.out) / "traces").string();
+  }
   std::optional<std::vector<validate::PlanMeasurement>> measurements;
   try {
-    measurements = validate::run_measurements(
-        shape, plans, ranks, validation, scenario->cluster.gpus_per_node,
-        options.out.empty() ? "" : (std::filesystem::path(options.out) / "traces").string());
-  } catch (const validate::RunFailure& failure) {
-    fmt::print(stderr, "osdp: {}\n", failure.what());
-    return 1;
+    measurements = measure_in_runtime(request);
+  } catch (const RunExit& failed) {
+    return failed.code;
   }
   if (!measurements) return exit_ok;  // a rank other than 0 under torchrun
 
@@ -136,10 +208,10 @@ int run(const ValidateOptions& options) {
             ? ""
             : (std::filesystem::path(options.out) / "traces" / (plan.name + ".simulated.json"))
                   .string();
-    simulated.push_back(validate::simulate_for_validation(*scenario, plan.plan, trace));
+    simulated.push_back(simulate(*scenario, plan.plan, trace));
   }
   const validate::Comparison comparison =
-      validate::compare(*scenario, plans, *measurements, simulated);
+      validate::compare(*scenario, plans, *measurements, simulated, simulator_name());
   Json json = validate::comparison_json(comparison);
   json["scenario"] = scenario->name;
   json["validation"] = validate::validation_options_to_json(validation);

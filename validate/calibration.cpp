@@ -627,7 +627,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
         }
         return 0;
       },
-      options.timeout + std::chrono::seconds(10));
+      std::chrono::seconds(5));
   std::optional<CalibrationResult> result;
   if (launched.ok) {
     const Json document = read_json_file(output);
@@ -679,11 +679,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
   }
   std::error_code ignored;
   fs::remove_all(directory, ignored);
-  if (!launched.ok) {
-    std::string message = "the calibration run failed:";
-    for (const auto& failure : launched.failures) message += "\n  " + failure;
-    throw RunFailure(message);
-  }
+  throw_if_failed(launched, "calibration");
   return result;
 }
 

@@ -8,9 +8,6 @@
 #include <filesystem>
 #include <sstream>
 
-#ifdef OSDP_VALIDATE_WITH_SIM
-#include "sim/simulate.hpp"
-#endif
 
 namespace osdp::validate {
 namespace {
@@ -52,34 +49,6 @@ std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1
 
 }  // namespace
 
-std::string simulator_name() {
-#ifdef OSDP_VALIDATE_WITH_SIM
-  return "simgrid";
-#else
-  return "analytic";
-#endif
-}
-
-SimulatedFigures simulate_for_validation(const Scenario& scenario, const Plan& plan,
-                                         const std::string& trace_path) {
-  SimulatedFigures figures;
-#ifdef OSDP_VALIDATE_WITH_SIM
-  const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
-  const sim::SimulationResult result = sim::simulate_plan(scenario, plan, options, trace_path);
-  figures.iteration_time_s = result.iteration_time_s;
-  figures.peak_memory_bytes = result.peak_memory_bytes;
-  figures.exposed_communication_s = result.exposed_comm_total_s();
-#else
-  (void)trace_path;
-  const CostModel model = scenario.cost_model();
-  const PlanCost cost = model.plan_cost(plan);
-  figures.iteration_time_s = cost.iteration_time_s;
-  figures.peak_memory_bytes = cost.peak_memory_bytes;
-  figures.exposed_communication_s = cost.communication_s;  // no overlap in the analytic model
-#endif
-  return figures;
-}
-
 double ComparisonRow::time_error_percent() const {
   return percent_error(simulated_iteration_time_s, measured_iteration_time_s);
 }
@@ -102,9 +71,9 @@ double Comparison::median_abs_memory_error_percent() const {
 
 Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
                    const std::vector<PlanMeasurement>& measurements,
-                   const std::vector<SimulatedFigures>& simulated) {
+                   const std::vector<SimulatedFigures>& simulated, const std::string& simulator) {
   Comparison comparison;
-  comparison.simulator = simulator_name();
+  comparison.simulator = simulator;
   comparison.ranks = scenario.cluster.ranks;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     ComparisonRow row;

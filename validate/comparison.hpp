@@ -1,14 +1,14 @@
 // Measured against simulated: per plan the error in iteration time and peak memory, and whether
-// the simulator ranks the plans as the measurements do. The simulated figures come from the
-// SimGrid simulator when osdp is built with it, else from the analytic (extended) cost model;
-// `simulator` says which.
+// the simulator ranks the plans as the measurements do. The caller simulates (the front end
+// composes validate/ and sim/): with SimGrid ("simgrid") or, in a build without it, the
+// analytic extended cost model ("analytic"); `simulator` says which.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "model/scenario.hpp"
-#include "validate/rank_runner.hpp"
+#include "validate/measurement.hpp"
 
 namespace osdp::validate {
 
@@ -17,14 +17,6 @@ struct SimulatedFigures {
   double peak_memory_bytes = 0;
   double exposed_communication_s = 0;
 };
-
-// "simgrid" or "analytic".
-std::string simulator_name();
-
-// Simulates one iteration of the plan on the scenario's cluster; writes a Chrome trace to
-// `trace_path` when it is not empty and the simulator makes one.
-SimulatedFigures simulate_for_validation(const Scenario& scenario, const Plan& plan,
-                                         const std::string& trace_path = "");
 
 struct ComparisonRow {
   std::string name;
@@ -58,7 +50,7 @@ struct Comparison {
 
 Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
                    const std::vector<PlanMeasurement>& measurements,
-                   const std::vector<SimulatedFigures>& simulated);
+                   const std::vector<SimulatedFigures>& simulated, const std::string& simulator);
 
 // Runs plots/predicted_vs_measured.py (python3 + matplotlib) on the CSV; returns what happened
 // ("plot written to ...", or why not), never throws.

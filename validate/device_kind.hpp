@@ -11,7 +11,7 @@ constexpr std::string_view device_kind_name(DeviceKind kind) {
   return kind == DeviceKind::cuda ? "cuda" : "cpu";
 }
 
-// Whether this osdp was built with the CUDA + NCCL device path (-DOSDP_WITH_CUDA=ON).
+// Whether osdp-runtime was built with the CUDA + NCCL device path (-DOSDP_WITH_CUDA=ON).
 bool cuda_device_path_built();
 
 }  // namespace osdp::validate

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "model/plan.hpp"
 #include "model/training.hpp"
 #include "model/workload.hpp"
 
@@ -31,5 +32,14 @@ std::optional<GptShape> infer_gpt_shape(const Workload& workload, const Training
 // As above, or InputError naming `file` when the workload cannot run in the validator.
 GptShape require_gpt_shape(const Workload& workload, const Training& training,
                            const std::string& file);
+
+// The runtime's name of operator i: "embedding", "layer<L>.attention", "layer<L>.mlp", "head".
+std::string operator_name(const GptShape& shape, int i);
+
+// Throws InputError (file `file`, path "$.operators.<name>") for a choice the runtime cannot
+// execute: slice counts that do not divide the operator (attention heads, MLP hidden units,
+// LM-head input features; the embedding cannot be split), hsdp without >= 2 nodes of >= 2 ranks.
+void check_runnable(const GptShape& shape, const Plan& plan, int world_size, int gpus_per_node,
+                    const std::string& file = "plan");
 
 }  // namespace osdp::validate

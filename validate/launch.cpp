@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -66,9 +67,62 @@ std::optional<RankEnvironment> rank_from_environment() {
   return environment;
 }
 
+namespace {
+
+// The signal that asked this process to stop while it waits for its ranks. A signal handler
+// may only set a flag: this is it.
+volatile std::sig_atomic_t stop_signal = 0;
+
+void record_stop_signal(int signal_number) { stop_signal = signal_number; }
+
+// Installs the recording handler for SIGINT and SIGTERM for the lifetime of the object, without
+// SA_RESTART so that a blocking waitpid returns at once.
+class StopSignals {
+ public:
+  StopSignals() {
+    stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = record_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+};
+
+[[noreturn]] void run_rank(int rank, const std::function<int(int rank)>& body) {
+  // A rank starts with default dispositions: the parent's handlers are not its own.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_IGN);
+  int code = 1;
+  try {
+    code = body(rank);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "osdp: rank %d: %s\n", rank, error.what());
+    code = 1;
+  } catch (...) {
+    code = 1;
+  }
+  std::fflush(nullptr);
+  _exit(code);
+}
+
+}  // namespace
+
 LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& body,
                                 std::chrono::milliseconds grace) {
   std::fflush(nullptr);
+  const StopSignals signals;
   std::vector<pid_t> children(ranks, -1);
   for (int rank = 0; rank < ranks; ++rank) {
     const pid_t pid = fork();
@@ -78,42 +132,43 @@ LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& b
       }
       throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
     }
-    if (pid == 0) {
-      int code = 1;
-      try {
-        code = body(rank);
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "osdp: rank %d: %s\n", rank, error.what());
-        code = 1;
-      } catch (...) {
-        code = 1;
-      }
-      std::fflush(nullptr);
-      _exit(code);
-    }
+    if (pid == 0) run_rank(rank, body);
     children[rank] = pid;
   }
 
   LaunchResult result;
-  std::vector<bool> stopped(ranks, false);
+  std::vector<bool> stopped(ranks, false);  // killed here: their exit is not a failure
   int running = ranks;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point deadline = Clock::time_point::max();  // when the survivors are killed
   while (running > 0) {
+    if (stop_signal != 0 && result.interrupted_by_signal == 0) {
+      result.interrupted_by_signal = stop_signal;
+      result.ok = false;
+      for (pid_t child : children) {
+        if (child > 0) kill(child, SIGTERM);
+      }
+      // A rank stopped (SIGSTOP) or ignoring SIGTERM is killed after a second.
+      deadline = Clock::now() + std::chrono::seconds(1);
+    }
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, deadline ? WNOHANG : 0);
+    // Polled, so that a signal arriving at any moment is seen within one sleep.
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
     if (pid < 0) break;
     if (pid == 0) {
-      if (std::chrono::steady_clock::now() >= *deadline) {
+      if (Clock::now() >= deadline) {
         for (int rank = 0; rank < ranks; ++rank) {
-          if (children[rank] > 0 && !stopped[rank]) {
-            kill(children[rank], SIGKILL);
-            stopped[rank] = true;
+          if (children[rank] <= 0 || stopped[rank]) continue;
+          kill(children[rank], SIGKILL);
+          stopped[rank] = true;
+          if (result.interrupted_by_signal == 0) {
             result.failures.push_back(
                 fmt::format("rank {} was stopped: still running {} ms after rank {} failed", rank,
                             grace.count(), result.first_failed_rank));
           }
         }
-        deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+        deadline = Clock::time_point::max();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
@@ -125,10 +180,9 @@ LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& b
     if (rank < 0) continue;
     children[rank] = -1;
     --running;
+    if (stopped[rank] || result.interrupted_by_signal != 0) continue;
     std::string failure;
-    if (stopped[rank]) {
-      continue;
-    } else if (WIFSIGNALED(status)) {
+    if (WIFSIGNALED(status)) {
       failure = fmt::format("rank {} was killed by signal {} ({})", rank, WTERMSIG(status),
                             strsignal(WTERMSIG(status)));
     } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
@@ -139,11 +193,22 @@ LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& b
       result.failures.push_back(failure);
       if (result.first_failed_rank < 0) {
         result.first_failed_rank = rank;
-        deadline = std::chrono::steady_clock::now() + grace;
+        deadline = Clock::now() + grace;
       }
     }
   }
+  if (result.interrupted_by_signal != 0) {
+    result.failures.push_back(fmt::format("interrupted by {}: the ranks were stopped",
+                                          strsignal(result.interrupted_by_signal)));
+  }
   return result;
+}
+
+void throw_if_failed(const LaunchResult& result, const std::string& what) {
+  if (result.ok) return;
+  std::string message = fmt::format("the {} run failed:", what);
+  for (const auto& failure : result.failures) message += "\n  " + failure;
+  throw RunFailure(message, result.interrupted_by_signal);
 }
 
 }  // namespace osdp::validate

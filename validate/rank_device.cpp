@@ -20,14 +20,6 @@ class CpuDevice final : public RankDevice {
 
 }  // namespace
 
-bool cuda_device_path_built() {
-#ifdef OSDP_WITH_CUDA_DEVICE
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::unique_ptr<RankDevice> make_rank_device(DeviceKind kind, int local_rank,
                                              const std::string& file) {
   if (kind == DeviceKind::cpu) return std::make_unique<CpuDevice>();

@@ -128,51 +128,7 @@ bool keeps_gather_for_backward(const Slice& slice, const OperatorChoice& choice,
          !frees_after(slice, choice, phase);
 }
 
-std::string operator_name_of(const GptShape& shape, int i) {
-  if (i == 0) return "embedding";
-  if (i == shape.operators() - 1) return "head";
-  return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
-}
-
 }  // namespace
-
-void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus_per_node,
-                    const std::string& file) {
-  if (static_cast<int>(plan.choices.size()) != shape.operators()) {
-    throw InputError(file, "$.operators", std::to_string(plan.choices.size()) + " operators",
-                     fmt::format("{} operators", shape.operators()));
-  }
-  for (int i = 0; i < shape.operators(); ++i) {
-    const OperatorChoice& choice = plan.choices[i];
-    const std::string path = "$.operators." + operator_name_of(shape, i);
-    const int k = choice.slices;
-    if (k < 1 || choice.sharded_slices < 0 || choice.sharded_slices > k ||
-        (choice.mode == Mode::dp) != (choice.sharded_slices == 0)) {
-      throw InputError(file, path, describe(choice),
-                       "slices >= 1 and 0 sharded slices exactly for mode dp");
-    }
-    int64_t divisible = 1;
-    std::string what = "embedding (a table lookup cannot be split)";
-    if (i > 0 && i < shape.operators() - 1) {
-      const bool attention = (i - 1) % 2 == 0;
-      divisible = attention ? shape.heads : 4 * shape.hidden;
-      what = attention ? "attention heads" : "MLP hidden units";
-    } else if (i > 0) {
-      divisible = shape.hidden;
-      what = "hidden size";
-    }
-    if (divisible % k != 0) {
-      throw InputError(file, path, fmt::format("slices {}", k),
-                       fmt::format("a slice count that divides the {} ({})", what, divisible));
-    }
-    if (choice.mode == Mode::hsdp &&
-        (gpus_per_node < 2 || world % gpus_per_node != 0 || world / gpus_per_node < 2)) {
-      throw InputError(file, path, "hsdp",
-                       fmt::format("hsdp needs >= 2 nodes of >= 2 ranks ({} ranks, {} per node)",
-                                   world, gpus_per_node));
-    }
-  }
-}
 
 struct ShardedGpt::Impl {
   GptShape shape;
@@ -218,7 +174,7 @@ struct ShardedGpt::Impl {
 
   // ---- layout --------------------------------------------------------------------------------
 
-  std::string operator_name(int i) const { return operator_name_of(shape, i); }
+  std::string operator_name(int i) const { return validate::operator_name(shape, i); }
 
   std::vector<std::vector<Piece>> slice_pieces(const OperatorRuntime& op, int k) const {
     const int64_t h = shape.hidden;

@@ -82,12 +82,6 @@ struct StepMetrics {
   std::vector<ScheduleEntry> schedule;
 };
 
-// Throws InputError (file `file`, path "$.operators.<name>") for a choice the runtime cannot
-// execute: slice counts that do not divide the operator (attention heads, MLP hidden units,
-// LM-head input features; the embedding cannot be split), hsdp without >= 2 nodes of >= 2 ranks.
-void check_runnable(const GptShape& shape, const Plan& plan, int world_size, int gpus_per_node,
-                    const std::string& file = "plan");
-
 class ShardedGpt {
  public:
   // Throws InputError (file "plan") for choices the runtime cannot execute (slice counts that do

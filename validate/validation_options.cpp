@@ -5,6 +5,14 @@
 
 namespace osdp::validate {
 
+bool cuda_device_path_built() {
+#ifdef OSDP_RUNTIME_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 // The simulator's key, its value checked here too: a runtime built without the simulator must

@@ -26,7 +26,7 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   const std::vector<PlanMeasurement> measurements{measured("a", 1.0, 100), measured("b", 2.0, 200),
                                                   measured("c", 3.0, 300)};
   std::vector<SimulatedFigures> simulated{{1.1, 95, 0}, {1.8, 210, 0}, {3.3, 300, 0}};
-  Comparison comparison = compare(scenario, plans, measurements, simulated);
+  Comparison comparison = compare(scenario, plans, measurements, simulated, "simgrid");
   REQUIRE(comparison.rows.size() == 3);
   CHECK(comparison.rows[0].time_error_percent() == Approx(10.0));
   CHECK(comparison.rows[1].time_error_percent() == Approx(-10.0));
@@ -37,7 +37,7 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(comparison.pairs == 3);
   // b simulated slower than c: two of three pairs still agree.
   simulated[1].iteration_time_s = 3.5;
-  comparison = compare(scenario, plans, measurements, simulated);
+  comparison = compare(scenario, plans, measurements, simulated, "simgrid");
   CHECK_FALSE(comparison.ranking_agrees());
   CHECK(comparison.concordant_pairs == 2);
   // The pair ordered differently (b 2 s, c 3 s) measured 50 % apart.
@@ -46,7 +46,7 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
         std::string::npos);
   // A simulated tie orders nothing, whichever plan measured faster.
   simulated[1].iteration_time_s = 1.1;
-  comparison = compare(scenario, plans, measurements, simulated);
+  comparison = compare(scenario, plans, measurements, simulated, "simgrid");
   CHECK(comparison.ranking_agrees());
   const Json json = comparison_json(comparison);
   CHECK(json["plans"][0]["measured_iteration_time_s"] == 1.0);

@@ -1,0 +1,110 @@
+#include "validate/measurement.hpp"
+
+#include <algorithm>
+
+namespace osdp::validate {
+
+namespace {
+
+double slowest(const std::vector<RankFigures>& ranks, double RankFigures::*figure) {
+  double worst = 0;
+  for (const auto& rank : ranks) worst = std::max(worst, rank.*figure);
+  return worst;
+}
+
+}  // namespace
+
+double PlanMeasurement::iteration_time_s() const {
+  return slowest(ranks, &RankFigures::iteration_time_s);
+}
+
+double PlanMeasurement::exposed_communication_s() const {
+  return slowest(ranks, &RankFigures::exposed_communication_s);
+}
+
+double PlanMeasurement::peak_memory_bytes() const {
+  return slowest(ranks, &RankFigures::peak_memory_bytes);
+}
+
+Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
+  Json list = Json::array();
+  for (const auto& m : measurements) {
+    Json ranks = Json::array();
+    for (const auto& r : m.ranks) {
+      ranks.push_back({{"iteration_time_s", r.iteration_time_s},
+                       {"exposed_communication_s", r.exposed_communication_s},
+                       {"peak_memory_bytes", r.peak_memory_bytes},
+                       {"loss", r.loss}});
+    }
+    list.push_back({{"name", m.name}, {"ranks", std::move(ranks)}});
+  }
+  return list;
+}
+
+std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std::string& file) {
+  const Json document{{"measurements", json}};  // the reader keeps a pointer: keep it alive
+  const JsonReader root(document, file);
+  std::vector<PlanMeasurement> measurements;
+  for (const JsonReader& entry : root.objects("measurements")) {
+    entry.require_only({"name", "ranks"});
+    PlanMeasurement m;
+    m.name = entry.string("name");
+    for (const JsonReader& r : entry.objects("ranks")) {
+      r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss"});
+      m.ranks.push_back({r.non_negative_number("iteration_time_s"),
+                         r.non_negative_number("exposed_communication_s"),
+                         r.non_negative_number("peak_memory_bytes"), r.number("loss")});
+    }
+    measurements.push_back(std::move(m));
+  }
+  return measurements;
+}
+
+Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
+  Json list = Json::array();
+  for (const auto& run : plans) {
+    Json choices = Json::array();
+    for (const auto& choice : run.plan.choices) {
+      choices.push_back({{"mode", std::string(mode_name(choice.mode))},
+                         {"slices", choice.slices},
+                         {"sharded_slices", choice.sharded_slices},
+                         {"checkpoint", std::string(checkpoint_name(choice.checkpoint))}});
+    }
+    list.push_back(
+        {{"name", run.name}, {"batch_size", run.plan.batch_size}, {"choices", std::move(choices)}});
+  }
+  return list;
+}
+
+std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
+  std::vector<PlanRun> plans;
+  for (const JsonReader& entry : reader.objects("plans")) {
+    entry.require_only({"name", "batch_size", "choices"});
+    PlanRun run;
+    run.name = entry.string("name");
+    run.plan.batch_size = static_cast<int>(entry.integer("batch_size", 1, 1 << 16));
+    for (const JsonReader& choice : entry.objects("choices")) {
+      choice.require_only({"mode", "slices", "sharded_slices", "checkpoint"});
+      OperatorChoice parsed;
+      const std::string mode = choice.string("mode");
+      const std::string checkpoint = choice.string("checkpoint");
+      if (const auto value = mode_from_name(mode)) {
+        parsed.mode = *value;
+      } else {
+        choice.fail_value("mode", mode, "a parallel mode (dp, zdp, z2, hsdp)");
+      }
+      if (const auto value = checkpoint_from_name(checkpoint)) {
+        parsed.checkpoint = *value;
+      } else {
+        choice.fail_value("checkpoint", checkpoint, "none, unfused or fused");
+      }
+      parsed.slices = static_cast<int>(choice.integer("slices", 1, 1 << 16));
+      parsed.sharded_slices = static_cast<int>(choice.integer("sharded_slices", 0, parsed.slices));
+      run.plan.choices.push_back(parsed);
+    }
+    plans.push_back(std::move(run));
+  }
+  return plans;
+}
+
+}  // namespace osdp::validate

@@ -1,0 +1,43 @@
+// What a validation run measures, as plain values: the plans it runs and each rank's figures.
+// Torch-free, so the `osdp` front end reads what the libtorch runtime (osdp-runtime) reports.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/json_reader.hpp"
+#include "model/plan.hpp"
+
+namespace osdp::validate {
+
+struct PlanRun {
+  std::string name;
+  Plan plan;
+};
+
+struct RankFigures {
+  double iteration_time_s = 0;         // median over the measured iterations
+  double exposed_communication_s = 0;  // median
+  double peak_memory_bytes = 0;        // highest over the measured iterations
+  double loss = 0;                     // after the last iteration
+};
+
+struct PlanMeasurement {
+  std::string name;
+  std::vector<RankFigures> ranks;
+  // The slowest rank's median (ranks synchronise every iteration) and the highest peak.
+  double iteration_time_s() const;
+  double exposed_communication_s() const;
+  double peak_memory_bytes() const;
+};
+
+Json measurements_to_json(const std::vector<PlanMeasurement>& measurements);
+// Throws InputError naming `file` and the JSON path on a malformed document.
+std::vector<PlanMeasurement> measurements_from_json(const Json& json,
+                                                    const std::string& file = "<measurements>");
+
+// A plan's choices without a workload (the runtime rebuilds the GPT from its shape).
+Json plan_runs_to_json(const std::vector<PlanRun>& plans);
+std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader);
+
+}  // namespace osdp::validate

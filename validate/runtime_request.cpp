@@ -1,0 +1,82 @@
+#include "validate/runtime_request.hpp"
+
+#include <cmath>
+
+namespace osdp::validate {
+
+Json gpt_shape_to_json(const GptShape& shape) {
+  return {{"layers", shape.layers},
+          {"hidden", shape.hidden},
+          {"heads", shape.heads},
+          {"sequence_length", shape.sequence_length},
+          {"vocabulary", shape.vocabulary},
+          {"dropout", shape.dropout}};
+}
+
+GptShape gpt_shape_from_json(const JsonReader& reader) {
+  reader.require_only({"layers", "hidden", "heads", "sequence_length", "vocabulary", "dropout"});
+  GptShape shape;
+  shape.layers = static_cast<int>(reader.integer("layers", 1, 1 << 16));
+  shape.hidden = static_cast<int>(reader.integer("hidden", 1, 1 << 20));
+  shape.heads = static_cast<int>(reader.integer("heads", 1, 1 << 16));
+  shape.sequence_length = static_cast<int>(reader.integer("sequence_length", 1, 1 << 24));
+  shape.vocabulary = static_cast<int>(reader.integer("vocabulary", 1, 1 << 24));
+  shape.dropout = reader.non_negative_number("dropout");
+  return shape;
+}
+
+ValidationOptions validation_options_from_json(const JsonReader& reader) {
+  reader.require_only({"batch_size", "warmup_iterations", "iterations", "seed", "learning_rate",
+                       "collective_timeout_s", "prefetch_depth", "backward_prefetch", "device"});
+  ValidationOptions options;
+  options.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
+  options.warmup_iterations = static_cast<int>(reader.integer("warmup_iterations", 0, 1000));
+  options.iterations = static_cast<int>(reader.integer("iterations", 1, 100000));
+  options.seed = static_cast<std::uint64_t>(reader.integer("seed", 0, 1LL << 62));
+  options.learning_rate = reader.positive_number("learning_rate");
+  options.collective_timeout =
+      std::chrono::milliseconds(std::llround(1000.0 * reader.positive_number("collective_timeout_s")));
+  options.prefetch_depth = static_cast<int>(reader.integer("prefetch_depth", 0, 8));
+  options.backward_prefetch = read_backward_prefetch(reader, "backward_prefetch");
+  options.device =
+      reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
+  return options;
+}
+
+Json measure_request_to_json(const MeasureRequest& request) {
+  return {{"shape", gpt_shape_to_json(request.shape)},
+          {"plans", plan_runs_to_json(request.plans)},
+          {"local_ranks", request.local_ranks},
+          {"options", validation_options_to_json(request.options)},
+          {"gpus_per_node", request.gpus_per_node},
+          {"trace_directory", request.trace_directory}};
+}
+
+MeasureRequest measure_request_from_json(const Json& json, const std::string& file) {
+  const JsonReader reader(json, file);
+  reader.require_only(
+      {"shape", "plans", "local_ranks", "options", "gpus_per_node", "trace_directory"});
+  MeasureRequest request;
+  request.shape = gpt_shape_from_json(reader.object("shape"));
+  request.plans = plan_runs_from_json(reader);
+  request.local_ranks = static_cast<int>(reader.integer("local_ranks", 1, 1024));
+  request.options = validation_options_from_json(reader.object("options"));
+  request.gpus_per_node = static_cast<int>(reader.integer("gpus_per_node", 1, 1 << 16));
+  request.trace_directory = reader.string("trace_directory");
+  return request;
+}
+
+Json measure_response_to_json(const std::optional<std::vector<PlanMeasurement>>& measurements) {
+  if (!measurements) return {{"reported", false}};
+  return {{"reported", true}, {"measurements", measurements_to_json(*measurements)}};
+}
+
+std::optional<std::vector<PlanMeasurement>> measure_response_from_json(const Json& json,
+                                                                       const std::string& file) {
+  const JsonReader reader(json, file);
+  reader.require_only({"reported", "measurements"});
+  if (!reader.boolean("reported")) return std::nullopt;
+  return measurements_from_json(reader.raw("measurements"), file);
+}
+
+}  // namespace osdp::validate
