@@ -198,8 +198,9 @@ LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& b
     }
   }
   if (result.interrupted_by_signal != 0) {
-    result.failures.push_back(fmt::format("interrupted by {}: the ranks were stopped",
-                                          strsignal(result.interrupted_by_signal)));
+    result.failures.push_back(
+        fmt::format("stopped by {}: the ranks were stopped and the run's temporary files removed",
+                    result.interrupted_by_signal == SIGINT ? "SIGINT" : "SIGTERM"));
   }
   return result;
 }
