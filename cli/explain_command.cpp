@@ -16,6 +16,7 @@
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
 #include "model/collectives.hpp"
+#include "model/mode.hpp"
 #include "model/units.hpp"
 #include "search/exact.hpp"
 #include "search/options.hpp"
@@ -40,49 +41,26 @@ struct CollectiveCall {
   double time_s() const { return count * group->time_s(kind, full_bytes, ranks); }
 };
 
-// The collectives of DESIGN section 1 for one choice; they add up to the cost model's
-// communication time (the cost model is the source of truth, this is its explanation).
+// The collectives of one choice, as model/mode describes each mode; they add up to the cost
+// model's communication time (the cost model reads the same description).
 std::vector<CollectiveCall> collectives_of(const Cluster& cluster, const Operator& op,
                                            const OperatorChoice& choice) {
   std::vector<CollectiveCall> calls;
   const int k = choice.slices;
   const int j = choice.sharded_slices;
-  const double slice_bytes = op.parameter_bytes / k;
-  const int n = cluster.ranks;
-  if (j < k) {
-    calls.push_back({CollectiveKind::all_reduce, 1, op.parameter_bytes * (k - j) / k, n,
-                     &cluster.world, "gradients of the DP slices, after backward"});
-  }
-  if (j == 0) return calls;
-  const int recompute = choice.checkpoint == Checkpoint::unfused ? 1 : 0;
-  switch (choice.mode) {
-    case Mode::dp:
-      break;
-    case Mode::zdp:
-      calls.push_back({CollectiveKind::all_gather, j * (2 + recompute), slice_bytes, n,
-                       &cluster.world,
-                       recompute ? "parameters before forward, recompute and backward"
-                                 : "parameters before forward and before backward"});
-      calls.push_back({CollectiveKind::reduce_scatter, j, slice_bytes, n, &cluster.world,
-                       "gradients after backward"});
-      break;
-    case Mode::z2:
-      calls.push_back({CollectiveKind::all_gather, j, slice_bytes, n, &cluster.world,
-                       "parameters before forward, kept until backward"});
-      calls.push_back({CollectiveKind::reduce_scatter, j, slice_bytes, n, &cluster.world,
-                       "gradients after backward"});
-      break;
-    case Mode::hsdp: {
-      const int local = cluster.gpus_per_node;
-      calls.push_back({CollectiveKind::all_gather, j * (2 + recompute), slice_bytes, local,
-                       &cluster.intra_node, "parameters inside the node"});
-      calls.push_back({CollectiveKind::reduce_scatter, j, slice_bytes, local, &cluster.intra_node,
-                       "gradients inside the node"});
-      calls.push_back({CollectiveKind::all_reduce, j, slice_bytes / local, cluster.nodes(),
-                       &cluster.inter_node, "the gradient shard across nodes"});
-      break;
+  auto add = [&](Mode mode, int count, double bytes) {
+    for (const ModeCollective& collective : describe_mode(mode).collectives) {
+      if (!collective_runs(collective, choice.checkpoint)) continue;
+      calls.push_back({collective.kind, count,
+                       collective.node_shard_bytes ? bytes / cluster.gpus_per_node : bytes,
+                       group_ranks(collective.group, cluster),
+                       &group_timing(collective.group, cluster), std::string(collective.what)});
     }
-  }
+  };
+  // The DP slices' gradients are all-reduced together; a sharded slice's collectives run per
+  // slice.
+  if (j < k) add(Mode::dp, 1, op.parameter_bytes * (k - j) / k);
+  if (j > 0) add(choice.mode, j, op.parameter_bytes / k);
   return calls;
 }
 
@@ -142,8 +120,8 @@ std::vector<std::vector<int>> operator_classes(const CostModel& model) {
 std::vector<OperatorChoice> choices_to_show(const CostModel& model, int index,
                                             const std::vector<OperatorChoice>& chosen) {
   std::vector<OperatorChoice> shown;
-  for (Mode mode : {Mode::dp, Mode::zdp, Mode::z2, Mode::hsdp}) {
-    const OperatorChoice choice = OperatorChoice::whole(mode);
+  for (const ModeDescription& mode : mode_descriptions()) {
+    const OperatorChoice choice = OperatorChoice::whole(mode.mode);
     if (model.valid(index, choice)) shown.push_back(choice);
   }
   for (const OperatorChoice& choice : chosen) {
@@ -382,6 +360,18 @@ std::vector<std::vector<int>> selected_classes(const CostModel& model, const std
   return {};
 }
 
+// What each mode keeps, sends and when it wins (model/mode's words), for the modes this cluster
+// can run.
+std::string modes_text(const Cluster& cluster) {
+  std::string text = "\nModes (N ranks, S an operator's parameter bytes):\n";
+  for (const ModeDescription& mode : mode_descriptions()) {
+    if (!mode_fits_cluster(mode.mode, cluster)) continue;
+    text += fmt::format("  {:<5} {}\n        keeps: {}\n        sends: {}\n        wins:  {}\n",
+                        mode.name, mode.known_as, mode.keeps, mode.sends, mode.wins);
+  }
+  return text;
+}
+
 int run_explain(const ExplainOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   refuse_unless_forced(planning_work(*scenario), options.scenario.force);
@@ -408,6 +398,7 @@ int run_explain(const ExplainOptions& options) {
         "Costs below are at that batch size.\n",
         plan.batch_size, units::format_bytes(result.min_memory_needed_bytes));
   }
+  text += modes_text(model.cluster());
   text += fmt::format("\nOperators at batch size {} (memory per GPU, time per iteration):\n",
                       plan.batch_size);
   for (const auto& members : classes) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/input_error.hpp"
+#include "model/mode.hpp"
 #include "model/units.hpp"
 
 namespace osdp::cli {
@@ -33,13 +34,13 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
     const auto modes = parse_modes(options.modes);
     if (!modes) {
       throw InputError(command_line, "--modes", options.modes,
-                       "a comma-separated list of modes among dp, zdp, z2, hsdp");
+                       "a comma-separated list of modes among " + mode_names());
     }
     for (Mode mode : *modes) {
-      if (mode == Mode::hsdp &&
-          (scenario.cluster.nodes() < 2 || scenario.cluster.gpus_per_node < 2)) {
+      if (!mode_fits_cluster(mode, scenario.cluster)) {
         throw InputError(command_line, "--modes", options.modes,
-                         "hsdp only on a cluster of several nodes with several GPUs each");
+                         fmt::format("{} only on {}", mode_name(mode),
+                                     mode_cluster_requirement(mode)));
       }
     }
     scenario.search.modes = *modes;

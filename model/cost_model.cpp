@@ -25,19 +25,6 @@ std::string PeakBreakdown::dominant_part() const {
       ->second;
 }
 
-int shard_degree(Mode mode, const Cluster& cluster) {
-  switch (mode) {
-    case Mode::dp:
-      return 1;
-    case Mode::zdp:
-    case Mode::z2:
-      return cluster.ranks;
-    case Mode::hsdp:
-      return cluster.gpus_per_node;
-  }
-  return 1;
-}
-
 CostModel::CostModel(const Workload& workload, const Cluster& cluster, const Training& training,
                      CostSettings settings)
     : workload_(&workload), cluster_(&cluster), training_(&training), settings_(settings) {}
@@ -104,16 +91,10 @@ double CostModel::forward_compute_s_per_sample(int index) const {
 
 bool CostModel::valid(int index, const OperatorChoice& choice) const {
   const Operator& op = workload_->op(index);
-  if (choice.slices < 1 || choice.sharded_slices < 0 || choice.sharded_slices > choice.slices) {
-    return false;
-  }
-  if ((choice.mode == Mode::dp) != (choice.sharded_slices == 0)) return false;
+  if (!choice_consistent(choice)) return false;
   if (choice.slices > 1 && !op.splittable) return false;
   if (choice.checkpoint != Checkpoint::none && !op.input_activation_bytes_per_sample) return false;
-  if (choice.mode == Mode::hsdp && (cluster_->nodes() < 2 || cluster_->gpus_per_node < 2)) {
-    return false;
-  }
-  return true;
+  return mode_fits_cluster(choice.mode, *cluster_);
 }
 
 double CostModel::owned_state_bytes(int index, const OperatorChoice& choice) const {
@@ -124,49 +105,30 @@ double CostModel::owned_state_bytes(int index, const OperatorChoice& choice) con
 }
 
 double CostModel::model_state_bytes(int index, const OperatorChoice& choice) const {
-  if (choice.mode != Mode::z2) return owned_state_bytes(index, choice);
-  // FSDP SHARD_GRAD_OP: all states sharded at rest, and the gathered parameters are kept from
-  // forward to backward, so at the peak the whole copy lives beside the shard.
-  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
   const Operator& op = workload_->op(index);
-  const double all_states = op.model_state_bytes();
-  return (1.0 - sharded_fraction) * all_states +
-         sharded_fraction * (op.parameter_bytes + all_states / shard_degree(Mode::z2, *cluster_));
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  double sharded_slice_states = resting_state_bytes(choice.mode, *cluster_, op.parameter_bytes,
+                                                    op.gradient_bytes, op.optimizer_bytes);
+  // Parameters gathered once (FSDP SHARD_GRAD_OP) are kept from forward to backward, so at the
+  // peak the whole copy lives beside the shard.
+  if (describe_mode(choice.mode).parameters == ParameterUse::gathered_once) {
+    sharded_slice_states += op.parameter_bytes;
+  }
+  return (1.0 - sharded_fraction) * op.model_state_bytes() +
+         sharded_fraction * sharded_slice_states;
 }
 
-double CostModel::sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
+double CostModel::sharded_communication_s(Mode mode, double slice_bytes,
                                           Checkpoint checkpoint) const {
-  (void)op;
-  const int recompute_gathers = checkpoint == Checkpoint::unfused ? 1 : 0;
-  const Cluster& cluster = *cluster_;
-  switch (mode) {
-    case Mode::dp:
-      return 0.0;
-    case Mode::zdp: {
-      const int n = cluster.ranks;
-      const double gather = cluster.world.time_s(CollectiveKind::all_gather, slice_bytes, n);
-      const double scatter = cluster.world.time_s(CollectiveKind::reduce_scatter, slice_bytes, n);
-      return (2 + recompute_gathers) * gather + scatter;
-    }
-    case Mode::z2: {
-      // Parameters gathered once in forward and kept, so a recompute needs no gather.
-      const int n = cluster.ranks;
-      return cluster.world.time_s(CollectiveKind::all_gather, slice_bytes, n) +
-             cluster.world.time_s(CollectiveKind::reduce_scatter, slice_bytes, n);
-    }
-    case Mode::hsdp: {
-      const int local = cluster.gpus_per_node;
-      const int nodes = cluster.nodes();
-      const double gather =
-          cluster.intra_node.time_s(CollectiveKind::all_gather, slice_bytes, local);
-      const double scatter =
-          cluster.intra_node.time_s(CollectiveKind::reduce_scatter, slice_bytes, local);
-      const double across =
-          cluster.inter_node.time_s(CollectiveKind::all_reduce, slice_bytes / local, nodes);
-      return (2 + recompute_gathers) * gather + scatter + across;
-    }
+  double time_s = 0.0;
+  for (const ModeCollective& collective : describe_mode(mode).collectives) {
+    if (!collective_runs(collective, checkpoint)) continue;
+    const double bytes =
+        collective.node_shard_bytes ? slice_bytes / cluster_->gpus_per_node : slice_bytes;
+    time_s += group_timing(collective.group, *cluster_)
+                  .time_s(collective.kind, bytes, group_ranks(collective.group, *cluster_));
   }
-  return 0.0;
+  return time_s;
 }
 
 double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) const {
@@ -203,14 +165,14 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   if (extended) cost.compute_s.fixed = forward_calls * forward.fixed + backward.fixed;
   cost.compute_s.per_sample = forward_calls * forward.per_sample + backward.per_sample;
 
+  // The DP slices' collectives run once for all of them (their gradients are all-reduced
+  // together after the operator's backward); a sharded slice's run per slice.
   double communication_s = 0.0;
   if (j < k) {
-    // The DP slices' gradients are all-reduced together after the operator's backward.
-    const double dp_bytes = op.parameter_bytes * (k - j) / k;
-    communication_s +=
-        cluster_->world.time_s(CollectiveKind::all_reduce, dp_bytes, cluster_->ranks);
+    communication_s += sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k,
+                                               choice.checkpoint);
   }
-  communication_s += j * sharded_communication_s(op, choice.mode, slice_bytes, choice.checkpoint);
+  if (j > 0) communication_s += j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);
   cost.communication_s = communication_s;
 
   Linear slicing;
@@ -237,11 +199,12 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   cost.time_s.per_sample = cost.compute_s.per_sample + slicing.per_sample;
 
   if (extended) {
-    const bool gathers = j > 0 && (choice.mode == Mode::zdp || choice.mode == Mode::hsdp);
+    const ModeDescription& mode = describe_mode(choice.mode);
+    const bool gathers = j > 0 && mode.parameters == ParameterUse::gathered_each_use;
     const double gathered_bytes = gathers ? slice_bytes : 0.0;
     cost.gather_buffer_bytes = gathered_bytes;
-    // Sharded modes hold a slice's full gradient until its reduce-scatter.
-    const double full_gradient_bytes = j > 0 ? op.gradient_bytes / k : 0.0;
+    // Modes that shard gradients hold a slice's full gradient until its reduce-scatter.
+    const double full_gradient_bytes = j > 0 && mode.shards_gradients ? op.gradient_bytes / k : 0.0;
     // A fused recompute keeps every sharded slice it gathered until that slice's backward, and
     // all slices recompute before the first backward: all j are gathered at once then.
     const int gathered_at_once = choice.checkpoint == Checkpoint::fused ? j : 1;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/cluster.hpp"
+#include "model/mode.hpp"
 #include "model/plan.hpp"
 #include "model/training.hpp"
 #include "model/workload.hpp"
@@ -126,16 +127,13 @@ class CostModel {
   double straggler_slowdown() const;
   // States the rank keeps and updates: all of a DP slice, the shard of a sharded one.
   double owned_state_bytes(int op, const OperatorChoice& choice) const;
-  double sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
-                                 Checkpoint checkpoint) const;
+  // One slice's collectives in `mode` (DP: the DP slices' all-reduce), as model/mode says.
+  double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint) const;
 
   const Workload* workload_;
   const Cluster* cluster_;
   const Training* training_;
   CostSettings settings_;
 };
-
-// Ranks must divide this many ways for the sharded mode's state.
-int shard_degree(Mode mode, const Cluster& cluster);
 
 }  // namespace osdp

@@ -2,28 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "model/mode.hpp"
+
 namespace osdp {
-
-std::string_view mode_name(Mode mode) {
-  switch (mode) {
-    case Mode::dp:
-      return "dp";
-    case Mode::zdp:
-      return "zdp";
-    case Mode::z2:
-      return "z2";
-    case Mode::hsdp:
-      return "hsdp";
-  }
-  return "?";
-}
-
-std::optional<Mode> mode_from_name(std::string_view name) {
-  for (Mode mode : {Mode::dp, Mode::zdp, Mode::z2, Mode::hsdp}) {
-    if (mode_name(mode) == name) return mode;
-  }
-  return std::nullopt;
-}
 
 std::string_view checkpoint_name(Checkpoint checkpoint) {
   switch (checkpoint) {

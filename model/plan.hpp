@@ -13,8 +13,11 @@ namespace osdp {
 //   dp   - replicated parameters, gradients and optimizer states; gradient all-reduce
 //   zdp  - ZeRO-3 / FSDP FULL_SHARD: everything sharded; gather for forward and backward
 //   z2   - ZeRO-2 / FSDP SHARD_GRAD_OP: gather once in forward, keep until backward
+//   z1   - ZeRO-1 (DeepSpeed stage 1): optimizer states sharded; gradients reduce-scattered,
+//          updated parameter shards all-gathered after the step
 //   hsdp - hybrid: shard inside a node, replicate across nodes
-enum class Mode { dp, zdp, z2, hsdp };
+// What each one does is described once, in model/mode.hpp (names included).
+enum class Mode { dp, zdp, z2, z1, hsdp };
 
 // Activation checkpointing of one operator.
 //   none     - keep all activations for backward
@@ -22,8 +25,6 @@ enum class Mode { dp, zdp, z2, hsdp };
 //   fused    - FSDP(checkpoint(op)): the recompute gather is kept for backward
 enum class Checkpoint { none, unfused, fused };
 
-std::string_view mode_name(Mode mode);
-std::optional<Mode> mode_from_name(std::string_view name);
 std::string_view checkpoint_name(Checkpoint checkpoint);
 std::optional<Checkpoint> checkpoint_from_name(std::string_view name);
 

@@ -1,5 +1,7 @@
 #include "model/scenario.hpp"
 
+#include "model/mode.hpp"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -550,14 +552,14 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
       std::string joined;
       if (modes.is_array()) {
         for (const auto& mode : modes) {
-          if (!mode.is_string()) search.fail("modes", "a list of modes among dp, zdp, z2, hsdp");
+          if (!mode.is_string()) search.fail("modes", "a list of modes among " + mode_names());
           joined += mode.get<std::string>() + ",";
         }
       } else if (modes.is_string()) {
         joined = modes.get<std::string>();
       }
       const auto parsed = parse_modes(joined);
-      if (!parsed) search.fail("modes", "a list of modes among dp, zdp, z2, hsdp");
+      if (!parsed) search.fail("modes", "a list of modes among " + mode_names());
       scenario.search.modes = *parsed;
     }
     if (search.has("split")) {
@@ -609,10 +611,10 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     }
   }
   for (Mode mode : scenario.search.modes) {
-    if (mode == Mode::hsdp &&
-        (scenario.cluster.nodes() < 2 || scenario.cluster.gpus_per_node < 2)) {
-      throw InputError(file, "$.search.modes", "\"hsdp\"",
-                       "hsdp only on a cluster of several nodes with several GPUs each");
+    if (!mode_fits_cluster(mode, scenario.cluster)) {
+      throw InputError(file, "$.search.modes", fmt::format("\"{}\"", mode_name(mode)),
+                       fmt::format("{} only on {}", mode_name(mode),
+                                   mode_cluster_requirement(mode)));
     }
   }
   return scenario;
@@ -664,7 +666,12 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
     if (seen[*index]) entry.fail("name", "each operator once");
     seen[*index] = true;
     OperatorChoice choice;
-    choice.mode = *mode_from_name(entry.choice("mode", {"dp", "zdp", "z2", "hsdp"}));
+    const std::string mode = entry.string("mode");
+    if (const auto parsed = mode_from_name(mode)) {
+      choice.mode = *parsed;
+    } else {
+      entry.fail_value("mode", "\"" + mode + "\"", "one of " + mode_names());
+    }
     choice.slices = static_cast<int>(entry.optional_integer("slices", 1, 64).value_or(1));
     const int default_sharded = choice.mode == Mode::dp ? 0 : choice.slices;
     choice.sharded_slices = static_cast<int>(
@@ -673,7 +680,7 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
       choice.checkpoint =
           *checkpoint_from_name(entry.choice("checkpoint", {"none", "unfused", "fused"}));
     }
-    if ((choice.mode == Mode::dp) != (choice.sharded_slices == 0)) {
+    if (!choice_consistent(choice)) {
       entry.fail("sharded_slices", "0 for mode dp, and at least 1 for a sharded mode");
     }
     if (!cost_model.valid(*index, choice)) {

@@ -11,6 +11,7 @@ std::vector<Strategy> standard_strategies() {
       {"ddp", Mode::dp, Checkpoint::none},         {"fsdp", Mode::zdp, Checkpoint::none},
       {"zero2", Mode::z2, Checkpoint::none},       {"ddp+ckpt", Mode::dp, Checkpoint::unfused},
       {"fsdp+ckpt", Mode::zdp, Checkpoint::fused}, {"zero2+ckpt", Mode::z2, Checkpoint::unfused},
+      {"zero1", Mode::z1, Checkpoint::none},       {"zero1+ckpt", Mode::z1, Checkpoint::unfused},
   };
 }
 

@@ -1,5 +1,5 @@
 // Strategy baselines evaluated by the same cost model and batch-size scheduler: DDP (all DP),
-// FSDP (all ZDP), ZeRO-2 (all Z2), each with and without checkpointing.
+// FSDP (all ZDP), ZeRO-2 (all Z2), ZeRO-1 (all Z1), each with and without checkpointing.
 #pragma once
 
 #include <optional>
@@ -17,7 +17,8 @@ struct Strategy {
   Checkpoint checkpoint = Checkpoint::none;
 };
 
-// DDP, FSDP, ZeRO-2, then the same with checkpointing (fused recompute gather for FSDP).
+// DDP, FSDP, ZeRO-2, the same with checkpointing (fused recompute gather for FSDP), then
+// ZeRO-1 without and with.
 std::vector<Strategy> standard_strategies();
 std::optional<Strategy> strategy_from_name(const std::string& name);
 

@@ -9,7 +9,7 @@ namespace osdp::sim {
 
 std::vector<Group> program_groups(const Cluster& cluster, const Program& program) {
   std::vector<Group> groups{{GroupKind::world, world_members(cluster)}};
-  if (program.uses_hsdp) {
+  if (program.uses_node_groups) {
     const int g = cluster.gpus_per_node;
     const int nodes = cluster.ranks / g;
     for (int n = 0; n < nodes; ++n) {
@@ -248,9 +248,15 @@ void Executor::finish_collective(int task) {
 }
 
 double Executor::optimizer_step_s(int rank) const {
-  const int last = static_cast<int>(program_.items.size()) - 1;
-  const TaskTimes& t = times_[task_of(last, rank)];
-  return t.end_s - t.start_s;
+  // The update, and the end of the iteration when a mode gathers after it (a zero-work item).
+  double total_s = 0;
+  for (int item = 0; item < static_cast<int>(program_.items.size()); ++item) {
+    const ProgramItem& it = program_.items[item];
+    if (it.collective || it.phase != Phase::optimizer) continue;
+    const TaskTimes& t = times_[task_of(item, rank)];
+    total_s += t.end_s - t.start_s;
+  }
+  return total_s;
 }
 
 bool Executor::complete() const {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "model/input_error.hpp"
+#include "model/mode.hpp"
 
 namespace osdp::sim {
 
@@ -26,7 +27,28 @@ std::string_view phase_name(Phase phase) {
 
 namespace {
 
-bool gathers_each_use(Mode mode) { return mode == Mode::zdp || mode == Mode::hsdp; }
+bool gathers_each_use(Mode mode) {
+  return describe_mode(mode).parameters == ParameterUse::gathered_each_use;
+}
+
+GroupKind group_kind(RankGroup group) {
+  switch (group) {
+    case RankGroup::world:
+      return GroupKind::world;
+    case RankGroup::intra_node:
+      return GroupKind::intra_node;
+    case RankGroup::inter_node:
+      return GroupKind::inter_node;
+  }
+  return GroupKind::world;
+}
+
+bool uses_node_groups(Mode mode) {
+  for (const ModeCollective& collective : describe_mode(mode).collectives) {
+    if (collective.group != RankGroup::world) return true;
+  }
+  return false;
+}
 
 // One compute of the backward pass and the gather it needs, before emission.
 struct BackwardStep {
@@ -55,7 +77,7 @@ class Builder {
     }
     for (int i = 0; i < workload.size(); ++i) {
       (void)model_.option_cost(i, plan_.choices[i]);  // validates the choice
-      if (plan_.choices[i].mode == Mode::hsdp) program_.uses_hsdp = true;
+      if (uses_node_groups(plan_.choices[i].mode)) program_.uses_node_groups = true;
       add_initial_memory(i);
     }
     forward();
@@ -71,8 +93,9 @@ class Builder {
   double slice_bytes(int op) const {
     return model_.workload().op(op).parameter_bytes / choice(op).slices;
   }
+  // The group a slice's parameters are gathered over (its mode's shard group).
   GroupKind shard_group(int op) const {
-    return choice(op).mode == Mode::hsdp ? GroupKind::intra_node : GroupKind::world;
+    return group_kind(describe_mode(choice(op).mode).shard_group.value_or(RankGroup::world));
   }
   double saved_activation_bytes(int op) const {
     const Operator& o = model_.workload().op(op);
@@ -99,20 +122,9 @@ class Builder {
     const OperatorChoice& c = choice(op);
     const double sharded_fraction = static_cast<double>(c.sharded_slices) / c.slices;
     const double states = o.model_state_bytes();
-    double sharded_states = 0;
-    switch (c.mode) {
-      case Mode::dp:
-        break;
-      case Mode::zdp:
-      case Mode::hsdp:
-        sharded_states = states / shard_degree(c.mode, cluster_);
-        break;
-      case Mode::z2:
-        // The parameter shard only: the whole parameters are gathered in forward and held as
-        // gathered buffers until backward.
-        sharded_states = states / shard_degree(Mode::z2, cluster_);
-        break;
-    }
+    // Parameters gathered once are held as gathered buffers from forward to backward, not here.
+    const double sharded_states = resting_state_bytes(c.mode, cluster_, o.parameter_bytes,
+                                                      o.gradient_bytes, o.optimizer_bytes);
     const double bytes = (1.0 - sharded_fraction) * states + sharded_fraction * sharded_states;
     if (bytes > 0) program_.initial.push_back({bytes, MemoryCategory::model_states, op});
     if (o.extra_bytes > 0) program_.initial.push_back({o.extra_bytes, MemoryCategory::extra, op});
@@ -226,7 +238,7 @@ class Builder {
       const OperatorChoice& c = choice(op);
       for (int s = 0; s < c.slices; ++s) {
         int gather = -1;
-        if (sharded(op, s)) {
+        if (sharded(op, s) && describe_mode(c.mode).parameters != ParameterUse::replicated) {
           gather = add_gather(op, s, CommCategory::ag_forward, forward_window(),
                               gathers_each_use(c.mode));
         }
@@ -340,7 +352,8 @@ class Builder {
       }
       const bool sharded_slice = sharded(step.op, step.slice);
       const double gradient_bytes = model_.workload().op(step.op).gradient_bytes / c.slices;
-      if (step.phase == Phase::backward && sharded_slice) {
+      if (step.phase == Phase::backward && sharded_slice &&
+          describe_mode(c.mode).shards_gradients) {
         item.at_start.push_back({gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
       }
       if (step.phase == Phase::backward && step.slice == 0) {
@@ -377,25 +390,57 @@ class Builder {
     }
   }
 
+  // The collectives a mode's description runs at `stage` for one slice (DP: for all the DP
+  // slices of the operator at once), each after `after` and, when chained, after the previous.
+  // Returns the last one, -1 if none.
+  int add_stage_collectives(Mode mode, Stage stage, int op, int slice, double bytes, Dep after,
+                            bool reduction) {
+    int previous = -1;
+    for (const ModeCollective& collective : describe_mode(mode).collectives) {
+      if (collective.stage != stage) continue;
+      const Dep dep = collective.after_previous && previous >= 0 ? Dep{previous, DepOn::end} : after;
+      const double full_bytes =
+          collective.node_shard_bytes ? bytes / cluster_.gpus_per_node : bytes;
+      previous = add_collective(collective.kind, group_kind(collective.group), reduction,
+                                full_bytes, category_of(collective), op, slice, {dep});
+    }
+    return previous;
+  }
+
+  static CommCategory category_of(const ModeCollective& collective) {
+    switch (collective.stage) {
+      case Stage::forward:
+        return CommCategory::ag_forward;
+      case Stage::recompute:
+        return CommCategory::ag_recompute;
+      case Stage::backward:
+        return CommCategory::ag_backward;
+      case Stage::after_backward:
+        return collective.kind == CollectiveKind::all_reduce ? CommCategory::all_reduce
+                                                             : CommCategory::reduce_scatter;
+      case Stage::after_step:
+        return CommCategory::ag_after_step;
+    }
+    return CommCategory::all_reduce;
+  }
+
   void post_collectives(const BackwardStep& step, int compute, double gradient_bytes) {
     const OperatorChoice& c = choice(step.op);
     if (sharded(step.op, step.slice)) {
-      const int rs = add_collective(CollectiveKind::reduce_scatter, shard_group(step.op), true,
-                                    slice_bytes(step.op), CommCategory::reduce_scatter, step.op,
-                                    step.slice, {{compute, DepOn::end}});
-      program_.items[rs].at_end.push_back(
-          {-gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
-      if (c.mode == Mode::hsdp) {
-        add_collective(CollectiveKind::all_reduce, GroupKind::inter_node, true,
-                       slice_bytes(step.op) / cluster_.gpus_per_node, CommCategory::all_reduce,
-                       step.op, step.slice, {{rs, DepOn::end}});
+      const int first = static_cast<int>(program_.items.size());
+      add_stage_collectives(c.mode, Stage::after_backward, step.op, step.slice,
+                            slice_bytes(step.op), {compute, DepOn::end}, true);
+      // The slice's full gradient lives until its first reduction (a reduce-scatter) is done.
+      if (describe_mode(c.mode).shards_gradients) {
+        program_.items[first].at_end.push_back(
+            {-gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
       }
     }
     const int dp_slices = c.slices - c.sharded_slices;
     if (step.slice == 0 && dp_slices > 0) {
       const double bytes = model_.workload().op(step.op).parameter_bytes * dp_slices / c.slices;
-      add_collective(CollectiveKind::all_reduce, GroupKind::world, true, bytes,
-                     CommCategory::all_reduce, step.op, -1, {{compute, DepOn::end}});
+      add_stage_collectives(Mode::dp, Stage::after_backward, step.op, -1, bytes,
+                            {compute, DepOn::end}, true);
     }
   }
 
@@ -410,6 +455,20 @@ class Builder {
       work += extended.optimizer_step_s(i, choice(i));
     const int step = add_compute(Phase::optimizer, -1, 0, work, 0);
     for (int reduction : reductions_) program_.items[step].deps.push_back({reduction, DepOn::end});
+    // Modes that share updated parameter shards after the step (ZeRO-1): the iteration ends
+    // when the last of those gathers has arrived.
+    std::vector<int> after_step;
+    for (int op : model_.workload().execution_order()) {
+      const OperatorChoice& c = choice(op);
+      for (int s = 0; s < c.sharded_slices; ++s) {
+        const int last = add_stage_collectives(c.mode, Stage::after_step, op, s, slice_bytes(op),
+                                               {step, DepOn::end}, false);
+        if (last >= 0) after_step.push_back(last);
+      }
+    }
+    if (after_step.empty()) return;
+    const int end = add_compute(Phase::optimizer, -1, 0, 0.0, 0);
+    for (int gather : after_step) program_.items[end].deps.push_back({gather, DepOn::end});
   }
 
   const CostModel& model_;

@@ -54,7 +54,7 @@ struct ProgramItem {
 struct Program {
   std::vector<ProgramItem> items;
   std::vector<MemoryAction> initial;  // live from the start: model states, extra buffers
-  bool uses_hsdp = false;
+  bool uses_node_groups = false;
   int lanes = 1;
   int compute_items = 0;
   int collective_items = 0;

@@ -16,6 +16,8 @@ std::string_view comm_category_name(CommCategory category) {
       return "reduce_scatter";
     case CommCategory::all_reduce:
       return "all_reduce";
+    case CommCategory::ag_after_step:
+      return "ag_after_step";
   }
   return "?";
 }

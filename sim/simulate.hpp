@@ -42,8 +42,15 @@ CollectiveResult simulate_collective(const Cluster& cluster, CollectiveKind kind
 
 // ---- one training iteration ----
 
-enum class CommCategory { ag_forward, ag_backward, ag_recompute, reduce_scatter, all_reduce };
-inline constexpr int comm_categories = 5;
+enum class CommCategory {
+  ag_forward,
+  ag_backward,
+  ag_recompute,
+  reduce_scatter,
+  all_reduce,
+  ag_after_step  // updated parameter shards after the optimizer step (ZeRO-1)
+};
+inline constexpr int comm_categories = 6;
 std::string_view comm_category_name(CommCategory category);
 
 enum class MemoryCategory {

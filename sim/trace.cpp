@@ -66,7 +66,7 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
                       {"args", {{"name", "compute"}}}});
     for (GroupKind kind : {GroupKind::world, GroupKind::intra_node, GroupKind::inter_node}) {
       for (int lane = 0; lane < program.lanes; ++lane) {
-        if (kind != GroupKind::world && !program.uses_hsdp) continue;
+        if (kind != GroupKind::world && !program.uses_node_groups) continue;
         ProgramItem probe;
         probe.collective = true;
         probe.group = kind;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "model/input_error.hpp"
+#include "model/mode.hpp"
 
 namespace osdp::validate {
 
@@ -106,8 +107,7 @@ void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus
     const OperatorChoice& choice = plan.choices[i];
     const std::string path = "$.operators." + operator_name(shape, i);
     const int k = choice.slices;
-    if (k < 1 || choice.sharded_slices < 0 || choice.sharded_slices > k ||
-        (choice.mode == Mode::dp) != (choice.sharded_slices == 0)) {
+    if (!choice_consistent(choice)) {
       throw InputError(file, path, describe(choice),
                        "slices >= 1 and 0 sharded slices exactly for mode dp");
     }
@@ -125,11 +125,11 @@ void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus
       throw InputError(file, path, fmt::format("slices {}", k),
                        fmt::format("a slice count that divides the {} ({})", what, divisible));
     }
-    if (choice.mode == Mode::hsdp &&
+    if (describe_mode(choice.mode).needs_several_nodes &&
         (gpus_per_node < 2 || world % gpus_per_node != 0 || world / gpus_per_node < 2)) {
-      throw InputError(file, path, "hsdp",
-                       fmt::format("hsdp needs >= 2 nodes of >= 2 ranks ({} ranks, {} per node)",
-                                   world, gpus_per_node));
+      throw InputError(file, path, std::string(mode_name(choice.mode)),
+                       fmt::format("{} needs >= 2 nodes of >= 2 ranks ({} ranks, {} per node)",
+                                   mode_name(choice.mode), world, gpus_per_node));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -151,12 +152,18 @@ LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& b
       // A rank stopped (SIGSTOP) or ignoring SIGTERM is killed after a second.
       deadline = Clock::now() + std::chrono::seconds(1);
     }
-    int status = 0;
-    // Polled, so that a signal arriving at any moment is seen within one sleep.
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid < 0) break;
-    if (pid == 0) {
+    // Polled, so that a signal arriving at any moment is seen within one sleep. Ranks that
+    // ended since the last poll are taken together, those killed by a signal first: a rank that
+    // dies makes its peers fail within microseconds, and the dead one is the cause.
+    std::vector<std::pair<pid_t, int>> ended;
+    for (;;) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid < 0 && errno == EINTR) continue;
+      if (pid <= 0) break;
+      ended.emplace_back(pid, status);
+    }
+    if (ended.empty()) {
       if (Clock::now() >= deadline) {
         for (int rank = 0; rank < ranks; ++rank) {
           if (children[rank] <= 0 || stopped[rank]) continue;
@@ -173,27 +180,32 @@ LaunchResult launch_local_ranks(int ranks, const std::function<int(int rank)>& b
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    int rank = -1;
-    for (int r = 0; r < ranks; ++r) {
-      if (children[r] == pid) rank = r;
-    }
-    if (rank < 0) continue;
-    children[rank] = -1;
-    --running;
-    if (stopped[rank] || result.interrupted_by_signal != 0) continue;
-    std::string failure;
-    if (WIFSIGNALED(status)) {
-      failure = fmt::format("rank {} was killed by signal {} ({})", rank, WTERMSIG(status),
-                            strsignal(WTERMSIG(status)));
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-      failure = fmt::format("rank {} exited with code {}", rank, WEXITSTATUS(status));
-    }
-    if (!failure.empty()) {
-      result.ok = false;
-      result.failures.push_back(failure);
-      if (result.first_failed_rank < 0) {
-        result.first_failed_rank = rank;
-        deadline = Clock::now() + grace;
+    std::stable_sort(ended.begin(), ended.end(), [](const auto& a, const auto& b) {
+      return WIFSIGNALED(a.second) && !WIFSIGNALED(b.second);
+    });
+    for (const auto& [pid, status] : ended) {
+      int rank = -1;
+      for (int r = 0; r < ranks; ++r) {
+        if (children[r] == pid) rank = r;
+      }
+      if (rank < 0) continue;
+      children[rank] = -1;
+      --running;
+      if (stopped[rank] || result.interrupted_by_signal != 0) continue;
+      std::string failure;
+      if (WIFSIGNALED(status)) {
+        failure = fmt::format("rank {} was killed by signal {} ({})", rank, WTERMSIG(status),
+                              strsignal(WTERMSIG(status)));
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        failure = fmt::format("rank {} exited with code {}", rank, WEXITSTATUS(status));
+      }
+      if (!failure.empty()) {
+        result.ok = false;
+        result.failures.push_back(failure);
+        if (result.first_failed_rank < 0) {
+          result.first_failed_rank = rank;
+          deadline = Clock::now() + grace;
+        }
       }
     }
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/mode.hpp"
+
 namespace osdp::validate {
 
 namespace {
@@ -91,7 +93,7 @@ std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
       if (const auto value = mode_from_name(mode)) {
         parsed.mode = *value;
       } else {
-        choice.fail_value("mode", mode, "a parallel mode (dp, zdp, z2, hsdp)");
+        choice.fail_value("mode", mode, "a parallel mode (" + mode_names() + ")");
       }
       if (const auto value = checkpoint_from_name(checkpoint)) {
         parsed.checkpoint = *value;

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "model/input_error.hpp"
+#include "model/mode.hpp"
 #include "validate/rank_device.hpp"
 
 namespace osdp::validate {
@@ -55,13 +56,18 @@ struct Slice {
   at::Tensor full;
   bool present = false;
   CommHandle gathered;
-  at::Tensor shard;       // sharded: this rank's chunk of the parameters
-  at::Tensor shard_grad;  // sharded: reduced gradient chunk
+  at::Tensor shard;       // sharded: this rank's chunk of the parameters (z1: a view of full)
+  at::Tensor shard_grad;  // sharded: reduced gradient chunk (z1: a view of full_grad)
+  at::Tensor full_grad;   // z1: the whole gradient, kept like DP's (ZeRO-1 shards no gradient)
   CommHandle reduced;     // sharded: gradient reduction in flight
   int64_t dp_offset = 0;  // dp: offset in the operator's gradient bucket
   at::Tensor exp_avg, exp_avg_sq;
 
   int64_t shard_numel() const { return numel / static_cast<int64_t>(shard_group.size()); }
+  // Whether the slice's parameters are gathered before use (not when its mode replicates them).
+  bool gathers() const {
+    return sharded && describe_mode(mode).parameters != ParameterUse::replicated;
+  }
   at::Tensor& local_parameters() { return sharded ? shard : full; }
 };
 
@@ -86,12 +92,13 @@ bool is_checkpointed(const OperatorChoice& choice) { return choice.checkpoint !=
 
 // Whether a sharded slice is freed after use in `phase`.
 bool frees_after(const Slice& slice, const OperatorChoice& choice, Phase phase) {
-  if (!slice.sharded) return false;
+  if (!slice.gathers()) return false;
+  const bool each_use = describe_mode(slice.mode).parameters == ParameterUse::gathered_each_use;
   switch (phase) {
     case Phase::forward:
-      return slice.mode != Mode::z2;
+      return each_use;
     case Phase::recompute:
-      return slice.mode != Mode::z2 && choice.checkpoint == Checkpoint::unfused;
+      return each_use && choice.checkpoint == Checkpoint::unfused;
     case Phase::backward:
       return true;
   }
@@ -124,7 +131,8 @@ void copy_unversioned(at::Tensor destination, const at::Tensor& source) {
 // A fused recompute keeps its gather for the backward that follows: no backward prefetch then
 // (the simulator's rule; it bounds the gathered units in flight to two).
 bool keeps_gather_for_backward(const Slice& slice, const OperatorChoice& choice, Phase phase) {
-  return phase == Phase::recompute && slice.sharded && slice.mode != Mode::z2 &&
+  return phase == Phase::recompute && slice.gathers() &&
+         describe_mode(slice.mode).parameters == ParameterUse::gathered_each_use &&
          !frees_after(slice, choice, phase);
 }
 
@@ -269,7 +277,7 @@ struct ShardedGpt::Impl {
                        .view({-1}));
       }
       if (slice.sharded) {
-        if (slice.mode == Mode::hsdp) {
+        if (describe_mode(slice.mode).shard_group == RankGroup::intra_node) {
           const int local = options.gpus_per_node;
           const int node = rank / local;
           for (int r = 0; r < local; ++r) slice.shard_group.push_back(node * local + r);
@@ -279,12 +287,22 @@ struct ShardedGpt::Impl {
           for (int r = 0; r < world; ++r) slice.shard_group.push_back(r);
         }
         slice.shard_index = group_index(slice.shard_group, rank);
-        slice.shard =
-            flat.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel()).clone();
-        slice.shard_grad = at::zeros_like(slice.shard);
-        slice.full = at::empty({slice.numel}, float_options);
-        free_storage(slice.full);
-        slice.present = false;
+        const int64_t chunk = slice.shard_index * slice.shard_numel();
+        if (slice.gathers()) {
+          slice.shard = flat.narrow(0, chunk, slice.shard_numel()).clone();
+          slice.shard_grad = at::zeros_like(slice.shard);
+          slice.full = at::empty({slice.numel}, float_options);
+          free_storage(slice.full);
+          slice.present = false;
+        } else {
+          // ZeRO-1: whole parameters and gradients; the optimizer updates this rank's chunk of
+          // the parameters in place, and the chunks are all-gathered after the step.
+          slice.full = flat;
+          slice.present = true;
+          slice.shard = flat.detach().narrow(0, chunk, slice.shard_numel());
+          slice.full_grad = at::zeros({slice.numel}, float_options);
+          slice.shard_grad = slice.full_grad.narrow(0, chunk, slice.shard_numel());
+        }
       } else {
         slice.shard_group = {rank};
         slice.full = flat;
@@ -322,7 +340,7 @@ struct ShardedGpt::Impl {
     std::map<std::pair<int, int>, bool> present;
     walk([&](int i, int s, Phase phase) {
       const Slice& slice = ops[i].slices[s];
-      if (!slice.sharded) return;
+      if (!slice.gathers()) return;
       bool& is_present = present[{i, s}];
       if (!is_present) gather_order.push_back({i, s, phase});
       is_present = !frees_after(slice, ops[i].choice, phase);
@@ -386,7 +404,7 @@ struct ShardedGpt::Impl {
   // Waits for slice s of operator i to be gathered (issuing the gather if the window has not).
   void consume_gather(int i, int s) {
     Slice& slice = ops[i].slices[s];
-    if (!slice.sharded) return;
+    if (!slice.gathers()) return;
     if (slice.present && !(next_gather < issued_gather && is_next_gather(i, s))) {
       return;  // kept from an earlier phase (z2, fused recompute)
     }
@@ -600,11 +618,19 @@ struct ShardedGpt::Impl {
       op.dp_grad.narrow(0, slice.dp_offset, slice.numel).copy_(grad);
       return;
     }
+    if (slice.full_grad.defined()) {
+      // ZeRO-1 keeps the whole gradient; it is reduce-scattered in place.
+      if (slice.reduced.valid()) wait(slice.reduced);
+      slice.full_grad.copy_(grad);
+      grad = slice.full_grad;
+    }
     grad.div_(world);
     schedule.push_back({ScheduleEntry::Action::reduce, op_index, s});
     at::Tensor chunk = grad.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel());
     at::Tensor destination = slice.shard_grad;
-    if (slice.replica_group.empty()) {
+    if (slice.full_grad.defined()) {
+      slice.reduced = comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group);
+    } else if (slice.replica_group.empty()) {
       slice.reduced = comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group,
                                  [chunk, destination]() mutable { destination.copy_(chunk); });
     } else {
@@ -707,6 +733,18 @@ struct ShardedGpt::Impl {
           }
         }
       }
+      // ZeRO-1: every rank updated its chunk of the whole parameters; share them.
+      std::vector<CommHandle> shared;
+      for (OperatorRuntime& op : ops) {
+        for (Slice& slice : op.slices) {
+          if (!slice.sharded || slice.gathers()) continue;
+          schedule.push_back({ScheduleEntry::Action::gather, static_cast<int>(&op - ops.data()),
+                              static_cast<int>(&slice - op.slices.data())});
+          shared.push_back(
+              comm.start(CollectiveKind::all_gather, slice.full.detach(), slice.shard_group));
+        }
+      }
+      for (const CommHandle& handle : shared) wait(handle);
     }
     const auto end = synchronized_now();
     metrics.optimizer_step_s = std::chrono::duration<double>(end - optimizer_start).count() -
@@ -726,7 +764,7 @@ struct ShardedGpt::Impl {
     for (OperatorRuntime& op : ops) {
       for (Slice& slice : op.slices) {
         at::Tensor flat;
-        if (slice.sharded) {
+        if (slice.gathers()) {
           flat = at::zeros({slice.numel}, float_options);
           flat.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel())
               .copy_(slice.shard);
@@ -753,6 +791,10 @@ struct ShardedGpt::Impl {
       for (const Slice& slice : op.slices) {
         const int64_t local = slice.sharded ? slice.shard_numel() : slice.numel;
         const int moments = options.adam.kind == AdamSettings::Kind::adam ? 2 : 1;
+        if (slice.sharded && !slice.gathers()) {
+          bytes += 4 * (2 * slice.numel + moments * local);  // z1: parameters, gradient, moments
+          continue;
+        }
         bytes += 4 * local * (1 + moments + (slice.sharded ? 1 : 0));  // parameters, moments, grad
       }
     }

@@ -140,7 +140,7 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
   REQUIRE(document["operators"].size() == 98);
   CHECK(document["operators"][0]["name"] == "embedding");
   CHECK(document["operators"][0].contains("mode"));
-  CHECK(document["baselines"].size() == 6);
+  CHECK(document["baselines"].size() == 8);
 
   TempDir dir;
   const fs::path plan_file = dir.path() / "plan.json";
@@ -250,14 +250,14 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   std::string header;
   REQUIRE(std::getline(csv, header));
   const std::vector<std::string> columns = split(header, ',');
-  REQUIRE(columns.size() == 2 + 7 * 4);
+  REQUIRE(columns.size() == 2 + 9 * 4);
   CHECK(columns[0] == "memory_limit_bytes");
   CHECK(columns[3] == "osdp_throughput_samples_per_s");
   std::vector<std::size_t> baseline_columns;
   for (std::size_t c = 4; c < columns.size(); ++c) {
     if (columns[c].ends_with("_throughput_samples_per_s")) baseline_columns.push_back(c);
   }
-  REQUIRE(baseline_columns.size() == 6);
+  REQUIRE(baseline_columns.size() == 8);
   int rows = 0;
   std::string line;
   while (std::getline(csv, line)) {

@@ -199,3 +199,25 @@ TEST_CASE("the straggler slowdown scales the extended model's compute, not the p
   CHECK(extended.optimizer_step_s(0, zdp) == Approx(1.25 * update_before));
   CHECK(f.model(CostModelKind::paper).option_cost(0, zdp).compute_s.per_sample == Approx(0.0021));
 }
+
+TEST_CASE("ZeRO-1: whole parameters and gradients, sharded optimizer states, DP's volume",
+          "[model][cost]") {
+  const Fixture f;
+  const CostModel model = f.model(CostModelKind::extended);
+  const double n = 8, p = 50331648, g = 50331648, o = 201326592 - 2 * 50331648;
+  const OperatorChoice z1 = OperatorChoice::whole(Mode::z1);
+  CHECK(model.model_state_bytes(0, z1) == Approx(p + g + o / n));
+  const auto dp = model.option_cost(0, OperatorChoice::whole(Mode::dp));
+  const auto cost = model.option_cost(0, z1);
+  // A reduce-scatter and an all-gather are the two halves of DP's ring all-reduce.
+  CHECK(cost.communication_s == Approx(dp.communication_s).epsilon(1e-12));
+  // Nothing gathered for compute, no full gradient beside a shard.
+  CHECK(cost.gather_buffer_bytes == 0);
+  CHECK(cost.transient_bytes.fixed == 0);
+  // The update covers this rank's 1/N of the states.
+  CHECK(model.optimizer_step_s(0, z1) ==
+        Approx(model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp)) / n));
+  // Checkpointing adds no gather: ZeRO-1 holds the parameters.
+  CHECK(model.option_cost(0, OperatorChoice::whole(Mode::z1, Checkpoint::unfused)).communication_s ==
+        Approx(cost.communication_s).epsilon(1e-12));
+}

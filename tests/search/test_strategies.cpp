@@ -45,7 +45,8 @@ TEST_CASE("standard strategies and their names", "[search][strategies]") {
   std::vector<std::string> names;
   for (const auto& strategy : strategies) names.push_back(strategy.name);
   CHECK(names ==
-        std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt", "zero2+ckpt"});
+        std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt", "zero2+ckpt",
+                                 "zero1", "zero1+ckpt"});
   for (const auto& strategy : strategies) {
     const auto parsed = strategy_from_name(strategy.name);
     REQUIRE(parsed);

@@ -68,6 +68,7 @@ TEST_CASE("zero compute gives the sum of serialised communication", "[sim][itera
          {Case{OperatorChoice::whole(Mode::dp), n * ar},
           Case{OperatorChoice::whole(Mode::zdp), n * (2 * ag + rs)},
           Case{OperatorChoice::whole(Mode::z2), n * (ag + rs)},
+          Case{OperatorChoice::whole(Mode::z1, Checkpoint::unfused), n * (rs + ag)},
           Case{OperatorChoice::whole(Mode::zdp, Checkpoint::unfused), n * (3 * ag + rs)},
           Case{OperatorChoice::whole(Mode::zdp, Checkpoint::fused), n * (2 * ag + rs)},
           Case{OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none},
@@ -228,7 +229,8 @@ TEST_CASE("compute, optimizer step and exposed communication add up to the itera
     for (OperatorChoice choice :
          {OperatorChoice::whole(Mode::dp), OperatorChoice::whole(Mode::zdp, Checkpoint::unfused),
           OperatorChoice::whole(Mode::z2), OperatorChoice::whole(Mode::hsdp, Checkpoint::fused),
-          OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none}}) {
+          OperatorChoice{Mode::zdp, 4, 2, Checkpoint::none}, OperatorChoice::whole(Mode::z1),
+          OperatorChoice{Mode::z1, 2, 1, Checkpoint::unfused}}) {
       INFO(describe(choice) << (options.separate_reduce_scatter_lane ? ", separate lane" : ""));
       const SimulationResult result =
           simulate_plan(scenario, uniform_plan(scenario, 2, choice), options);
@@ -419,4 +421,50 @@ TEST_CASE("checkpointed slices run as the runtime runs them", "[sim][iteration]"
     }
     CHECK(checked == spec.operators);
   }
+}
+
+TEST_CASE("ZeRO-1 gathers the updated shards after the optimizer step, never for compute",
+          "[sim][iteration]") {
+  ChainSpec spec;
+  Cluster cluster = nvswitch_cluster(1, 1);
+  cluster.gpu.memory_bandwidth_Bps = 1e12;
+  const Scenario scenario = chain_scenario(spec, cluster);
+  const Plan plan = uniform_plan(scenario, 2, OperatorChoice::whole(Mode::z1, Checkpoint::unfused));
+  const CostModel model = scenario.cost_model();
+  const Program program = build_program(model, plan, SimOptions{});
+  int gathers = 0;
+  int scatters = 0;
+  int last_compute = -1;
+  for (int i = 0; i < static_cast<int>(program.items.size()); ++i) {
+    const ProgramItem& item = program.items[i];
+    if (!item.collective) {
+      last_compute = i;
+      continue;
+    }
+    CHECK(item.kind != CollectiveKind::all_reduce);
+    if (item.kind == CollectiveKind::all_gather) {
+      ++gathers;
+      CHECK(item.category == CommCategory::ag_after_step);
+      // Every gather waits for the optimizer step, which comes after every reduction.
+      REQUIRE(!item.deps.empty());
+      CHECK(program.items[item.deps.front().item].phase == Phase::optimizer);
+    } else {
+      ++scatters;
+      CHECK(item.category == CommCategory::reduce_scatter);
+    }
+  }
+  CHECK(gathers == spec.operators);
+  CHECK(scatters == spec.operators);
+  // The iteration ends with a compute item that waits for every gather (and the step).
+  REQUIRE(last_compute >= 0);
+  int gathers_awaited = 0;
+  for (const Dep& dep : program.items[last_compute].deps) {
+    gathers_awaited += program.items[dep.item].collective ? 1 : 0;
+  }
+  CHECK(gathers_awaited == spec.operators);
+  const SimulationResult result = simulate_plan(scenario, plan, SimOptions{});
+  CHECK(exposed(result, CommCategory::ag_after_step) > 0);
+  // Whole parameters and gradients, 1/N of the optimizer states, as the cost model says.
+  CHECK(result.peak_breakdown_bytes[static_cast<int>(MemoryCategory::model_states)] ==
+        Approx(model.plan_cost(plan).peak.model_state_bytes).epsilon(1e-9));
 }

@@ -102,6 +102,11 @@ TEST_CASE("collectives per mode and checkpointing", "[validate][collectives]") {
   counts = count_collectives(uniform(OperatorChoice::whole(Mode::z2, Checkpoint::unfused)));
   CHECK(counts[K::all_gather] == n);
   CHECK(counts[K::reduce_scatter] == n);
+  // ZeRO-1: no gather for compute, even recomputing; the updated shards after the step.
+  counts = count_collectives(uniform(OperatorChoice::whole(Mode::z1, Checkpoint::unfused)));
+  CHECK(counts[K::all_gather] == n);
+  CHECK(counts[K::reduce_scatter] == n);
+  CHECK(counts[K::all_reduce] == 0);
 }
 
 TEST_CASE("a split operator gathers and reduces slice by slice", "[validate][collectives]") {

@@ -67,3 +67,13 @@ TEST_CASE("ZDP holds 1/N of the model states and frees its gathers", "[validate]
         Approx(2 * 16 * parameters / 2).epsilon(2e-2));
   CHECK(zdp.step_peak_bytes < dp.step_peak_bytes);
 }
+
+TEST_CASE("Z1 holds whole parameters and gradients and 1/N of the optimizer states",
+          "[validate][memory]") {
+  const GptShape shape{2, 64, 4, 16, 128};
+  const double parameters = make_gpt(shape.spec(), Training{}).parameter_count();
+  const Measured z1 = measure(shape, Mode::z1);
+  // 4 + 4 bytes per parameter whole, Adam's 8 halved on 2 ranks (up to padding).
+  CHECK(z1.persistent_bytes == Approx((8 + 8.0 / 2) * parameters).epsilon(1e-3));
+  CHECK(std::abs(z1.live_after_step_bytes - 2 * z1.persistent_bytes) < 64 * 1024);
+}

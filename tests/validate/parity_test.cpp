@@ -110,6 +110,15 @@ TEST_CASE("parity under every backward prefetch policy", "[validate][parity]") {
   }
 }
 
+TEST_CASE("parity: all-Z1 (ZeRO-1), and Z1 mixed with DP and slices", "[validate][parity]") {
+  CHECK(parity_error(uniform(OperatorChoice::whole(Mode::z1)), 2) < 1e-5);
+  Plan mixed = uniform(OperatorChoice::whole(Mode::z1, Checkpoint::unfused));
+  mixed.choices[0] = OperatorChoice::whole(Mode::dp);
+  mixed.choices[2] = {Mode::z1, 2, 1, Checkpoint::none};
+  mixed.choices[3] = OperatorChoice::whole(Mode::zdp);
+  CHECK(parity_error(mixed, 3) < 1e-5);
+}
+
 TEST_CASE("parity: checkpointed ZDP, unfused and fused", "[validate][parity]") {
   CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::unfused)), 2) < 1e-5);
   CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::fused)), 2) < 1e-5);

@@ -1,0 +1,194 @@
+#include "model/mode.hpp"
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+namespace osdp {
+namespace {
+
+constexpr ModeCollective gather(Stage stage, std::string_view what,
+                                RankGroup group = RankGroup::world) {
+  return {stage, CollectiveKind::all_gather, group, false, false, what};
+}
+
+const std::array<ModeDescription, 5>& table() {
+  static const std::array<ModeDescription, 5> modes{{
+      {Mode::dp,
+       "dp",
+       "DDP (PyTorch DistributedDataParallel)",
+       std::nullopt,
+       false,
+       false,
+       false,
+       ParameterUse::replicated,
+       false,
+       {{Stage::after_backward, CollectiveKind::all_reduce, RankGroup::world, false, false,
+         "gradients after backward"}},
+       "everything: parameters, gradients and optimizer states on every rank",
+       "one all-reduce of the gradients (2(N-1) steps of S/N)",
+       "when the states fit: the least communication of all modes"},
+      {Mode::zdp,
+       "zdp",
+       "ZeRO-3, PyTorch FSDP FULL_SHARD",
+       RankGroup::world,
+       true,
+       true,
+       true,
+       ParameterUse::gathered_each_use,
+       false,
+       {gather(Stage::forward, "parameters before forward"),
+        gather(Stage::recompute, "parameters again for the recompute"),
+        gather(Stage::backward, "parameters before backward"),
+        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::world, false, false,
+         "gradients after backward"}},
+       "a 1/N shard of every state; the whole parameters only while the operator computes",
+       "all-gathers before forward and backward, a reduce-scatter of the gradients (3(N-1) "
+       "steps of S/N, 1.5x DP)",
+       "when memory is tight: 1/N of the states buys a larger batch"},
+      {Mode::z2,
+       "z2",
+       "ZeRO-2 style, PyTorch FSDP SHARD_GRAD_OP",
+       RankGroup::world,
+       true,
+       true,
+       true,
+       ParameterUse::gathered_once,
+       false,
+       {gather(Stage::forward, "parameters before forward, kept until backward"),
+        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::world, false, false,
+         "gradients after backward"}},
+       "a 1/N shard of every state, plus the whole parameters from forward to backward",
+       "one all-gather and one reduce-scatter (DP's volume)",
+       "when gradients and optimizer states are what does not fit, not the parameters"},
+      {Mode::z1,
+       "z1",
+       "ZeRO-1 (DeepSpeed stage 1)",
+       RankGroup::world,
+       false,
+       false,
+       true,
+       ParameterUse::replicated,
+       false,
+       {{Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::world, false, false,
+         "gradients after backward"},
+        {Stage::after_step, CollectiveKind::all_gather, RankGroup::world, false, false,
+         "updated parameter shards after the optimizer step"}},
+       "parameters and gradients whole, a 1/N shard of the optimizer states (and of the update)",
+       "a reduce-scatter of the gradients, an all-gather of the updated parameters (DP's volume)",
+       "when the optimizer states (12 of 16 bytes a parameter in mixed precision) do not fit"},
+      {Mode::hsdp,
+       "hsdp",
+       "hybrid sharding (PyTorch FSDP HYBRID_SHARD)",
+       RankGroup::intra_node,
+       true,
+       true,
+       true,
+       ParameterUse::gathered_each_use,
+       true,
+       {gather(Stage::forward, "parameters inside the node", RankGroup::intra_node),
+        gather(Stage::recompute, "parameters inside the node for the recompute",
+               RankGroup::intra_node),
+        gather(Stage::backward, "parameters inside the node before backward",
+               RankGroup::intra_node),
+        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::intra_node, false,
+         false, "gradients inside the node"},
+        {Stage::after_backward, CollectiveKind::all_reduce, RankGroup::inter_node, true, true,
+         "the gradient shard across nodes"}},
+       "a 1/G shard of every state (G GPUs a node), replicated across nodes",
+       "ZDP's collectives inside the node, an all-reduce of the 1/G gradient shard between nodes",
+       "on several nodes with slow links between them: gathers stay on the fast links"},
+  }};
+  return modes;
+}
+
+}  // namespace
+
+std::span<const ModeDescription> mode_descriptions() { return table(); }
+
+const ModeDescription& describe_mode(Mode mode) {
+  for (const ModeDescription& description : table()) {
+    if (description.mode == mode) return description;
+  }
+  throw std::logic_error("describe_mode: a mode without a description");
+}
+
+std::string_view mode_name(Mode mode) { return describe_mode(mode).name; }
+
+std::optional<Mode> mode_from_name(std::string_view name) {
+  for (const ModeDescription& description : table()) {
+    if (description.name == name) return description.mode;
+  }
+  return std::nullopt;
+}
+
+std::string mode_names() {
+  std::string names;
+  for (const ModeDescription& description : table()) {
+    if (!names.empty()) names += ", ";
+    names += description.name;
+  }
+  return names;
+}
+
+int group_ranks(RankGroup group, const Cluster& cluster) {
+  switch (group) {
+    case RankGroup::world:
+      return cluster.ranks;
+    case RankGroup::intra_node:
+      return cluster.gpus_per_node;
+    case RankGroup::inter_node:
+      return cluster.nodes();
+  }
+  return 1;
+}
+
+const GroupTiming& group_timing(RankGroup group, const Cluster& cluster) {
+  switch (group) {
+    case RankGroup::world:
+      return cluster.world;
+    case RankGroup::intra_node:
+      return cluster.intra_node;
+    case RankGroup::inter_node:
+      return cluster.inter_node;
+  }
+  return cluster.world;
+}
+
+int shard_degree(Mode mode, const Cluster& cluster) {
+  const auto& group = describe_mode(mode).shard_group;
+  return group ? group_ranks(*group, cluster) : 1;
+}
+
+bool mode_fits_cluster(Mode mode, const Cluster& cluster) {
+  return !describe_mode(mode).needs_several_nodes ||
+         (cluster.nodes() >= 2 && cluster.gpus_per_node >= 2);
+}
+
+std::string_view mode_cluster_requirement(Mode mode) {
+  return describe_mode(mode).needs_several_nodes
+             ? "a cluster of several nodes with several GPUs each"
+             : "any cluster";
+}
+
+bool collective_runs(const ModeCollective& collective, Checkpoint checkpoint) {
+  return collective.stage != Stage::recompute || checkpoint == Checkpoint::unfused;
+}
+
+double resting_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
+                           double gradient_bytes, double optimizer_bytes) {
+  const ModeDescription& description = describe_mode(mode);
+  const double degree = shard_degree(mode, cluster);
+  auto held = [degree](bool sharded, double bytes) { return sharded ? bytes / degree : bytes; };
+  return held(description.shards_parameters, parameter_bytes) +
+         held(description.shards_gradients, gradient_bytes) +
+         held(description.shards_optimizer_states, optimizer_bytes);
+}
+
+bool choice_consistent(const OperatorChoice& choice) {
+  return choice.slices >= 1 && choice.sharded_slices >= 0 &&
+         choice.sharded_slices <= choice.slices &&
+         (choice.mode == Mode::dp) == (choice.sharded_slices == 0);
+}
+
+}  // namespace osdp
