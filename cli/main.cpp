@@ -15,15 +15,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "osdp 0.1.0");
 
   std::vector<Subcommand> commands{
-      add_plan_command(app),
-      add_sweep_command(app),
-      add_explain_command(app),
+      add_plan_command(app),      add_sweep_command(app),    add_explain_command(app),
 #ifdef OSDP_WITH_SIM
-      add_simulate_command(app),
+      add_simulate_command(app),  add_fit_command(app),      add_predict_command(app),
 #endif
 #ifdef OSDP_WITH_VALIDATE
-      add_calibrate_command(app),
-      add_validate_command(app),
+      add_calibrate_command(app), add_validate_command(app),
 #endif
   };
 

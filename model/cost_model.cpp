@@ -134,10 +134,16 @@ double CostModel::model_state_bytes(int index, const OperatorChoice& choice) con
          sharded_fraction * (op.parameter_bytes + all_states / shard_degree(Mode::z2, *cluster_));
 }
 
-double CostModel::sharded_communication_s(const Operator& op, Mode mode, double slice_bytes,
+double CostModel::gradient_reduce_ratio() const {
+  if (training_->gradient_reduce == ReducePrecision::parameters) return 1.0;
+  return reduce_element_bytes(training_->precision, training_->gradient_reduce) /
+         bytes_per_parameter(training_->precision, training_->optimizer).parameter;
+}
+
+double CostModel::sharded_communication_s(Mode mode, double slice_bytes,
                                           Checkpoint checkpoint) const {
-  (void)op;
   const int recompute_gathers = checkpoint == Checkpoint::unfused ? 1 : 0;
+  const double reduce_bytes = slice_bytes * gradient_reduce_ratio();
   const Cluster& cluster = *cluster_;
   switch (mode) {
     case Mode::dp:
@@ -145,14 +151,14 @@ double CostModel::sharded_communication_s(const Operator& op, Mode mode, double 
     case Mode::zdp: {
       const int n = cluster.ranks;
       const double gather = cluster.world.time_s(CollectiveKind::all_gather, slice_bytes, n);
-      const double scatter = cluster.world.time_s(CollectiveKind::reduce_scatter, slice_bytes, n);
+      const double scatter = cluster.world.time_s(CollectiveKind::reduce_scatter, reduce_bytes, n);
       return (2 + recompute_gathers) * gather + scatter;
     }
     case Mode::z2: {
       // Parameters gathered once in forward and kept, so a recompute needs no gather.
       const int n = cluster.ranks;
       return cluster.world.time_s(CollectiveKind::all_gather, slice_bytes, n) +
-             cluster.world.time_s(CollectiveKind::reduce_scatter, slice_bytes, n);
+             cluster.world.time_s(CollectiveKind::reduce_scatter, reduce_bytes, n);
     }
     case Mode::hsdp: {
       const int local = cluster.gpus_per_node;
@@ -160,9 +166,9 @@ double CostModel::sharded_communication_s(const Operator& op, Mode mode, double 
       const double gather =
           cluster.intra_node.time_s(CollectiveKind::all_gather, slice_bytes, local);
       const double scatter =
-          cluster.intra_node.time_s(CollectiveKind::reduce_scatter, slice_bytes, local);
+          cluster.intra_node.time_s(CollectiveKind::reduce_scatter, reduce_bytes, local);
       const double across =
-          cluster.inter_node.time_s(CollectiveKind::all_reduce, slice_bytes / local, nodes);
+          cluster.inter_node.time_s(CollectiveKind::all_reduce, reduce_bytes / local, nodes);
       return (2 + recompute_gathers) * gather + scatter + across;
     }
   }
@@ -197,20 +203,23 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
       checkpointed ? *op.input_activation_bytes_per_sample : op.activation_bytes_per_sample;
 
   // The slices share the fixed part (what splitting adds is the slicing overhead below).
+  // Each of the m micro-batches runs every compute and sharded collective again; the DP
+  // gradients are all-reduced once, after the last micro-batch (DDP no_sync, Megatron).
+  const int m = training_->accumulation_steps;
   const Linear forward = forward_compute_s(index);
   const Linear backward = backward_compute_s(index);
   const int forward_calls = checkpointed ? 2 : 1;
-  if (extended) cost.compute_s.fixed = forward_calls * forward.fixed + backward.fixed;
-  cost.compute_s.per_sample = forward_calls * forward.per_sample + backward.per_sample;
+  if (extended) cost.compute_s.fixed = m * (forward_calls * forward.fixed + backward.fixed);
+  cost.compute_s.per_sample = m * (forward_calls * forward.per_sample + backward.per_sample);
 
   double communication_s = 0.0;
   if (j < k) {
     // The DP slices' gradients are all-reduced together after the operator's backward.
-    const double dp_bytes = op.parameter_bytes * (k - j) / k;
+    const double dp_bytes = op.parameter_bytes * (k - j) / k * gradient_reduce_ratio();
     communication_s +=
         cluster_->world.time_s(CollectiveKind::all_reduce, dp_bytes, cluster_->ranks);
   }
-  communication_s += j * sharded_communication_s(op, choice.mode, slice_bytes, choice.checkpoint);
+  communication_s += m * j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);
   cost.communication_s = communication_s;
 
   Linear slicing;
@@ -230,6 +239,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
           (k - 1) * 2.0 * 3.0 * op.output_bytes_per_sample / *cluster_->gpu.memory_bandwidth_Bps;
     }
   }
+  slicing.fixed *= m;
+  slicing.per_sample *= m;
   cost.slicing_overhead_s = slicing.fixed;
 
   cost.time_s.fixed =
@@ -286,7 +297,9 @@ PlanCost CostModel::plan_cost(const Plan& plan) const {
   result.peak_memory_bytes = result.peak.model_state_bytes + result.peak.extra_bytes +
                              result.peak.activation_bytes + result.peak.transient_bytes;
   result.throughput_samples_per_s =
-      result.iteration_time_s > 0 ? cluster_->ranks * b / result.iteration_time_s : 0.0;
+      result.iteration_time_s > 0
+          ? cluster_->ranks * training_->samples_per_rank(b) / result.iteration_time_s
+          : 0.0;
   return result;
 }
 

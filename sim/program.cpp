@@ -58,8 +58,16 @@ class Builder {
       if (plan_.choices[i].mode == Mode::hsdp) program_.uses_hsdp = true;
       add_initial_memory(i);
     }
-    forward();
-    backward();
+    // Gradient accumulation: every micro-batch runs the whole forward and backward; the DP
+    // all-reduce waits for the last one, the sharded modes reduce-scatter in each (FSDP).
+    const int micro_batches = model_.training().accumulation_steps;
+    program_.accumulation_steps = micro_batches;
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      last_micro_batch_ = micro + 1 == micro_batches;
+      forward();
+      backward();
+    }
+    if (options_.gradient_all_reduce == GradientAllReduce::after_backward) bucket_all_reduce();
     optimizer();
     return std::move(program_);
   }
@@ -380,23 +388,37 @@ class Builder {
   void post_collectives(const BackwardStep& step, int compute, double gradient_bytes) {
     const OperatorChoice& c = choice(step.op);
     if (sharded(step.op, step.slice)) {
+      const double reduce_bytes = slice_bytes(step.op) * model_.gradient_reduce_ratio();
       const int rs = add_collective(CollectiveKind::reduce_scatter, shard_group(step.op), true,
-                                    slice_bytes(step.op), CommCategory::reduce_scatter, step.op,
-                                    step.slice, {{compute, DepOn::end}});
+                                    reduce_bytes, CommCategory::reduce_scatter, step.op, step.slice,
+                                    {{compute, DepOn::end}});
       program_.items[rs].at_end.push_back(
           {-gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
       if (c.mode == Mode::hsdp) {
         add_collective(CollectiveKind::all_reduce, GroupKind::inter_node, true,
-                       slice_bytes(step.op) / cluster_.gpus_per_node, CommCategory::all_reduce,
-                       step.op, step.slice, {{rs, DepOn::end}});
+                       reduce_bytes / cluster_.gpus_per_node, CommCategory::all_reduce, step.op,
+                       step.slice, {{rs, DepOn::end}});
       }
     }
     const int dp_slices = c.slices - c.sharded_slices;
-    if (step.slice == 0 && dp_slices > 0) {
-      const double bytes = model_.workload().op(step.op).parameter_bytes * dp_slices / c.slices;
-      add_collective(CollectiveKind::all_reduce, GroupKind::world, true, bytes,
-                     CommCategory::all_reduce, step.op, -1, {{compute, DepOn::end}});
+    if (step.slice == 0 && dp_slices > 0 && last_micro_batch_) {
+      const double bytes = model_.workload().op(step.op).parameter_bytes * dp_slices / c.slices *
+                           model_.gradient_reduce_ratio();
+      if (options_.gradient_all_reduce == GradientAllReduce::after_backward) {
+        bucket_bytes_ += bytes;
+      } else {
+        add_collective(CollectiveKind::all_reduce, GroupKind::world, true, bytes,
+                       CommCategory::all_reduce, step.op, -1, {{compute, DepOn::end}});
+      }
     }
+  }
+
+  // Megatron / DeepSpeed without overlap: every DP gradient in one all-reduce once the last
+  // backward has ended.
+  void bucket_all_reduce() {
+    if (bucket_bytes_ <= 0) return;
+    add_collective(CollectiveKind::all_reduce, GroupKind::world, true, bucket_bytes_,
+                   CommCategory::all_reduce, -1, -1, {{last_compute_, DepOn::end}});
   }
 
   void optimizer() {
@@ -417,6 +439,8 @@ class Builder {
   const SimOptions& options_;
   const Cluster& cluster_;
   double launch_s_ = 0;
+  bool last_micro_batch_ = true;
+  double bucket_bytes_ = 0;  // DP gradients of the after-backward all-reduce
   Program program_;
   int last_compute_ = -1;
   std::vector<int> stream_;
