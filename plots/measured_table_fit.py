@@ -51,7 +51,7 @@ def main(argv):
         return 2
     documents = [(argv[1], "simulated, fitted on all rows")]
     if len(argv) == 4:
-        documents.append((argv[3], "cross-validated (leave one model size out)"))
+        documents.append((argv[3], "cross-validated (model size left out)"))
     figure, axes = plt.subplots(1, len(documents), figsize=(6.5 * len(documents), 5.5),
                                 squeeze=False)
     for axis, (path, title) in zip(axes[0], documents):

@@ -17,8 +17,8 @@ namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
-// The constants in the fit's units: s per TFLOP (rates), ms (fixed), s per GB (optimizer).
-enum Constant { layer_rate, head_rate, layer_fixed, edge_fixed, optimizer, constants_count };
+// The constants in the fit's units: s per TFLOP (rates), ms (fixed).
+enum Constant { layer_rate, head_rate, layer_fixed, edge_fixed, constants_count };
 
 std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
   auto rate = [](double seconds_per_unit) {
@@ -27,8 +27,7 @@ std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
   return {{"layer rate (attention, MLP)", "TFLOP/s", rate(theta[layer_rate])},
           {"head rate (LM head + loss)", "TFLOP/s", rate(theta[head_rate])},
           {"layer fixed per forward call (backward: 2x)", "ms", theta[layer_fixed]},
-          {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]},
-          {"optimizer update bandwidth", "GB/s", rate(theta[optimizer])}};
+          {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]}};
 }
 
 ComputeLaw law(double fixed_ms, double seconds_per_tflop) {
@@ -115,7 +114,6 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
                              {"attention", kind_json(theta[layer_fixed], theta[layer_rate])},
                              {"mlp", kind_json(theta[layer_fixed], theta[layer_rate])},
                              {"head", kind_json(theta[edge_fixed], theta[head_rate])}};
-  if (theta[optimizer] > 0) gpu["optimizer_bandwidth"] = rounded(1e9 / theta[optimizer]);
   return cluster;
 }
 
@@ -130,7 +128,6 @@ Cluster cluster_with_constants(const Cluster& base, const std::vector<double>& t
   laws["attention"] = phases(theta[layer_fixed], theta[layer_rate]);
   laws["mlp"] = phases(theta[layer_fixed], theta[layer_rate]);
   laws["head"] = phases(theta[edge_fixed], theta[head_rate]);
-  cluster.gpu.optimizer_bandwidth_Bps = theta[optimizer] > 0 ? 1e9 / theta[optimizer] : infinity;
   return cluster;
 }
 

@@ -3,18 +3,19 @@
 //
 // With every operator in DP and the gradient all-reduce after the backward (no overlap), the
 // simulated iteration is the sum of its compute items, the all-reduce and the optimizer step,
-// and each compute item is linear in the constants below (times per FLOP, fixed times, seconds
-// per byte of the update). So the time of row r is base_r + sum_g X_rg theta_g, with X_rg read
-// off the program the simulator runs (each constant set to one unit, the others to zero), and
-// the fit minimises sum_r ((T_r - measured_r) / measured_r)^2 over theta >= 0: the relative
-// error, which the MAPE reports.
+// and each compute item is linear in the constants below (times per FLOP, fixed times). So the time
+// of row r is base_r + sum_g X_rg theta_g, with X_rg read off the program the simulator runs (each
+// constant set to one unit, the others to zero), and the fit minimises sum_r ((T_r - measured_r) /
+// measured_r)^2 over theta >= 0: the relative error, which the MAPE reports.
 //
 // The constants (a handful for all rows, never one per row):
 //   layer rate      sustained FLOP/s of attention and MLP, forward, recompute and backward
 //   head rate       the same for the LM head with its fp32 softmax cross-entropy
 //   layer fixed     time per call of an attention or MLP forward (its backward: twice)
 //   edge fixed      the same for the embedding and the head
-//   optimizer       bytes of model states per second the update reads and writes
+// The optimizer step is not fitted: it is the same for every row of a model size and ranks, so
+// the fixed parts would absorb it (a first fit made it free); it stays memory-bound at the
+// cluster's optimizer (or memory) bandwidth, part of each row's base.
 // Tied because data of this kind cannot tell them apart: a forward and its backward always come
 // together (their columns are proportional), and so do an attention and an MLP's fixed parts.
 #pragma once
@@ -31,12 +32,12 @@ namespace osdp::sim {
 struct FitConstant {
   std::string name;
   std::string unit;  // of `value`
-  double value = 0;  // in `unit`: TFLOP/s, ms, GB/s
+  double value = 0;  // in `unit`: TFLOP/s, ms
 };
 
 // One row's decomposition: time = base_s + features . theta (theta in the fit's units).
 struct RowModel {
-  double base_s = 0;  // what no constant moves: the all-reduce, kernel launch gaps
+  double base_s = 0;  // what no constant moves: the all-reduce, optimizer step, launch gaps
   std::vector<double> features;
 };
 
