@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 namespace osdp::cli {
@@ -23,6 +22,8 @@ Subcommand add_sweep_command(CLI::App& root);
 Subcommand add_explain_command(CLI::App& root);
 #ifdef OSDP_WITH_SIM
 Subcommand add_simulate_command(CLI::App& root);
+Subcommand add_fit_command(CLI::App& root);
+Subcommand add_predict_command(CLI::App& root);
 #endif
 // Both need the libtorch runtime, osdp-runtime: `validate` starts it to measure plans, and
 // `calibrate` hands its arguments over to it (osdp itself never loads libtorch).

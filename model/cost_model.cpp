@@ -118,15 +118,28 @@ double CostModel::model_state_bytes(int index, const OperatorChoice& choice) con
          sharded_fraction * sharded_slice_states;
 }
 
+double CostModel::gradient_reduce_ratio() const {
+  if (training_->gradient_reduce == ReducePrecision::parameters) return 1.0;
+  return reduce_element_bytes(training_->precision, training_->gradient_reduce) /
+         bytes_per_parameter(training_->precision, training_->optimizer).parameter;
+}
+
 double CostModel::sharded_communication_s(Mode mode, double slice_bytes,
                                           Checkpoint checkpoint) const {
+  const ModeDescription& description = describe_mode(mode);
   double time_s = 0.0;
-  for (const ModeCollective& collective : describe_mode(mode).collectives) {
+  for (const ModeCollective& collective : description.collectives) {
     if (!collective_runs(collective, checkpoint)) continue;
-    const double bytes =
-        collective.node_shard_bytes ? slice_bytes / cluster_->gpus_per_node : slice_bytes;
-    time_s += group_timing(collective.group, *cluster_)
-                  .time_s(collective.kind, bytes, group_ranks(collective.group, *cluster_));
+    // Reductions move gradients, in the precision the training reduces them in.
+    double bytes = collective.kind == CollectiveKind::all_gather
+                       ? slice_bytes
+                       : slice_bytes * gradient_reduce_ratio();
+    if (collective.node_shard_bytes) bytes /= cluster_->gpus_per_node;
+    const int runs = runs_every_micro_batch(description, collective)
+                         ? training_->accumulation_steps
+                         : 1;
+    time_s += runs * group_timing(collective.group, *cluster_)
+                         .time_s(collective.kind, bytes, group_ranks(collective.group, *cluster_));
   }
   return time_s;
 }
@@ -159,20 +172,26 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
       checkpointed ? *op.input_activation_bytes_per_sample : op.activation_bytes_per_sample;
 
   // The slices share the fixed part (what splitting adds is the slicing overhead below).
+  // Each of the m micro-batches runs every compute and sharded collective again; the DP
+  // gradients are all-reduced once, after the last micro-batch (DDP no_sync, Megatron).
+  const int m = training_->accumulation_steps;
   const Linear forward = forward_compute_s(index);
   const Linear backward = backward_compute_s(index);
   const int forward_calls = checkpointed ? 2 : 1;
-  if (extended) cost.compute_s.fixed = forward_calls * forward.fixed + backward.fixed;
-  cost.compute_s.per_sample = forward_calls * forward.per_sample + backward.per_sample;
+  if (extended) cost.compute_s.fixed = m * (forward_calls * forward.fixed + backward.fixed);
+  cost.compute_s.per_sample = m * (forward_calls * forward.per_sample + backward.per_sample);
 
   // The DP slices' collectives run once for all of them (their gradients are all-reduced
-  // together after the operator's backward); a sharded slice's run per slice.
+  // together after the operator's backward); a sharded slice's run per slice. Each mode says
+  // which run every micro-batch (model/mode: DP's all-reduce once, after the last one).
   double communication_s = 0.0;
   if (j < k) {
     communication_s += sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k,
                                                choice.checkpoint);
   }
-  if (j > 0) communication_s += j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);
+  if (j > 0) {
+    communication_s += j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);
+  }
   cost.communication_s = communication_s;
 
   Linear slicing;
@@ -192,6 +211,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
           (k - 1) * 2.0 * 3.0 * op.output_bytes_per_sample / *cluster_->gpu.memory_bandwidth_Bps;
     }
   }
+  slicing.fixed *= m;
+  slicing.per_sample *= m;
   cost.slicing_overhead_s = slicing.fixed;
 
   cost.time_s.fixed =
@@ -249,7 +270,9 @@ PlanCost CostModel::plan_cost(const Plan& plan) const {
   result.peak_memory_bytes = result.peak.model_state_bytes + result.peak.extra_bytes +
                              result.peak.activation_bytes + result.peak.transient_bytes;
   result.throughput_samples_per_s =
-      result.iteration_time_s > 0 ? cluster_->ranks * b / result.iteration_time_s : 0.0;
+      result.iteration_time_s > 0
+          ? cluster_->ranks * training_->samples_per_rank(b) / result.iteration_time_s
+          : 0.0;
   return result;
 }
 

@@ -47,6 +47,8 @@ struct Linear {
 };
 
 // Cost of one operator under one choice.
+// Time figures cover one iteration: all m micro-batches of the training's accumulation and the
+// optimizer step; memory is per micro-batch (activations live for one micro-batch at a time).
 struct OptionCost {
   Linear time_s;                   // compute + communication + slicing overhead
   Linear persistent_bytes;         // live for the whole iteration: model states, saved activations
@@ -77,7 +79,8 @@ struct PlanCost {
   double communication_s = 0;
   double optimizer_step_s = 0;
   double peak_memory_bytes = 0;
-  double throughput_samples_per_s = 0;  // all ranks: ranks * b / iteration time
+  // All ranks: ranks * b * accumulation steps / iteration time.
+  double throughput_samples_per_s = 0;
   PeakBreakdown peak;
 };
 
@@ -116,6 +119,10 @@ class CostModel {
   double compute_s_per_sample(int op) const;
   double forward_compute_s_per_sample(int op) const;
 
+  // Bytes a gradient reduction moves per byte of parameters (2 / 4 for fp16 parameters
+  // all-reduced in fp32; 1 unless the training setup says otherwise).
+  double gradient_reduce_ratio() const;
+
   // The memory parts of one choice, persistent model states only (for explanations).
   double model_state_bytes(int op, const OperatorChoice& choice) const;
 
@@ -127,7 +134,8 @@ class CostModel {
   double straggler_slowdown() const;
   // States the rank keeps and updates: all of a DP slice, the shard of a sharded one.
   double owned_state_bytes(int op, const OperatorChoice& choice) const;
-  // One slice's collectives in `mode` (DP: the DP slices' all-reduce), as model/mode says.
+  // One slice's collectives in `mode` over the iteration's micro-batches (DP: the DP slices'
+  // all-reduce), as model/mode describes them.
   double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint) const;
 
   const Workload* workload_;

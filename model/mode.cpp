@@ -175,6 +175,20 @@ bool collective_runs(const ModeCollective& collective, Checkpoint checkpoint) {
   return collective.stage != Stage::recompute || checkpoint == Checkpoint::unfused;
 }
 
+bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& collective) {
+  switch (collective.stage) {
+    case Stage::forward:
+    case Stage::recompute:
+    case Stage::backward:
+      return true;
+    case Stage::after_backward:
+      return mode.shards_gradients;
+    case Stage::after_step:
+      return false;
+  }
+  return true;
+}
+
 double resting_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
                            double gradient_bytes, double optimizer_bytes) {
   const ModeDescription& description = describe_mode(mode);

@@ -91,6 +91,12 @@ std::string_view mode_cluster_requirement(Mode mode);
 // when the mode gathers each use and the recompute is not fused with backward).
 bool collective_runs(const ModeCollective& collective, Checkpoint checkpoint);
 
+// Whether the collective runs in every micro-batch of an accumulating iteration: the gathers
+// for compute do; a reduction after backward does when the mode keeps only a gradient shard
+// (FSDP reduce-scatters every micro-batch) and not when it keeps the whole gradient and
+// accumulates it (DDP's no_sync, ZeRO-1); what follows the optimizer step runs once.
+bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& collective);
+
 // The model states (parameters, gradients, optimizer states) one rank holds at rest for one
 // slice of `mode`, given the slice's full sizes.
 double resting_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,

@@ -339,9 +339,9 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
   return Workload(name, std::move(operators), std::move(edges), reader.file());
 }
 
-Workload read_gpt(const JsonReader& reader, const Training& training) {
-  reader.require_only(
-      {"family", "name", "layers", "hidden", "heads", "sequence_length", "vocabulary", "dropout"});
+GptSpec read_gpt_spec(const JsonReader& reader) {
+  reader.require_only({"family", "name", "layers", "hidden", "heads", "sequence_length",
+                       "vocabulary", "vocabulary_multiple", "dropout"});
   GptSpec spec;
   spec.name = reader.optional_string("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
@@ -350,6 +350,8 @@ Workload read_gpt(const JsonReader& reader, const Training& training) {
       static_cast<int>(reader.optional_integer("sequence_length", 1, 1 << 24).value_or(1024));
   spec.vocabulary =
       static_cast<int>(reader.optional_integer("vocabulary", 1, 1 << 26).value_or(50257));
+  spec.vocabulary_multiple =
+      static_cast<int>(reader.optional_integer("vocabulary_multiple", 1, 1 << 16).value_or(1));
   if (reader.has("dropout")) {
     spec.dropout = reader.non_negative_number("dropout");
     if (spec.dropout >= 1) reader.fail("dropout", "a probability from 0 (no dropout) below 1");
@@ -377,7 +379,7 @@ Workload read_gpt(const JsonReader& reader, const Training& training) {
                         fmt::format("a hidden size divisible by heads ({})", spec.heads));
     }
   }
-  return make_gpt(spec, training);
+  return spec;
 }
 
 // A key that holds an object or a path (relative to the scenario file) to a JSON file with it.
@@ -480,8 +482,8 @@ Cluster load_cluster(const JsonReader& reader) {
 }
 
 Training load_training(const JsonReader& reader) {
-  reader.require_only(
-      {"precision", "optimizer", "memory_limit", "min_batch_size", "max_batch_size"});
+  reader.require_only({"precision", "optimizer", "memory_limit", "min_batch_size", "max_batch_size",
+                       "micro_batch_size", "accumulation_steps", "gradient_reduce"});
   Training training;
   if (reader.has("precision")) {
     training.precision = reader.choice("precision", {"fp32", "mixed"}) == "fp32" ? Precision::fp32
@@ -492,13 +494,30 @@ Training load_training(const JsonReader& reader) {
         reader.choice("optimizer", {"adam", "sgd"}) == "adam" ? Optimizer::adam : Optimizer::sgd;
   }
   training.memory_limit_bytes = reader.optional_quantity("memory_limit", Dimension::bytes);
-  training.min_batch_size =
-      static_cast<int>(reader.optional_integer("min_batch_size", 1, 1 << 20).value_or(1));
-  training.max_batch_size =
-      static_cast<int>(reader.optional_integer("max_batch_size", 1, 1 << 20).value_or(64));
+  if (reader.has("micro_batch_size")) {
+    // A fixed micro-batch: the scheduler tries only it.
+    for (const char* key : {"min_batch_size", "max_batch_size"}) {
+      if (reader.has(key)) reader.fail(key, "either micro_batch_size or a batch-size range");
+    }
+    training.min_batch_size = static_cast<int>(reader.integer("micro_batch_size", 1, 1 << 20));
+    training.max_batch_size = training.min_batch_size;
+  } else {
+    training.min_batch_size =
+        static_cast<int>(reader.optional_integer("min_batch_size", 1, 1 << 20).value_or(1));
+    training.max_batch_size =
+        static_cast<int>(reader.optional_integer("max_batch_size", 1, 1 << 20).value_or(64));
+  }
   if (training.max_batch_size < training.min_batch_size) {
     reader.fail("max_batch_size",
                 fmt::format("at least min_batch_size ({})", training.min_batch_size));
+  }
+  training.accumulation_steps =
+      static_cast<int>(reader.optional_integer("accumulation_steps", 1, 1 << 16).value_or(1));
+  if (reader.has("gradient_reduce")) {
+    const std::string reduce = reader.choice("gradient_reduce", {"parameters", "fp32", "fp16"});
+    training.gradient_reduce = reduce == "fp32"   ? ReducePrecision::fp32
+                               : reduce == "fp16" ? ReducePrecision::fp16
+                                                  : ReducePrecision::parameters;
   }
   return training;
 }
@@ -507,7 +526,7 @@ Workload load_model(const JsonReader& reader, const Training& training) {
   if (reader.has("operators")) return read_operator_list(reader, training);
   if (reader.has("family")) {
     reader.choice("family", {"gpt"});
-    return read_gpt(reader, training);
+    return make_gpt(read_gpt_spec(reader), training);
   }
   reader.fail("family",
               "a generator (\"family\": \"gpt\", layers, hidden, heads, ...) or an "
@@ -517,7 +536,7 @@ Workload load_model(const JsonReader& reader, const Training& training) {
 Scenario scenario_from_json(const Json& document, const std::string& file) {
   const JsonReader reader(document, file);
   reader.require_only({"name", "description", "model", "cluster", "training", "cost_model",
-                       "search", "simulation", "validation"});
+                       "search", "simulation", "validation", "measured_runs"});
   Scenario scenario;
   scenario.file = file;
   scenario.name = reader.optional_string("name").value_or(
@@ -535,9 +554,10 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
       JsonReader(cluster.document, cluster.file, cluster.file == file ? "$.cluster" : "$"));
   if (!reader.has("model")) reader.fail("model", "a model (object or file path)");
   const Included model = include(reader, "model");
-  scenario.workload = std::make_shared<const Workload>(
-      load_model(JsonReader(model.document, model.file, model.file == file ? "$.model" : "$"),
-                 scenario.training));
+  const JsonReader model_reader(model.document, model.file, model.file == file ? "$.model" : "$");
+  scenario.workload = std::make_shared<const Workload>(load_model(model_reader, scenario.training));
+  if (model_reader.has("family")) scenario.gpt = read_gpt_spec(model_reader);
+  scenario.cluster_document = cluster.document;
 
   if (reader.has("cost_model")) {
     scenario.cost.kind = reader.choice("cost_model", {"paper", "extended"}) == "paper"
@@ -587,6 +607,10 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   if (reader.has("simulation")) {
     (void)reader.object("simulation");  // must be an object; sim/ checks its keys
     scenario.simulation = document["simulation"];
+  }
+  if (reader.has("measured_runs")) {
+    (void)reader.object("measured_runs");  // must be an object; measured_runs.cpp checks its keys
+    scenario.measured_runs = document["measured_runs"];
   }
   if (reader.has("validation")) {
     (void)reader.object("validation");  // must be an object; validate/ checks its keys

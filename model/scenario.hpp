@@ -39,12 +39,16 @@ struct Scenario {
   std::string name;
   std::string description;
   std::shared_ptr<const Workload> workload;
+  std::optional<GptSpec> gpt;  // when the model is generated: what made it
   Cluster cluster;
+  Json cluster_document;  // the cluster as written (a fit writes it back with new constants)
   Training training;
   CostSettings cost;
   SearchSpec search;
   Json simulation = Json::object();  // options of the simulator, read by sim/
   Json validation = Json::object();  // options of the validator, read by validate/
+  // How the runs of a measured table ran (mode, checkpointed kinds), read by measured_runs.cpp.
+  Json measured_runs = Json::object();
 
   CostModel cost_model() const { return CostModel(*workload, cluster, training, cost); }
 };

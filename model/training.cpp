@@ -20,4 +20,28 @@ double activation_element_bytes(Precision precision) {
   return precision == Precision::fp32 ? 4.0 : 2.0;
 }
 
+std::string_view reduce_precision_name(ReducePrecision precision) {
+  switch (precision) {
+    case ReducePrecision::parameters:
+      return "parameters";
+    case ReducePrecision::fp32:
+      return "fp32";
+    case ReducePrecision::fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+double reduce_element_bytes(Precision precision, ReducePrecision reduce) {
+  switch (reduce) {
+    case ReducePrecision::fp32:
+      return 4.0;
+    case ReducePrecision::fp16:
+      return 2.0;
+    case ReducePrecision::parameters:
+      break;
+  }
+  return bytes_per_parameter(precision, Optimizer::adam).parameter;
+}
+
 }  // namespace osdp

@@ -92,7 +92,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   const double e = activation_element_bytes(training.precision);
   const double s = spec.sequence_length;
   const double a = spec.heads;
-  const double vocabulary = spec.vocabulary;
+  const double vocabulary = spec.padded_vocabulary();
   const double mask = spec.dropout > 0 ? 1.0 : 0.0;  // bytes of dropout mask per element
 
   std::vector<Operator> operators;

@@ -83,9 +83,14 @@ struct GptSpec {
   int heads = 12;
   int sequence_length = 1024;
   int vocabulary = 50257;
+  // Megatron pads the vocabulary to a multiple of this (--make-vocab-size-divisible-by); 1: none.
+  int vocabulary_multiple = 1;
   // Dropout probability; above 0, each dropout keeps a 1-byte mask per element for backward.
   double dropout = 0.1;
 
+  int padded_vocabulary() const {
+    return (vocabulary + vocabulary_multiple - 1) / vocabulary_multiple * vocabulary_multiple;
+  }
   int hidden_of_layer(int layer) const {
     return hidden_sizes.size() == 1 ? hidden_sizes[0] : hidden_sizes[layer];
   }

@@ -728,20 +728,24 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
     point.batch_size = batch;
     const bool cut = !solve_every_batch && result.best;
     const double tie_throughput = best_throughput * (1.0 - kThroughputTie);
-    const double best_possible = model.ranks() * batch / fastest_time_s(classes, batch);
+    const double best_possible =
+        model.ranks() * model.training().samples_per_rank(batch) / fastest_time_s(classes, batch);
     if (cut && best_possible < tie_throughput) {
       point.pruned_by_bound = true;
       continue;
     }
     // Only a plan that at least ties the best throughput so far matters. Past the deadline
     // this only bounds the b's best time by the LP relaxation (for the proven gap).
-    const double cutoff_s = cut ? model.ranks() * batch / tie_throughput : infinity;
+    const double cutoff_s =
+        cut ? model.ranks() * model.training().samples_per_rank(batch) / tie_throughput : infinity;
     BatchSolve solve =
         solve_classes(model, classes, batch, limit, spec, deadline, result.stats, cutoff_s);
     point.best = std::move(solve.best);
     point.stopped_early = solve.stopped;
     point.pruned_by_bound = cut && !point.best && !solve.stopped;
-    throughput_bound = std::max(throughput_bound, model.ranks() * batch / solve.lower_bound_time_s);
+    throughput_bound =
+        std::max(throughput_bound, model.ranks() * model.training().samples_per_rank(batch) /
+                                       solve.lower_bound_time_s);
     if (point.best && point.best->cost.throughput_samples_per_s >= tie_throughput) {
       best_throughput = std::max(best_throughput, point.best->cost.throughput_samples_per_s);
       result.best = point.best;

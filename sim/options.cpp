@@ -28,8 +28,8 @@ SimOptions read_sim_options(const Json& simulation, const std::string& file,
   }
   const JsonReader reader(simulation, file, path);
   reader.require_only({"collectives", "forward_prefetch", "backward_prefetch", "units_in_flight",
-                       "separate_reduce_scatter_lane", "overlap_slowdown", "kernel_launch",
-                       "network"});
+                       "separate_reduce_scatter_lane", "gradient_all_reduce", "overlap_slowdown",
+                       "kernel_launch", "network"});
   if (reader.has("collectives")) {
     const std::string name = reader.choice("collectives", {"auto", "step", "scale"});
     options.granularity = name == "step"    ? Granularity::step
@@ -43,6 +43,12 @@ SimOptions read_sim_options(const Json& simulation, const std::string& file,
       static_cast<int>(reader.optional_integer("units_in_flight", 1, 1 << 20).value_or(2));
   options.separate_reduce_scatter_lane =
       reader.optional_boolean("separate_reduce_scatter_lane").value_or(false);
+  if (reader.has("gradient_all_reduce")) {
+    options.gradient_all_reduce =
+        reader.choice("gradient_all_reduce", {"per_operator", "after_backward"}) == "per_operator"
+            ? GradientAllReduce::per_operator
+            : GradientAllReduce::after_backward;
+  }
   if (reader.has("overlap_slowdown")) {
     options.overlap_slowdown = reader.number("overlap_slowdown");
     if (*options.overlap_slowdown < 1.0) reader.fail("overlap_slowdown", "a factor of 1 or more");

@@ -1,8 +1,8 @@
 // Options of the simulator, read strictly from a scenario's "simulation" object:
 //   {"collectives": "auto" | "step" | "scale", "forward_prefetch": 1, "backward_prefetch": "pre",
 //    "units_in_flight": 2, "separate_reduce_scatter_lane": false,
-//    "overlap_slowdown": 1.1, "kernel_launch": "5us",
-//    "network": {"model": "CM02", "crosstraffic": false, "tcp_gamma": 0}}
+//    "gradient_all_reduce": "per_operator" | "after_backward", "overlap_slowdown": 1.1,
+//    "kernel_launch": "5us", "network": {"model": "CM02", "crosstraffic": false, "tcp_gamma": 0}}
 // Every key is optional; unknown keys are input errors.
 #pragma once
 
@@ -28,6 +28,11 @@ struct NetworkConfig {
   double tcp_gamma = 0.0;
 };
 
+// When DP gradients are all-reduced: after each operator's backward in the last micro-batch,
+// overlapping the rest of the backward (DDP), or all at once after the backward ends
+// (Megatron / DeepSpeed without overlapped reduction).
+enum class GradientAllReduce { per_operator, after_backward };
+
 struct SimOptions {
   Granularity granularity = Granularity::automatic;
   // Gathers may run this many compute tasks ahead of their use in forward (0: no prefetch).
@@ -37,6 +42,7 @@ struct SimOptions {
   int units_in_flight = 2;
   // Reduce-scatters and all-reduces on their own lane instead of the gathers' lane.
   bool separate_reduce_scatter_lane = false;
+  GradientAllReduce gradient_all_reduce = GradientAllReduce::per_operator;
   // Overrides of the cluster's GPU figures.
   std::optional<double> overlap_slowdown;
   std::optional<double> kernel_launch_s;

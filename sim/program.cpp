@@ -80,8 +80,16 @@ class Builder {
       if (uses_node_groups(plan_.choices[i].mode)) program_.uses_node_groups = true;
       add_initial_memory(i);
     }
-    forward();
-    backward();
+    // Gradient accumulation: every micro-batch runs the whole forward and backward; the DP
+    // all-reduce waits for the last one, the sharded modes reduce-scatter in each (FSDP).
+    const int micro_batches = model_.training().accumulation_steps;
+    program_.accumulation_steps = micro_batches;
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      last_micro_batch_ = micro + 1 == micro_batches;
+      forward();
+      backward();
+    }
+    if (options_.gradient_all_reduce == GradientAllReduce::after_backward) bucket_all_reduce();
     optimizer();
     return std::move(program_);
   }
@@ -391,13 +399,17 @@ class Builder {
   }
 
   // The collectives a mode's description runs at `stage` for one slice (DP: for all the DP
-  // slices of the operator at once), each after `after` and, when chained, after the previous.
-  // Returns the last one, -1 if none.
+  // slices of the operator at once), each after `after` and, when chained, after the previous;
+  // in an earlier micro-batch only those the mode runs in every one. Returns the last, -1 if
+  // none.
   int add_stage_collectives(Mode mode, Stage stage, int op, int slice, double bytes, Dep after,
                             bool reduction) {
     int previous = -1;
-    for (const ModeCollective& collective : describe_mode(mode).collectives) {
+    const ModeDescription& description = describe_mode(mode);
+    for (const ModeCollective& collective : description.collectives) {
       if (collective.stage != stage) continue;
+      // A mode that keeps the whole gradient accumulates it: reduced after the last micro-batch.
+      if (!runs_every_micro_batch(description, collective) && !last_micro_batch_) continue;
       const Dep dep = collective.after_previous && previous >= 0 ? Dep{previous, DepOn::end} : after;
       const double full_bytes =
           collective.node_shard_bytes ? bytes / cluster_.gpus_per_node : bytes;
@@ -428,20 +440,34 @@ class Builder {
     const OperatorChoice& c = choice(step.op);
     if (sharded(step.op, step.slice)) {
       const int first = static_cast<int>(program_.items.size());
-      add_stage_collectives(c.mode, Stage::after_backward, step.op, step.slice,
-                            slice_bytes(step.op), {compute, DepOn::end}, true);
+      const int last = add_stage_collectives(
+          c.mode, Stage::after_backward, step.op, step.slice,
+          slice_bytes(step.op) * model_.gradient_reduce_ratio(), {compute, DepOn::end}, true);
       // The slice's full gradient lives until its first reduction (a reduce-scatter) is done.
-      if (describe_mode(c.mode).shards_gradients) {
+      if (last >= 0 && describe_mode(c.mode).shards_gradients) {
         program_.items[first].at_end.push_back(
             {-gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
       }
     }
     const int dp_slices = c.slices - c.sharded_slices;
-    if (step.slice == 0 && dp_slices > 0) {
-      const double bytes = model_.workload().op(step.op).parameter_bytes * dp_slices / c.slices;
-      add_stage_collectives(Mode::dp, Stage::after_backward, step.op, -1, bytes,
-                            {compute, DepOn::end}, true);
+    if (step.slice == 0 && dp_slices > 0 && last_micro_batch_) {
+      const double bytes = model_.workload().op(step.op).parameter_bytes * dp_slices / c.slices *
+                           model_.gradient_reduce_ratio();
+      if (options_.gradient_all_reduce == GradientAllReduce::after_backward) {
+        bucket_bytes_ += bytes;
+      } else {
+        add_stage_collectives(Mode::dp, Stage::after_backward, step.op, -1, bytes,
+                              {compute, DepOn::end}, true);
+      }
     }
+  }
+
+  // Megatron / DeepSpeed without overlap: every DP gradient in one all-reduce once the last
+  // backward has ended.
+  void bucket_all_reduce() {
+    if (bucket_bytes_ <= 0) return;
+    add_collective(CollectiveKind::all_reduce, GroupKind::world, true, bucket_bytes_,
+                   CommCategory::all_reduce, -1, -1, {{last_compute_, DepOn::end}});
   }
 
   void optimizer() {
@@ -476,6 +502,8 @@ class Builder {
   const SimOptions& options_;
   const Cluster& cluster_;
   double launch_s_ = 0;
+  bool last_micro_batch_ = true;
+  double bucket_bytes_ = 0;  // DP gradients of the after-backward all-reduce
   Program program_;
   int last_compute_ = -1;
   std::vector<int> stream_;

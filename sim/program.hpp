@@ -55,6 +55,7 @@ struct Program {
   std::vector<ProgramItem> items;
   std::vector<MemoryAction> initial;  // live from the start: model states, extra buffers
   bool uses_node_groups = false;
+  int accumulation_steps = 1;  // micro-batches per iteration
   int lanes = 1;
   int compute_items = 0;
   int collective_items = 0;

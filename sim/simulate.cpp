@@ -43,7 +43,9 @@ SimulationResult collect(const Executor& executor, const Program& program, const
   const auto& finish = executor.finish_s();
   result.iteration_time_s = *std::max_element(finish.begin(), finish.end());
   result.throughput_samples_per_s =
-      result.iteration_time_s > 0 ? result.ranks * plan.batch_size / result.iteration_time_s : 0;
+      result.iteration_time_s > 0
+          ? result.ranks * plan.batch_size * program.accumulation_steps / result.iteration_time_s
+          : 0;
   result.compute_s = executor.compute_s()[0];
   result.optimizer_step_s = executor.optimizer_step_s(0);
   result.exposed_comm_s = executor.exposed_comm_s()[0];

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -416,3 +417,68 @@ TEST_CASE("absurd work is refused up front with an estimate unless --force") {
   CHECK(contains(run.err, "1000000 batch sizes"));
   CHECK(run.out.empty());
 }
+
+#ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("predict --json has exactly the documented shape, rows in table order") {
+  TempDir dir;
+  const std::string header =
+      "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+      "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
+  const fs::path table = dir.path() / "t.csv";
+  write_text(table,
+             header + "2,8,2,1024,16,12,1024,1,2,1,150.5\n8,64,1,2048,16,24,1024,1,8,1,900\n");
+  const Run run =
+      run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string(), "--json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(run.out);
+  std::vector<std::string> keys;
+  for (const auto& item : document.items()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"mape_percent", "median_abs_error_percent", "rows"});
+  REQUIRE(document["rows"].size() == 2);
+  CHECK(document["rows"][0]["hidden_size"] == 1024);
+  CHECK(document["rows"][1]["hidden_size"] == 2048);
+  for (const auto& row : document["rows"]) {
+    CHECK(row.size() == 13);  // the 10 configuration columns and the 3 figures
+    const double measured = row["measured_iteration_time_s"];
+    const double predicted = row["predicted_iteration_time_s"];
+    CHECK(predicted > 0);
+    CHECK(row["error_percent"].get<double>() == Approx(100 * (predicted - measured) / measured));
+  }
+  const double e0 = std::abs(document["rows"][0]["error_percent"].get<double>());
+  const double e1 = std::abs(document["rows"][1]["error_percent"].get<double>());
+  CHECK(document["mape_percent"].get<double>() == Approx((e0 + e1) / 2));
+
+  SECTION("tensor parallelism is refused naming the row") {
+    write_text(table, header + "4,8,2,1024,16,12,1024,2,2,1,150.5\n");
+    const Run refused =
+        run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string()});
+    CHECK(refused.exit_code == 2);
+    CHECK(contains(refused.err, "line 2"));
+    CHECK(contains(refused.err, "tensor parallelism"));
+  }
+  SECTION("a bad cell exits 2 naming file, row, column and value") {
+    write_text(table, header + "2,8,2,1024,16,12,1024,1,2,1,abc\n");
+    const Run bad =
+        run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string()});
+    CHECK(bad.exit_code == 2);
+    CHECK(contains(bad.err, "t.csv"));
+    CHECK(contains(bad.err, "line 2"));
+    CHECK(contains(bad.err, "iteration time (ms)"));
+    CHECK(contains(bad.err, "abc"));
+  }
+}
+
+TEST_CASE("fit reproduces the shipped cluster of the vTrain scenario") {
+  TempDir dir;
+  const fs::path out = dir.path() / "c.json";
+  const Run run = run_osdp({"fit", scenarios + "vtrain-a100-dp.json", "--table",
+                            scenarios + "measurements/vtrain-a100-dp-fit.csv", "--out",
+                            out.string(), "--no-simulate", "--json"});
+  REQUIRE(run.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_text(out)) ==
+        nlohmann::json::parse(read_text(scenarios + "clusters/vtrain-a100-sxm-1x8-fitted.json")));
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  CHECK(report["cv_mape_percent"].get<double>() <= 10.0);
+  CHECK(report["model_sizes"] == 8);
+}
+#endif

@@ -1,0 +1,253 @@
+// `osdp fit` and `osdp predict`: the simulator against measured iteration times.
+//   osdp fit SCENARIO --table MEASURED.csv --out CLUSTER.json [--json]
+//   osdp predict SCENARIO --table CONFIGS.csv [--json]
+// The table is in the format vTrain publishes (model/measured_table.hpp); the scenario gives
+// what the table does not (vocabulary, precision, optimizer, cluster) and how the runs ran.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "cli/command.hpp"
+#include "cli/format.hpp"
+#include "model/atomic_file.hpp"
+#include "model/measured_runs.hpp"
+#include "sim/fit.hpp"
+#include "sim/simulate.hpp"
+
+namespace osdp::cli {
+namespace {
+
+struct MeasuredOptions {
+  std::string scenario_path;
+  std::string table_path;
+  std::string out_path;
+  bool json = false;
+  bool check = true;  // fit: simulate every row with the fitted cluster
+};
+
+Json row_json(const MeasuredRun& run) {
+  return {{"gpus", run.gpus},
+          {"global_batch", run.global_batch},
+          {"micro_batch", run.micro_batch},
+          {"hidden_size", run.hidden},
+          {"attention_heads", run.heads},
+          {"layers", run.layers},
+          {"sequence_length", run.sequence_length},
+          {"tensor_parallelism", run.tensor_parallelism},
+          {"data_parallelism", run.data_parallelism},
+          {"pipeline_parallelism", run.pipeline_parallelism}};
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// One simulated iteration per row, with the scenario's cluster resized to the row's ranks.
+std::vector<double> simulate_rows(const Scenario& scenario, const MeasuredTable& table) {
+  const RunSetup setup = read_run_setup(scenario);
+  const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
+  std::vector<double> predicted;
+  // Rows are checked first, so that a bad row fails before any simulation runs.
+  std::vector<std::pair<Scenario, Plan>> runs;
+  for (const MeasuredRun& run : table.runs) {
+    Scenario run_scenario = scenario_for_run(scenario, table, run);
+    Plan plan = plan_for_run(run_scenario, setup, run);
+    runs.emplace_back(std::move(run_scenario), std::move(plan));
+  }
+  for (const auto& [run_scenario, plan] : runs) {
+    predicted.push_back(sim::simulate_plan(run_scenario, plan, options).iteration_time_s);
+  }
+  return predicted;
+}
+
+struct ErrorSummary {
+  double mape_percent = 0;
+  double median_abs_percent = 0;
+  double max_abs_percent = 0;
+  int rows = 0;
+};
+
+ErrorSummary summarise(const std::vector<double>& errors_percent) {
+  ErrorSummary summary;
+  std::vector<double> absolute;
+  for (double e : errors_percent) absolute.push_back(std::abs(e));
+  summary.rows = static_cast<int>(absolute.size());
+  if (absolute.empty()) return summary;
+  for (double a : absolute) summary.mape_percent += a / absolute.size();
+  summary.median_abs_percent = median(absolute);
+  summary.max_abs_percent = *std::max_element(absolute.begin(), absolute.end());
+  return summary;
+}
+
+int run_predict(const MeasuredOptions& options) {
+  const Scenario scenario = load_scenario(options.scenario_path);
+  const MeasuredTable table = read_measured_table(options.table_path);
+  const std::vector<double> predicted = simulate_rows(scenario, table);
+  std::vector<double> errors;
+  Json rows = Json::array();
+  for (std::size_t i = 0; i < table.runs.size(); ++i) {
+    const MeasuredRun& run = table.runs[i];
+    Json row = row_json(run);
+    row["predicted_iteration_time_s"] = predicted[i];
+    if (run.iteration_time_s) {
+      const double error = 100.0 * (predicted[i] - *run.iteration_time_s) / *run.iteration_time_s;
+      errors.push_back(error);
+      row["measured_iteration_time_s"] = *run.iteration_time_s;
+      row["error_percent"] = error;
+    } else {
+      row["measured_iteration_time_s"] = nullptr;
+      row["error_percent"] = nullptr;
+    }
+    rows.push_back(std::move(row));
+  }
+  const ErrorSummary summary = summarise(errors);
+  if (options.json) {
+    Json document = {{"rows", std::move(rows)}};
+    document["mape_percent"] = errors.empty() ? Json(nullptr) : Json(summary.mape_percent);
+    document["median_abs_error_percent"] =
+        errors.empty() ? Json(nullptr) : Json(summary.median_abs_percent);
+    fmt::print("{}\n", document.dump(2));
+    return exit_ok;
+  }
+  fmt::print("{}: {} rows of {} simulated on {} ({} GPUs per row as the table says)\n", table.file,
+             table.runs.size(), scenario.name, scenario.cluster.name, "data parallelism");
+  fmt::print("{:>4} {:>6} {:>5} {:>4} {:>6} {:>6} {:>5} {:>5} {:>12} {:>12} {:>8}\n", "GPUs",
+             "global", "micro", "acc", "hidden", "heads", "layers", "seq", "measured ms",
+             "predicted ms", "error %");
+  for (std::size_t i = 0; i < table.runs.size(); ++i) {
+    const MeasuredRun& run = table.runs[i];
+    const std::string measured =
+        run.iteration_time_s ? fmt::format("{:.2f}", *run.iteration_time_s * 1e3) : "-";
+    const std::string error =
+        run.iteration_time_s
+            ? fmt::format("{:+.1f}",
+                          100.0 * (predicted[i] - *run.iteration_time_s) / *run.iteration_time_s)
+            : "-";
+    fmt::print("{:>4} {:>6} {:>5} {:>4} {:>6} {:>6} {:>5} {:>5} {:>12} {:>12.2f} {:>8}\n", run.gpus,
+               run.global_batch, run.micro_batch, run.accumulation_steps(), run.hidden, run.heads,
+               run.layers, run.sequence_length, measured, predicted[i] * 1e3, error);
+  }
+  if (!errors.empty()) {
+    fmt::print("absolute error over {} rows: mean (MAPE) {:.2f} %, median {:.2f} %, max {:.2f} %\n",
+               summary.rows, summary.mape_percent, summary.median_abs_percent,
+               summary.max_abs_percent);
+  }
+  return exit_ok;
+}
+
+int run_fit(const MeasuredOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  const Scenario scenario = load_scenario(options.scenario_path);
+  const MeasuredTable table = read_measured_table(options.table_path);
+  const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
+  const sim::FitResult fit = sim::fit_table(scenario, table, sim_options);
+  const double fit_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  write_file_atomically(options.out_path, fit.cluster_json.dump(2) + "\n");
+
+  std::vector<double> measured;
+  for (const MeasuredRun& run : table.runs) measured.push_back(*run.iteration_time_s);
+  // The fitted cluster through the simulator itself: the sum the fit solved should be what
+  // the simulator gives, row by row.
+  double simulated_mape = -1;
+  double fit_vs_simulated_max_percent = -1;
+  if (options.check) {
+    // What was written, read back: the check covers the shipped file, rounding included.
+    Scenario fitted = scenario;
+    fitted.cluster = load_cluster(JsonReader(fit.cluster_json, options.out_path));
+    fitted.cluster_document = fit.cluster_json;
+    const std::vector<double> simulated = simulate_rows(fitted, table);
+    simulated_mape = sim::mean_abs_percent_error(simulated, measured);
+    fit_vs_simulated_max_percent = 0;
+    for (std::size_t i = 0; i < simulated.size(); ++i) {
+      fit_vs_simulated_max_percent =
+          std::max(fit_vs_simulated_max_percent,
+                   100.0 * std::abs(simulated[i] - fit.fitted_s[i]) / simulated[i]);
+    }
+  }
+  if (options.json) {
+    Json constants = Json::array();
+    for (const auto& c : fit.constants) {
+      constants.push_back({{"name", c.name}, {"unit", c.unit}, {"value", c.value}});
+    }
+    Json document = {{"cluster_file", options.out_path},
+                     {"rows", table.runs.size()},
+                     {"model_sizes", fit.model_sizes},
+                     {"constants", constants},
+                     {"fit_mape_percent", fit.fit_mape_percent},
+                     {"cv_mape_percent", fit.cv_mape_percent},
+                     {"fit_time_s", fit_s}};
+    // The cross-validated predictions in `predict --json`'s shape (plots/measured_table_fit.py).
+    Json rows = Json::array();
+    std::vector<double> errors;
+    for (std::size_t i = 0; i < table.runs.size(); ++i) {
+      Json row = row_json(table.runs[i]);
+      const double error = 100.0 * (fit.validated_s[i] - measured[i]) / measured[i];
+      errors.push_back(error);
+      row["measured_iteration_time_s"] = measured[i];
+      row["predicted_iteration_time_s"] = fit.validated_s[i];
+      row["error_percent"] = error;
+      rows.push_back(std::move(row));
+    }
+    const ErrorSummary summary = summarise(errors);
+    document["cross_validated"] = {{"rows", std::move(rows)},
+                                   {"mape_percent", summary.mape_percent},
+                                   {"median_abs_error_percent", summary.median_abs_percent}};
+    if (options.check) {
+      document["simulated_fit_mape_percent"] = simulated_mape;
+      document["fit_vs_simulated_max_percent"] = fit_vs_simulated_max_percent;
+    }
+    fmt::print("{}\n", document.dump(2));
+    return exit_ok;
+  }
+  fmt::print("fitted {} constants on {} rows of {} model sizes ({}), in {:.2f} s\n",
+             fit.constants.size(), table.runs.size(), fit.model_sizes, table.file, fit_s);
+  for (const auto& c : fit.constants) {
+    fmt::print("  {:<56} {:>10.4g} {}\n", c.name, c.value, c.unit);
+  }
+  fmt::print("fit-set MAPE                                  {:.2f} %\n", fit.fit_mape_percent);
+  fmt::print("cross-validated MAPE (leave one model size out) {:.2f} %\n", fit.cv_mape_percent);
+  if (options.check) {
+    fmt::print(
+        "simulated with the fitted cluster: MAPE {:.2f} % (fit vs simulator: at most "
+        "{:.3f} % apart)\n",
+        simulated_mape, fit_vs_simulated_max_percent);
+  }
+  fmt::print("wrote {}\n", options.out_path);
+  return exit_ok;
+}
+
+}  // namespace
+
+Subcommand add_fit_command(CLI::App& root) {
+  auto options = std::make_shared<MeasuredOptions>();
+  CLI::App* app = root.add_subcommand(
+      "fit", "fit the GPU's compute constants to measured iteration times (least squares)");
+  app->add_option("scenario", options->scenario_path, "scenario JSON")->required();
+  app->add_option("--table", options->table_path, "measured table (vTrain's CSV format)")
+      ->required();
+  app->add_option("--out", options->out_path, "where to write the fitted cluster JSON")->required();
+  app->add_flag("--json", options->json, "print JSON");
+  app->add_flag("!--no-simulate", options->check,
+                "skip simulating every row with the fitted cluster");
+  return {app, [options]() { return run_fit(*options); }};
+}
+
+Subcommand add_predict_command(CLI::App& root) {
+  auto options = std::make_shared<MeasuredOptions>();
+  CLI::App* app = root.add_subcommand(
+      "predict", "simulate one iteration per row of a table and compare with its measurements");
+  app->add_option("scenario", options->scenario_path, "scenario JSON")->required();
+  app->add_option("--table", options->table_path, "configurations (vTrain's CSV format)")
+      ->required();
+  app->add_flag("--json", options->json, "print JSON");
+  return {app, [options]() { return run_predict(*options); }};
+}
+
+}  // namespace osdp::cli

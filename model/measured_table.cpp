@@ -1,0 +1,153 @@
+#include "model/measured_table.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "model/input_error.hpp"
+
+namespace osdp {
+namespace {
+
+std::vector<std::string> split_csv_line(std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();  // files written on Windows
+  std::vector<std::string> cells;
+  std::stringstream stream(line);
+  std::string cell;
+  while (std::getline(stream, cell, ',')) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
+std::string where(int line, const std::string& column) {
+  return column.empty() ? fmt::format("row at line {}", line)
+                        : fmt::format("row at line {}, column \"{}\"", line, column);
+}
+
+int read_count(const std::string& file, int line, const std::string& column,
+               const std::string& text) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || value < 1 || value > (1 << 24)) {
+    throw InputError(file, where(line, column), fmt::format("\"{}\"", text),
+                     "a whole number from 1 to 16777216");
+  }
+  return static_cast<int>(value);
+}
+
+double read_time_ms(const std::string& file, int line, const std::string& column,
+                    const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0) {
+    throw InputError(file, where(line, column), fmt::format("\"{}\"", text),
+                     "a positive number of milliseconds");
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string MeasuredRun::model_size() const {
+  return fmt::format("h{}-a{}-l{}-s{}", hidden, heads, layers, sequence_length);
+}
+
+const std::vector<std::string>& measured_table_columns() {
+  static const std::vector<std::string> columns{"# GPUs",
+                                                "global batch",
+                                                "micro batch",
+                                                "hidden size",
+                                                "attention heads",
+                                                "# layers",
+                                                "sequence length",
+                                                "tensor parallelism",
+                                                "data parallelism",
+                                                "pipeline parallelism",
+                                                "iteration time (ms)"};
+  return columns;
+}
+
+void fail_table_cell(const MeasuredTable& table, const MeasuredRun& run, const std::string& column,
+                     const std::string& value, const std::string& expected) {
+  throw InputError(table.file, where(run.line, column), value, expected);
+}
+
+MeasuredTable parse_measured_table(const std::string& text, const std::string& file) {
+  MeasuredTable table;
+  table.file = file;
+  std::stringstream stream(text);
+  std::string line;
+  if (!std::getline(stream, line)) {
+    throw InputError(file, "header", "an empty file", "the published header line");
+  }
+  table.columns = split_csv_line(line);
+  const auto& expected = measured_table_columns();
+  const bool with_times = table.columns == expected;
+  const bool without_times =
+      table.columns == std::vector<std::string>(expected.begin(), expected.end() - 1);
+  if (!with_times && !without_times) {
+    std::string joined;
+    for (const auto& column : expected) joined += (joined.empty() ? "" : ",") + column;
+    throw InputError(file, "header (line 1)", fmt::format("\"{}\"", line),
+                     fmt::format("exactly \"{}\" (the time column may be left out)", joined));
+  }
+  int number = 1;
+  while (std::getline(stream, line)) {
+    ++number;
+    if (line.empty() || line == "\r") continue;
+    const std::vector<std::string> cells = split_csv_line(line);
+    if (cells.size() != table.columns.size()) {
+      throw InputError(
+          file, where(number, ""), fmt::format("{} cells", cells.size()),
+          fmt::format("{} comma-separated cells, one per column", table.columns.size()));
+    }
+    MeasuredRun run;
+    run.line = number;
+    int* fields[] = {&run.gpus,
+                     &run.global_batch,
+                     &run.micro_batch,
+                     &run.hidden,
+                     &run.heads,
+                     &run.layers,
+                     &run.sequence_length,
+                     &run.tensor_parallelism,
+                     &run.data_parallelism,
+                     &run.pipeline_parallelism};
+    for (std::size_t c = 0; c < 10; ++c) {
+      *fields[c] = read_count(file, number, expected[c], cells[c]);
+    }
+    if (with_times)
+      run.iteration_time_s = read_time_ms(file, number, expected[10], cells[10]) / 1e3;
+    if (run.gpus != run.tensor_parallelism * run.data_parallelism * run.pipeline_parallelism) {
+      fail_table_cell(table, run, "# GPUs", std::to_string(run.gpus),
+                      "tensor x data x pipeline parallelism");
+    }
+    if (run.global_batch % (run.micro_batch * run.data_parallelism) != 0) {
+      fail_table_cell(table, run, "global batch", std::to_string(run.global_batch),
+                      fmt::format("a multiple of micro batch x data parallelism ({})",
+                                  run.micro_batch * run.data_parallelism));
+    }
+    table.runs.push_back(run);
+  }
+  if (table.runs.empty()) throw InputError(file, "rows", "none", "at least one row");
+  return table;
+}
+
+MeasuredTable read_measured_table(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", "a file that cannot be read", "a readable CSV file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_measured_table(text.str(), path);
+}
+
+}  // namespace osdp

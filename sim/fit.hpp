@@ -1,0 +1,71 @@
+// `osdp fit`: the GPU's free constants from measured iteration times, by weighted non-negative
+// least squares over the simulator's own decomposition of an iteration.
+//
+// With every operator in DP and the gradient all-reduce after the backward (no overlap), the
+// simulated iteration is the sum of its compute items, the all-reduce and the optimizer step,
+// and each compute item is linear in the constants below (times per FLOP, fixed times). So the time
+// of row r is base_r + sum_g X_rg theta_g, with X_rg read off the program the simulator runs (each
+// constant set to one unit, the others to zero), and the fit minimises sum_r ((T_r - measured_r) /
+// measured_r)^2 over theta >= 0: the relative error, which the MAPE reports.
+//
+// The constants (a handful for all rows, never one per row):
+//   layer rate      sustained FLOP/s of attention and MLP, forward, recompute and backward
+//   head rate       the same for the LM head with its fp32 softmax cross-entropy
+//   layer fixed     time per call of an attention or MLP forward (its backward: twice)
+//   edge fixed      the same for the embedding and the head
+// The optimizer step is not fitted: it is the same for every row of a model size and ranks, so
+// the fixed parts would absorb it (a first fit made it free); it stays memory-bound at the
+// cluster's optimizer (or memory) bandwidth, part of each row's base.
+// Tied because data of this kind cannot tell them apart: a forward and its backward always come
+// together (their columns are proportional), and so do an attention and an MLP's fixed parts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/measured_table.hpp"
+#include "model/scenario.hpp"
+#include "sim/options.hpp"
+
+namespace osdp::sim {
+
+struct FitConstant {
+  std::string name;
+  std::string unit;  // of `value`
+  double value = 0;  // in `unit`: TFLOP/s, ms
+};
+
+// One row's decomposition: time = base_s + features . theta (theta in the fit's units).
+struct RowModel {
+  double base_s = 0;  // what no constant moves: the all-reduce, optimizer step, launch gaps
+  std::vector<double> features;
+};
+
+struct FitResult {
+  std::vector<FitConstant> constants;
+  Cluster cluster;                  // the scenario's 8-GPU cluster with the fitted constants
+  Json cluster_json;                // its JSON: the scenario's cluster document, constants set
+  std::vector<double> fitted_s;     // per row, with the constants fitted on all rows
+  std::vector<double> validated_s;  // per row, fitted without the row's model size
+  double fit_mape_percent = 0;
+  double cv_mape_percent = 0;
+  int model_sizes = 0;
+};
+
+// The decomposition of every row (fails on rows the model cannot run, naming them).
+std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& table,
+                                 const SimOptions& options);
+FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
+                    const SimOptions& options);
+// The scenario's cluster with these constants (theta in the fit's units).
+Cluster cluster_with_constants(const Cluster& cluster, const std::vector<double>& theta);
+
+// min ||A x - b|| subject to x >= 0 (Lawson and Hanson's active-set method). A is row-major,
+// rows x columns.
+std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& a,
+                                               const std::vector<double>& b);
+
+double mean_abs_percent_error(const std::vector<double>& predicted,
+                              const std::vector<double>& measured);
+
+}  // namespace osdp::sim

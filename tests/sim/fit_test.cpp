@@ -1,0 +1,114 @@
+// `osdp fit`'s least squares: the non-negative solver, and the fit recovering known constants
+// from a table the simulator itself generated.
+#include "sim/fit.hpp"
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+
+#include "model/measured_runs.hpp"
+#include "sim/simulate.hpp"
+
+using namespace osdp;
+using namespace osdp::sim;
+
+namespace {
+
+const std::string header =
+    "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+    "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
+
+Scenario synthetic_scenario() {
+  const Json document = {{"name", "synthetic"},
+                         {"model",
+                          {{"family", "gpt"},
+                           {"layers", 2},
+                           {"hidden", 128},
+                           {"heads", 4},
+                           {"sequence_length", 64},
+                           {"vocabulary", 1000},
+                           {"vocabulary_multiple", 128}}},
+                         {"cluster",
+                          {{"name", "logical"},
+                           {"ranks", 4},
+                           {"gpu",
+                            {{"memory", "80GiB"},
+                             {"compute", "100TFLOPS"},
+                             {"kernel_launch", "4us"},
+                             {"optimizer_bandwidth", "300GBps"}}},
+                           {"collective", {{"alpha_s", 5e-6}, {"beta_s_per_byte", 1.0 / 100e9}}}}},
+                         {"training", {{"precision", "mixed"}, {"optimizer", "adam"}}},
+                         {"simulation", {{"gradient_all_reduce", "after_backward"}}},
+                         {"measured_runs", {{"mode", "dp"}, {"checkpoint", {"attention", "mlp"}}}}};
+  return scenario_from_json(document, "synthetic.json");
+}
+
+// Rows of several shapes; their times left out (filled from the simulator below).
+std::vector<std::string> synthetic_rows() {
+  std::vector<std::string> rows;
+  for (int hidden : {128, 256}) {
+    for (int layers : {2, 4}) {
+      for (int micro : {1, 4}) {
+        for (int ranks : {2, 4}) {
+          const int global = micro * ranks * (micro == 1 ? 4 : 2);
+          rows.push_back(fmt::format("{},{},{},{},4,{},64,1,{},1", ranks, global, micro, hidden,
+                                     layers, ranks));
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("non-negative least squares", "[fit]") {
+  // Exact solution with positive coefficients.
+  const std::vector<std::vector<double>> a{{1, 0}, {0, 1}, {1, 1}};
+  const auto x = non_negative_least_squares(a, {2, 3, 5});
+  CHECK(x[0] == Approx(2));
+  CHECK(x[1] == Approx(3));
+  // The unconstrained optimum has x1 < 0: the constrained one sets it to zero.
+  const auto y = non_negative_least_squares({{1, 1}, {1, 2}, {1, 3}}, {3, 2, 1});
+  CHECK(y[1] == 0.0);
+  CHECK(y[0] == Approx(2));
+}
+
+TEST_CASE("fit recovers the constants that generated a table", "[fit]") {
+  const Scenario scenario = synthetic_scenario();
+  // Known constants: s per TFLOP, ms.
+  const std::vector<double> theta{1.0 / 120, 1.0 / 40, 0.3, 0.5};
+  Scenario truth = scenario;
+  truth.cluster = cluster_with_constants(scenario.cluster, theta);
+  const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
+  const RunSetup setup = read_run_setup(scenario);
+
+  std::string text = header;
+  std::string configs = header.substr(0, header.find(",iteration")) + "\n";
+  for (const std::string& row : synthetic_rows()) configs += row + "\n";
+  const MeasuredTable config_table = parse_measured_table(configs, "configs.csv");
+  for (const MeasuredRun& run : config_table.runs) {
+    const Scenario run_scenario = scenario_for_run(truth, config_table, run);
+    const SimulationResult simulated =
+        simulate_plan(run_scenario, plan_for_run(run_scenario, setup, run), options);
+    text += fmt::format("{},{},{},{},{},{},{},1,{},1,{:.9f}\n", run.gpus, run.global_batch,
+                        run.micro_batch, run.hidden, run.heads, run.layers, run.sequence_length,
+                        run.data_parallelism, simulated.iteration_time_s * 1e3);
+  }
+  const MeasuredTable table = parse_measured_table(text, "synthetic.csv");
+  const FitResult fit = fit_table(scenario, table, options);
+
+  CHECK(fit.constants[0].value == Approx(120).epsilon(1e-4));  // TFLOP/s
+  CHECK(fit.constants[1].value == Approx(40).epsilon(1e-4));
+  CHECK(fit.constants[2].value == Approx(0.3).epsilon(1e-4));  // ms
+  CHECK(fit.constants[3].value == Approx(0.5).epsilon(1e-4));
+  CHECK(fit.fit_mape_percent < 1e-4);
+  CHECK(fit.cv_mape_percent < 1e-4);
+  CHECK(fit.model_sizes == 4);
+  // The written cluster loads and carries the constants.
+  const Cluster written = load_cluster(JsonReader(fit.cluster_json, "fitted.json"));
+  REQUIRE(written.gpu.compute_law("mlp"));
+  CHECK(*written.gpu.compute_law("mlp")->forward.flops_per_s == Approx(120e12).epsilon(1e-5));
+  CHECK(written.gpu.compute_law("head")->backward.fixed_s == Approx(1e-3).epsilon(1e-5));
+  CHECK(written.gpu.optimizer_bandwidth_Bps == scenario.cluster.gpu.optimizer_bandwidth_Bps);
+}
