@@ -244,6 +244,9 @@ void write_csv(const fs::path& path, const std::string& contents) {
 int run_sweep(const SweepOptions& options) {
   const std::vector<double> limits = parse_memory_limits(options.memory_limits);
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  for (double limit : limits) {
+    check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
+  }
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
                        options.scenario.force);
   const CostModel model = scenario->cost_model();
