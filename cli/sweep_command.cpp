@@ -216,8 +216,9 @@ std::string plot_title(const Scenario& scenario) {
                      scenario.cluster.name, cost_model_name(scenario.cost.kind));
 }
 
-std::vector<Comparison> run_points(const CostModel& model, const SearchSpec& spec,
+std::vector<Comparison> run_points(const CostModel& model, const Scenario& scenario,
                                    const std::vector<double>& limits) {
+  const SearchSpec& spec = scenario.search;
   const bool progress = isatty(STDERR_FILENO) != 0;
   std::vector<Comparison> points;
   points.reserve(limits.size());
@@ -227,6 +228,7 @@ std::vector<Comparison> run_points(const CostModel& model, const SearchSpec& spe
                  units::format_bytes(limits[i]));
     }
     points.push_back(compare_with_baselines(model, spec, limits[i]));
+    require_search_answer(points.back().osdp, scenario);
   }
   if (progress) fmt::print(stderr, "\r{:60}\r", "");
   return points;
@@ -250,7 +252,7 @@ int run_sweep(const SweepOptions& options) {
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
                        options.scenario.force);
   const CostModel model = scenario->cost_model();
-  const std::vector<Comparison> points = run_points(model, scenario->search, limits);
+  const std::vector<Comparison> points = run_points(model, *scenario, limits);
 
   const fs::path out_dir =
       options.out_dir.empty() ? fs::path("out") / scenario->name : fs::path(options.out_dir);

@@ -22,12 +22,12 @@ inline constexpr Range memory_limit_bytes{kMiB, 64 * kTiB, "a per-GPU memory lim
 inline constexpr Range operator_bytes{0, kPiB, "an operator's bytes"};
 inline constexpr Range parameter_count{0, 1e15, "an operator's parameter count"};
 inline constexpr Range flops_per_sample{0, 1e21, "an operator's FLOPs per sample"};
-inline constexpr Range bandwidth_Bps{1e3, 1e15, "a bandwidth (1 kB/s to 1 PB/s)"};
-inline constexpr Range beta_s_per_byte{0, 1e-3, "seconds per byte (bandwidth of 1 kB/s or more)"};
+inline constexpr Range bandwidth_Bps{1e3, 1e15, "a bandwidth"};
+inline constexpr Range beta_s_per_byte{0, 1e-3, "seconds per byte"};
 inline constexpr Range latency_s{0, 1, "a latency or fixed cost"};
-inline constexpr Range compute_flops_per_s{1e6, 1e18, "a compute rate (1 MFLOP/s to 1 EFLOP/s)"};
+inline constexpr Range compute_flops_per_s{1e6, 1e18, "a compute rate"};
 inline constexpr Range compute_s_per_sample{0, 3600, "an operator's compute time per sample"};
-inline constexpr Range time_limit_s{1e-3, 604800, "a search time limit (1 ms to one week)"};
+inline constexpr Range time_limit_s{1e-3, 604800, "a search time limit"};
 inline constexpr Range slowdown{1, 100, "a slowdown factor"};
 }  // namespace limits
 
