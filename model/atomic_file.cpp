@@ -53,14 +53,18 @@ std::optional<std::string> unusable_output(const std::string& path) {
     return "a special file osdp does not write into";
   }
   if (writes_into(status.type())) return std::nullopt;
-  if (error && error != std::errc::no_such_file_or_directory) return error.message();
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return "a path osdp cannot use: " + error.message();
+  }
   // The nearest existing ancestor must be a writable directory (the rest is created).
   fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  while (!parent.empty() && !fs::exists(parent, error) && parent.has_parent_path() &&
-         parent != parent.parent_path()) {
+  while (!fs::exists(parent, error)) {
+    if (!parent.has_parent_path() || parent == parent.parent_path()) {
+      parent = ".";
+      break;
+    }
     parent = parent.parent_path();
   }
-  if (parent.empty()) parent = ".";
   if (!fs::is_directory(parent, error)) return "inside " + parent.string() + ", which is not a directory";
   if (::access(parent.c_str(), W_OK) != 0) return "inside " + parent.string() + ", which is not writable";
   return std::nullopt;
