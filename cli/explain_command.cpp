@@ -11,8 +11,8 @@
 #include <memory>
 #include <tuple>
 
-#include "cli/comparison.hpp"
 #include "cli/command.hpp"
+#include "cli/comparison.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"

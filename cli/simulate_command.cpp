@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/comparison.hpp"
-#include "model/atomic_file.hpp"
 #include "cli/command.hpp"
+#include "cli/comparison.hpp"
 #include "cli/work_guard.hpp"
+#include "model/atomic_file.hpp"
 #include "model/units.hpp"
 #include "search/exact.hpp"
 #include "search/strategies.hpp"

@@ -10,8 +10,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -269,11 +269,13 @@ class OutputUnit {
     std::error_code error;
     created_ = fs::create_directories(out_dir_, error);
     lock_fd_ = ::open(out_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lock_fd_ < 0) refuse(std::string("a directory osdp can write to (") + std::strerror(errno) + ")");
+    if (lock_fd_ < 0)
+      refuse(std::string("a directory osdp can write to (") + std::strerror(errno) + ")");
     if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(lock_fd_);
-      refuse("a directory no other osdp sweep is writing (another sweep holds its lock; wait for "
-             "it or give another --out)");
+      refuse(
+          "a directory no other osdp sweep is writing (another sweep holds its lock; wait for "
+          "it or give another --out)");
     }
     std::string pattern = (out_dir_ / ".tmp.sweep.XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) {
@@ -288,7 +290,7 @@ class OutputUnit {
     std::error_code error;
     fs::remove_all(staging_, error);
     if (created_ && !committed_) fs::remove(out_dir_, error);  // only if still empty
-    ::close(lock_fd_);  // releases the lock
+    ::close(lock_fd_);                                         // releases the lock
   }
 
   const fs::path& staging() const { return staging_; }

@@ -65,8 +65,10 @@ std::optional<std::string> unusable_output(const std::string& path) {
     }
     parent = parent.parent_path();
   }
-  if (!fs::is_directory(parent, error)) return "inside " + parent.string() + ", which is not a directory";
-  if (::access(parent.c_str(), W_OK) != 0) return "inside " + parent.string() + ", which is not writable";
+  if (!fs::is_directory(parent, error))
+    return "inside " + parent.string() + ", which is not a directory";
+  if (::access(parent.c_str(), W_OK) != 0)
+    return "inside " + parent.string() + ", which is not writable";
   return std::nullopt;
 }
 
@@ -78,8 +80,8 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     return;
   }
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), error);
-  const fs::path temporary =
-      target.parent_path() / (".tmp." + target.filename().string() + "." + std::to_string(getpid()));
+  const fs::path temporary = target.parent_path() / (".tmp." + target.filename().string() + "." +
+                                                     std::to_string(getpid()));
   {
     std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
     stream << contents;

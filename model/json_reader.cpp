@@ -1,8 +1,7 @@
 #include "model/json_reader.hpp"
 
-#include <fmt/format.h>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,10 +54,9 @@ class StructureGuard {
 
   void open(bool array) {
     if (static_cast<int>(frames_.size()) >= max_json_depth) {
-      throw InputError(file_, path(), fmt::format("a value nested deeper than {} levels",
-                                                  max_json_depth),
-                       fmt::format("at most {} levels of nested arrays and objects",
-                                   max_json_depth));
+      throw InputError(
+          file_, path(), fmt::format("a value nested deeper than {} levels", max_json_depth),
+          fmt::format("at most {} levels of nested arrays and objects", max_json_depth));
     }
     frames_.push_back(Frame{array, 0, {}, {}});
   }
@@ -149,7 +147,8 @@ std::string read_input_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO without a writer must not block; it is refused below.
   const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
-    throw InputError(path, "", fmt::format("a path that cannot be opened ({})", std::strerror(errno)),
+    throw InputError(path, "",
+                     fmt::format("a path that cannot be opened ({})", std::strerror(errno)),
                      "a readable JSON file");
   }
   struct stat info {};
@@ -170,7 +169,8 @@ std::string read_input_file(const std::string& path) {
     const ssize_t got = ::read(fd.get(), text.data() + filled, text.size() - filled);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
-      throw InputError(path, "", fmt::format("a file that cannot be read ({})", std::strerror(errno)),
+      throw InputError(path, "",
+                       fmt::format("a file that cannot be read ({})", std::strerror(errno)),
                        "a readable JSON file");
     }
     if (got == 0) break;
@@ -180,7 +180,9 @@ std::string read_input_file(const std::string& path) {
   return text;
 }
 
-Json read_json_file(const std::string& path) { return parse_json_text(read_input_file(path), path); }
+Json read_json_file(const std::string& path) {
+  return parse_json_text(read_input_file(path), path);
+}
 
 std::string render_value(const Json& value) {
   std::string text = value.dump();
@@ -418,7 +420,7 @@ void JsonReader::require_only(const std::vector<std::string>& allowed) const {
       // A key that is the start of an allowed one ("memory" for "memory_limit") is close too.
       const bool prefix = key.size() >= 3 && name.rfind(key, 0) == 0;
       // A very long key is near nothing; its distance would cost key size x name size.
-      const std::size_t distance = prefix                ? 1
+      const std::size_t distance = prefix            ? 1
                                    : key.size() > 64 ? std::numeric_limits<std::size_t>::max()
                                                      : edit_distance(key, name);
       if (distance < best) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <set>
 #include <string>
@@ -21,7 +20,7 @@ using Json = nlohmann::json;
 // Limits every JSON input meets (README "Robustness"): they keep a hostile input from
 // exhausting memory or the stack.
 inline constexpr std::size_t max_input_bytes = 64u << 20;  // 64 MiB per file
-inline constexpr int max_json_depth = 64;                   // nested arrays and objects
+inline constexpr int max_json_depth = 64;                  // nested arrays and objects
 
 // Parses JSON text strictly: syntax errors, NUL bytes or anything after the document, a key
 // twice in one object and nesting deeper than max_json_depth become InputErrors that name the

@@ -152,7 +152,8 @@ Topology read_topology(const JsonReader& reader) {
 ComputeLaw read_compute_law(const JsonReader& reader) {
   reader.require_only({"fixed", "rate", "extra_slice"});
   ComputeLaw law;
-  law.fixed_s = reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
+  law.fixed_s =
+      reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
   law.flops_per_s =
       reader.optional_quantity("rate", Dimension::flops_per_second, limits::compute_flops_per_s);
   law.extra_slice_s =
@@ -232,7 +233,8 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
   const BytesPerParameter per_parameter =
       bytes_per_parameter(training.precision, training.optimizer);
   if (reader.has("parameter_bytes")) {
-    op.parameter_bytes = reader.quantity("parameter_bytes", Dimension::bytes, limits::operator_bytes);
+    op.parameter_bytes =
+        reader.quantity("parameter_bytes", Dimension::bytes, limits::operator_bytes);
     op.parameter_count = reader.has("parameter_count")
                              ? reader.number("parameter_count", limits::parameter_count)
                              : op.parameter_bytes / per_parameter.parameter;
@@ -243,9 +245,10 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
     reader.fail("parameter_bytes", "parameter_bytes (S_i) or parameter_count");
   }
   // Gradients as large as the parameters, the rest of the model states in the optimizer.
-  op.gradient_bytes = reader.has("gradient_bytes")
-                          ? reader.quantity("gradient_bytes", Dimension::bytes, limits::operator_bytes)
-                          : op.parameter_count * per_parameter.gradient;
+  op.gradient_bytes =
+      reader.has("gradient_bytes")
+          ? reader.quantity("gradient_bytes", Dimension::bytes, limits::operator_bytes)
+          : op.parameter_count * per_parameter.gradient;
   if (!reader.has("gradient_bytes") && reader.has("parameter_bytes")) {
     op.gradient_bytes = op.parameter_bytes;
   }
@@ -269,9 +272,8 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
   op.activation_bytes_per_sample =
       reader.quantity("activation_bytes_per_sample", Dimension::bytes, limits::operator_bytes);
   if (reader.has("input_activation_bytes_per_sample")) {
-    op.input_activation_bytes_per_sample =
-        reader.quantity("input_activation_bytes_per_sample", Dimension::bytes,
-                        limits::operator_bytes);
+    op.input_activation_bytes_per_sample = reader.quantity(
+        "input_activation_bytes_per_sample", Dimension::bytes, limits::operator_bytes);
     if (*op.input_activation_bytes_per_sample > op.activation_bytes_per_sample) {
       reader.fail("input_activation_bytes_per_sample",
                   "at most activation_bytes_per_sample (the input is part of what is saved)");
@@ -297,9 +299,9 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
   }
   op.forward_flops_per_sample =
       reader.optional_number("forward_flops_per_sample", limits::flops_per_sample).value_or(0);
-  op.backward_flops_per_sample = reader.optional_number("backward_flops_per_sample",
-                                                        limits::flops_per_sample)
-                                     .value_or(2 * op.forward_flops_per_sample);
+  op.backward_flops_per_sample =
+      reader.optional_number("backward_flops_per_sample", limits::flops_per_sample)
+          .value_or(2 * op.forward_flops_per_sample);
   op.splittable = reader.optional_boolean("splittable").value_or(true);
   return op;
 }
@@ -437,7 +439,8 @@ void check_figures_finite(const Scenario& scenario, const CostModel& costs,
   const PlanCost cost = costs.plan_cost(plan);
   const bool time_ok = std::isfinite(cost.iteration_time_s) && cost.iteration_time_s > 0.0;
   if (!time_ok) {
-    throw InputError(file, "$.model", fmt::format("an iteration time of {} s", cost.iteration_time_s),
+    throw InputError(file, "$.model",
+                     fmt::format("an iteration time of {} s", cost.iteration_time_s),
                      "operators with some compute time, FLOPs or parameters, and cluster rates "
                      "that give a finite iteration time");
   }

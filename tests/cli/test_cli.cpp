@@ -1,7 +1,7 @@
 // Runs the built `osdp` on the scenarios and checks what a user sees: exit codes (0, 2 bad
 // input, 3 nothing fits), messages, `plan --json` loadable as a plan, and sweep's files.
-#include <stdlib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -466,8 +466,9 @@ namespace {
 // sleeps, so that a test can interrupt `sweep` while it draws.
 fs::path hanging_python(const fs::path& dir) {
   const fs::path script = dir / "python";
-  write_text(script, "#!/bin/sh\n[ \"$1\" = \"-c\" ] && exit 0\necho $$ > \"$PLOT_PID\"\n"
-                     "touch \"$PLOT_STARTED\"\nexec sleep 60\n");
+  write_text(script,
+             "#!/bin/sh\n[ \"$1\" = \"-c\" ] && exit 0\necho $$ > \"$PLOT_PID\"\n"
+             "touch \"$PLOT_STARTED\"\nexec sleep 60\n");
   fs::permissions(script, fs::perms::owner_all);
   return script;
 }
@@ -501,7 +502,7 @@ TEST_CASE("SIGINT while sweep draws its plot ends with 130 and leaves nothing") 
   INFO(read_text(dir.path() / "first.err"));
   CHECK(std::stoi(read_text(dir.path() / "rc")) == 130);
   CHECK(contains(read_text(dir.path() / "first.err"), "interrupted: no output written"));
-  CHECK(!fs::exists(out));                          // no CSV, no staging directory
+  CHECK(!fs::exists(out));                         // no CSV, no staging directory
   CHECK(!process_alive(dir.path() / "plot.pid"));  // the plot got the signal too
 }
 
@@ -525,8 +526,8 @@ TEST_CASE("two sweeps on one --out: the second is refused while the first writes
 
 TEST_CASE("simulate --trace into a device writes into it and keeps the device") {
   if (run_osdp({"simulate", "--help"}).exit_code != 0) return;  // built without sim/
-  const Run run = run_osdp({"simulate", scenarios + "sim-titan-nd-48l-fsdp.json", "--trace",
-                            "/dev/null"});
+  const Run run =
+      run_osdp({"simulate", scenarios + "sim-titan-nd-48l-fsdp.json", "--trace", "/dev/null"});
   INFO(run.err);
   CHECK(run.exit_code == 0);
   CHECK(fs::is_character_file("/dev/null"));

@@ -2,7 +2,6 @@
 // whose message starts with the file and contains the key words of the case. The CLI tests run
 // the same table through `osdp plan` for exit code 2.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
