@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+
+#include "model/input_error.hpp"
+#include "model/units.hpp"
 
 namespace osdp::cli {
 
@@ -37,6 +41,15 @@ Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec
     comparison.baselines.push_back(std::move(outcome));
   }
   return comparison;
+}
+
+void require_search_answer(const SearchResult& result, const Scenario& scenario) {
+  const double needed = result.min_memory_needed_bytes;
+  if (result.best || (std::isfinite(needed) && needed > 0.0)) return;
+  throw InputError(scenario.file, "$.search.time_limit (or --time-limit)",
+                   units::format_seconds(scenario.search.time_limit_s),
+                   "a time limit long enough for the search to find a first plan (it stopped "
+                   "before any; the default is 10 s)");
 }
 
 std::optional<PlanCost> least_memory_plan_cost(const CostModel& model, const SearchSpec& spec,

@@ -33,6 +33,11 @@ bool strategy_in_search_space(const Strategy& strategy, const SearchSpec& spec);
 Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec,
                                   double memory_limit_bytes);
 
+// A search without a plan must have a finite, positive least memory need (then nothing fits:
+// exit 3). One that stopped at its time limit before any plan did not answer: InputError naming
+// the time limit of `scenario` (exit 2), never "nothing fits ... 0 B".
+void require_search_answer(const SearchResult& result, const Scenario& scenario);
+
 // The peak-memory breakdown of a plan that needs the least memory at the smallest batch size
 // (for "nothing fits" messages); nullopt if the solver cannot reproduce it.
 std::optional<PlanCost> least_memory_plan_cost(const CostModel& model, const SearchSpec& spec,

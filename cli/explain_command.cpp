@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "cli/command.hpp"
+#include "cli/comparison.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
@@ -380,6 +381,7 @@ int run_explain(const ExplainOptions& options) {
   const auto classes = selected_classes(model, options.op, scenario->file);
   // Every batch size solved, so the table below shows each one's best plan.
   const SearchResult result = search(model, scenario->search, limit_bytes, true);
+  require_search_answer(result, *scenario);
   const bool feasible = result.best.has_value();
   Plan plan = feasible ? result.best->plan : Plan{scenario->training.min_batch_size, {}};
 

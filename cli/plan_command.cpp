@@ -235,6 +235,7 @@ int run_plan(const PlanOptions& options) {
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
   const Comparison comparison = compare_with_baselines(model, scenario->search, limit_bytes);
+  require_search_answer(comparison.osdp, *scenario);
   if (!comparison.osdp.best) return report_infeasible(*scenario, model, comparison);
   if (options.evaluate == "sim") {
     const SimulatedRanking ranking = rank_by_simulation(*scenario, model, comparison, options.top);

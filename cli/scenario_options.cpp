@@ -73,9 +73,11 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
   }
   if (!options.time_limit.empty()) {
     const auto seconds = units::parse(options.time_limit, units::Dimension::seconds);
-    if (!seconds || *seconds <= 0) {
+    const Range& range = limits::time_limit_s;
+    if (!seconds || !(*seconds >= range.min && *seconds <= range.max)) {
       throw InputError(command_line, "--time-limit", options.time_limit,
-                       units::expected_form(units::Dimension::seconds) + ", above zero");
+                       units::expected_form(units::Dimension::seconds) + ", " +
+                           describe_range(range, units::Dimension::seconds));
     }
     scenario.search.time_limit_s = *seconds;
   }
@@ -97,6 +99,20 @@ double parse_bytes_flag(const std::string& flag, const std::string& text) {
                      units::expected_form(units::Dimension::bytes) + ", above zero");
   }
   return *bytes;
+}
+
+void check_memory_limit_flag(const std::string& flag, const std::string& text, double limit_bytes,
+                             const Scenario& scenario) {
+  const Range& range = limits::memory_limit_bytes;
+  if (limit_bytes < range.min || limit_bytes > range.max) {
+    throw InputError(command_line, flag, text,
+                     "a memory limit " + describe_range(range, units::Dimension::bytes));
+  }
+  const auto& memory = scenario.cluster.gpu.memory_bytes;
+  if (memory && limit_bytes > *memory) {
+    throw InputError(command_line, flag, text,
+                     fmt::format("at most the GPU's memory ({})", units::format_bytes(*memory)));
+  }
 }
 
 void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit) {
@@ -121,8 +137,9 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
 std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options) {
   auto scenario = std::make_unique<Scenario>(load_scenario(options.scenario_path));
   if (!options.memory_limit.empty()) {
-    scenario->training.memory_limit_bytes =
-        parse_bytes_flag("--memory-limit", options.memory_limit);
+    const double limit = parse_bytes_flag("--memory-limit", options.memory_limit);
+    check_memory_limit_flag("--memory-limit", options.memory_limit, limit, *scenario);
+    scenario->training.memory_limit_bytes = limit;
   }
   apply_search_overrides(options, *scenario);
   return scenario;

@@ -36,4 +36,9 @@ std::string describe_search(const Scenario& scenario);
 // Parses a byte quantity given on the command line ("8GiB"); InputError naming `flag` if bad.
 double parse_bytes_flag(const std::string& flag, const std::string& text);
 
+// A memory limit from the command line within its plausible range and at most the GPU's memory;
+// InputError naming `flag` if not.
+void check_memory_limit_flag(const std::string& flag, const std::string& text, double limit_bytes,
+                             const Scenario& scenario);
+
 }  // namespace osdp::cli

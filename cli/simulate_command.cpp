@@ -10,7 +10,9 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/comparison.hpp"
 #include "cli/work_guard.hpp"
+#include "model/atomic_file.hpp"
 #include "model/units.hpp"
 #include "search/exact.hpp"
 #include "search/strategies.hpp"
@@ -106,6 +108,7 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
   label = strategy;
   if (strategy == "osdp") {
     const SearchResult result = search(model, scenario.search);
+    require_search_answer(result, scenario);
     if (!result.best) throw InfeasibleError("no plan fits in memory at any batch size");
     return result.best->plan;
   }
@@ -126,6 +129,11 @@ int run_plan(const SimulateOptions& options) {
   if (!options.bytes.empty() || !options.cluster_path.empty()) {
     throw InputError(command_line, options.bytes.empty() ? "--cluster" : "--bytes", "given",
                      "--bytes and --cluster only with --collective");
+  }
+  // Checked before the run: a trace that cannot be written is bad input, not a late failure.
+  if (const auto why = unusable_output(options.trace_path); why && !options.trace_path.empty()) {
+    throw InputError(command_line, "--trace", options.trace_path,
+                     "a file path osdp can write to (this is " + *why + ")");
   }
   const auto scenario = std::make_unique<const Scenario>(load_scenario(options.scenario_path));
   refuse_unless_forced(simulation_work(*scenario), options.force);

@@ -1,17 +1,26 @@
 // `osdp sweep SCENARIO --memory-limits 4GiB:24GiB:1GiB`: throughput against the per-GPU memory
 // limit for OSDP and each strategy baseline; writes sweep.csv and, when python3 with matplotlib
 // is present, the plot throughput_vs_memory.{png,svg} (plots/throughput_vs_memory.py).
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
@@ -24,6 +33,8 @@
 #ifndef OSDP_PLOTS_DIR
 #define OSDP_PLOTS_DIR "plots"
 #endif
+
+extern char** environ;
 
 namespace osdp::cli {
 namespace {
@@ -166,11 +177,145 @@ std::string sweep_table(const std::vector<Comparison>& points) {
   return table.render();
 }
 
-std::string shell_quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
+// Ctrl-C or SIGTERM while the outputs are written: the run ends with 130 and leaves nothing
+// (std::system would ignore SIGINT while the plot runs). Set by the handler, read by the run.
+volatile std::sig_atomic_t interrupt_signal = 0;
+
+extern "C" void note_interrupt(int signal) { interrupt_signal = signal; }
+
+constexpr int kInterruptedExit = 130;  // 128 + SIGINT, what a shell reports for Ctrl-C
+
+struct Interrupted {};  // unwinds to run_sweep, which discards the outputs
+
+void throw_if_interrupted() {
+  if (interrupt_signal != 0) throw Interrupted{};
 }
+
+// Catches SIGINT and SIGTERM while alive; the previous handlers come back afterwards.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    interrupt_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = note_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  ~InterruptGuard() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+
+ private:
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+};
+
+// Runs a program (PATH lookup) with its stdout on our stderr, or both on /dev/null when quiet;
+// returns its exit code, -1 if it could not run or died of a signal. An interrupt is forwarded
+// to the child, which is waited for (killed after 5 s), and then throws Interrupted.
+int run_program(const std::vector<std::string>& args, bool quiet) {
+  std::vector<char*> argv;
+  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&files, STDOUT_FILENO, STDERR_FILENO);
+  } else {
+    posix_spawn_file_actions_adddup2(&files, STDERR_FILENO, STDOUT_FILENO);
+  }
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, argv[0], &files, &attributes, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) return -1;
+  // Polled, so that an interrupt between the spawn and the wait is not missed.
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> forwarded_at;
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (interrupt_signal != 0 && !forwarded_at) {
+      kill(pid, interrupt_signal);
+      forwarded_at = Clock::now();
+    }
+    if (forwarded_at && Clock::now() - *forwarded_at > std::chrono::seconds(5)) kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw_if_interrupted();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// One sweep's outputs as a unit: --out is locked (flock on the directory) so that two sweeps
+// never mix their files; the files are made in a private staging directory inside it and
+// renamed into place together, or removed if the run ends early.
+class OutputUnit {
+ public:
+  explicit OutputUnit(const fs::path& out_dir) : out_dir_(out_dir) {
+    std::error_code error;
+    created_ = fs::create_directories(out_dir_, error);
+    lock_fd_ = ::open(out_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock_fd_ < 0)
+      refuse(std::string("a directory osdp can write to (") + std::strerror(errno) + ")");
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(lock_fd_);
+      refuse(
+          "a directory no other osdp sweep is writing (another sweep holds its lock; wait for "
+          "it or give another --out)");
+    }
+    std::string pattern = (out_dir_ / ".tmp.sweep.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      ::close(lock_fd_);
+      refuse(std::string("a directory osdp can write to (") + std::strerror(errno) + ")");
+    }
+    staging_ = pattern;
+  }
+  OutputUnit(const OutputUnit&) = delete;
+  OutputUnit& operator=(const OutputUnit&) = delete;
+  ~OutputUnit() {
+    std::error_code error;
+    fs::remove_all(staging_, error);
+    if (created_ && !committed_) fs::remove(out_dir_, error);  // only if still empty
+    ::close(lock_fd_);                                         // releases the lock
+  }
+
+  const fs::path& staging() const { return staging_; }
+
+  // Renames every staged file into --out.
+  void commit() {
+    for (const auto& entry : fs::directory_iterator(staging_)) {
+      std::error_code error;
+      fs::rename(entry.path(), out_dir_ / entry.path().filename(), error);
+      if (error) refuse("a directory osdp can write to (" + error.message() + ")");
+    }
+    committed_ = true;
+  }
+
+ private:
+  [[noreturn]] void refuse(const std::string& expected) const {
+    throw InputError("command line", "--out", out_dir_.string(), expected);
+  }
+
+  fs::path out_dir_;
+  fs::path staging_;
+  int lock_fd_ = -1;
+  bool created_ = false;
+  bool committed_ = false;
+};
 
 fs::path plot_script() {
   if (const char* dir = std::getenv("OSDP_PLOTS_DIR"))
@@ -186,8 +331,7 @@ std::optional<std::string> python_with_matplotlib() {
   candidates.emplace_back("python3");
   candidates.emplace_back("/usr/bin/python3");
   for (const std::string& python : candidates) {
-    const std::string probe = shell_quote(python) + " -c 'import matplotlib' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) == 0) return python;
+    if (run_program({python, "-c", "import matplotlib"}, /*quiet=*/true) == 0) return python;
   }
   return std::nullopt;
 }
@@ -201,12 +345,10 @@ std::string make_plot(const fs::path& csv, const fs::path& out_dir, const std::s
     return "no plot: no python3 with matplotlib found (Debian: apt-get install "
            "python3-matplotlib, or set OSDP_PYTHON)";
   }
-  const std::string command = fmt::format("{} {} {} --out {} --title {} 1>&2", shell_quote(*python),
-                                          shell_quote(script.string()), shell_quote(csv.string()),
-                                          shell_quote(out_dir.string()), shell_quote(title));
-  const int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status)) return "no plot: could not run " + *python;
-  const int code = WEXITSTATUS(status);
+  const int code = run_program(
+      {*python, script.string(), csv.string(), "--out", out_dir.string(), "--title", title},
+      /*quiet=*/false);
+  if (code < 0) return "no plot: could not run " + *python;
   if (code != 0) return fmt::format("no plot: {} failed (exit code {})", script.string(), code);
   return "";
 }
@@ -216,8 +358,9 @@ std::string plot_title(const Scenario& scenario) {
                      scenario.cluster.name, cost_model_name(scenario.cost.kind));
 }
 
-std::vector<Comparison> run_points(const CostModel& model, const SearchSpec& spec,
+std::vector<Comparison> run_points(const CostModel& model, const Scenario& scenario,
                                    const std::vector<double>& limits) {
+  const SearchSpec& spec = scenario.search;
   const bool progress = isatty(STDERR_FILENO) != 0;
   std::vector<Comparison> points;
   points.reserve(limits.size());
@@ -227,6 +370,7 @@ std::vector<Comparison> run_points(const CostModel& model, const SearchSpec& spe
                  units::format_bytes(limits[i]));
     }
     points.push_back(compare_with_baselines(model, spec, limits[i]));
+    require_search_answer(points.back().osdp, scenario);
   }
   if (progress) fmt::print(stderr, "\r{:60}\r", "");
   return points;
@@ -244,17 +388,35 @@ void write_csv(const fs::path& path, const std::string& contents) {
 int run_sweep(const SweepOptions& options) {
   const std::vector<double> limits = parse_memory_limits(options.memory_limits);
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  for (double limit : limits) {
+    check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
+  }
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
                        options.scenario.force);
-  const CostModel model = scenario->cost_model();
-  const std::vector<Comparison> points = run_points(model, scenario->search, limits);
-
   const fs::path out_dir =
       options.out_dir.empty() ? fs::path("out") / scenario->name : fs::path(options.out_dir);
+  // Checked before the run, so that an unusable --out is bad input, not a late failure.
+  if (const auto why = unusable_output((out_dir / "sweep.csv").string())) {
+    throw InputError("command line", "--out", out_dir.string(),
+                     "a directory osdp can write to (this is " + *why + ")");
+  }
+  const CostModel model = scenario->cost_model();
+  const std::vector<Comparison> points = run_points(model, *scenario, limits);
+
   const fs::path csv = out_dir / "sweep.csv";
-  write_csv(csv, sweep_csv(points));
-  const std::string plot_note =
-      options.no_plot ? "" : make_plot(csv, out_dir, plot_title(*scenario));
+  std::string plot_note;
+  try {
+    const InterruptGuard guard;  // from here on Ctrl-C discards the outputs: exit 130
+    OutputUnit unit(out_dir);
+    const fs::path staged_csv = unit.staging() / "sweep.csv";
+    write_csv(staged_csv, sweep_csv(points));
+    if (!options.no_plot) plot_note = make_plot(staged_csv, unit.staging(), plot_title(*scenario));
+    throw_if_interrupted();
+    unit.commit();
+  } catch (const Interrupted&) {
+    fmt::print(stderr, "osdp: interrupted: no output written\n");
+    return kInterruptedExit;
+  }
 
   if (options.json) {
     fmt::print("{}\n", sweep_json(*scenario, points, csv.string()).dump(2));

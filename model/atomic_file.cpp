@@ -1,20 +1,87 @@
 #include "model/atomic_file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 namespace osdp {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes into an existing character device or FIFO. A FIFO without a reader is refused rather
+// than waited on.
+void write_into_special(const std::string& path, const std::string& contents) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    throw std::runtime_error("cannot write " + path + ": " +
+                             (errno == ENXIO ? std::string("a FIFO with no reader")
+                                             : std::string(std::strerror(errno))));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::size_t written = 0;
+  while (written < contents.size()) {
+    const ssize_t done = ::write(fd, contents.data() + written, contents.size() - written);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      throw std::runtime_error("cannot write " + path + ": " + reason);
+    }
+    written += static_cast<std::size_t>(done);
+  }
+  ::close(fd);
+}
+
+bool writes_into(fs::file_type type) {
+  return type == fs::file_type::character || type == fs::file_type::fifo;
+}
+
+}  // namespace
+
+std::optional<std::string> unusable_output(const std::string& path) {
+  std::error_code error;
+  const fs::path target(path);
+  const fs::file_status status = fs::status(target, error);
+  if (status.type() == fs::file_type::directory) return "a directory";
+  if (status.type() == fs::file_type::socket || status.type() == fs::file_type::block) {
+    return "a special file osdp does not write into";
+  }
+  if (writes_into(status.type())) return std::nullopt;
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return "a path osdp cannot use: " + error.message();
+  }
+  // The nearest existing ancestor must be a writable directory (the rest is created).
+  fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  while (!fs::exists(parent, error)) {
+    if (!parent.has_parent_path() || parent == parent.parent_path()) {
+      parent = ".";
+      break;
+    }
+    parent = parent.parent_path();
+  }
+  if (!fs::is_directory(parent, error))
+    return "inside " + parent.string() + ", which is not a directory";
+  if (::access(parent.c_str(), W_OK) != 0)
+    return "inside " + parent.string() + ", which is not writable";
+  return std::nullopt;
+}
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  namespace fs = std::filesystem;
   const fs::path target(path);
   std::error_code error;
+  if (writes_into(fs::status(target, error).type())) {
+    write_into_special(path, contents);
+    return;
+  }
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), error);
-  const fs::path temporary =
-      target.parent_path() / (".tmp." + target.filename().string() + "." + std::to_string(getpid()));
+  const fs::path temporary = target.parent_path() / (".tmp." + target.filename().string() + "." +
+                                                     std::to_string(getpid()));
   {
     std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
     stream << contents;

@@ -5,12 +5,18 @@
 
 namespace osdp {
 namespace {
+// No part of a message grows with the input: a 64 MiB key or a 4,000-byte file name is cut.
+std::string bounded(const std::string& text, std::size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  return text.substr(0, max_chars - 40) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 std::string describe(const std::string& file, const std::string& json_path,
                      const std::string& value, const std::string& expected) {
-  std::string message = file.empty() ? std::string("input") : file;
-  if (!json_path.empty()) message += ": " + json_path;
-  if (!value.empty()) message += ": got " + value;
-  message += ": expected " + expected;
+  std::string message = file.empty() ? std::string("input") : bounded(file, 300);
+  if (!json_path.empty()) message += ": " + bounded(json_path, 300);
+  if (!value.empty()) message += ": got " + bounded(value, 200);
+  message += ": expected " + bounded(expected, 1000);
   return message;
 }
 }  // namespace

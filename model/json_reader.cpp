@@ -1,33 +1,187 @@
 #include "model/json_reader.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstdint>
+#include <cstring>
 #include <limits>
-#include <sstream>
+#include <unordered_set>
 
 namespace osdp {
 
+namespace {
+
+// The parser callback: bounds the nesting depth (printing or walking a deeper value would
+// overflow the stack) and refuses a key given twice in one object (the last would silently win).
+// It tracks the JSON path of the value being parsed for the message.
+class StructureGuard {
+ public:
+  explicit StructureGuard(const std::string& file) : file_(file) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        open(event == Json::parse_event_t::array_start);
+        break;
+      case Json::parse_event_t::key:
+        add_key(parsed.get_ref<const std::string&>());
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        frames_.pop_back();
+        next_element();
+        break;
+      case Json::parse_event_t::value:
+        next_element();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::size_t index = 0;  // of the element being parsed, in an array
+    std::string key;        // being parsed, in an object
+    std::unordered_set<std::string> keys;
+  };
+
+  void open(bool array) {
+    if (static_cast<int>(frames_.size()) >= max_json_depth) {
+      throw InputError(
+          file_, path(), fmt::format("a value nested deeper than {} levels", max_json_depth),
+          fmt::format("at most {} levels of nested arrays and objects", max_json_depth));
+    }
+    frames_.push_back(Frame{array, 0, {}, {}});
+  }
+
+  void add_key(const std::string& key) {
+    Frame& frame = frames_.back();
+    frame.key = key;
+    if (!frame.keys.insert(key).second) {
+      throw InputError(file_, path(), "a second \"" + key + "\" in one object",
+                       "each key once per object (the second would silently replace the first)");
+    }
+  }
+
+  void next_element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+  std::string path() const {
+    std::string text = "$";
+    for (const Frame& frame : frames_) {
+      text += frame.array ? fmt::format("[{}]", frame.index) : "." + frame.key;
+    }
+    return text;
+  }
+
+  const std::string& file_;
+  std::vector<Frame> frames_;
+};
+
+// Closes a file descriptor on every path out.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+[[noreturn]] void too_large(const std::string& path, const std::string& size) {
+  throw InputError(path, "", "a file of " + size,
+                   fmt::format("a JSON file of at most {} MiB", max_input_bytes >> 20));
+}
+
+}  // namespace
+
 Json parse_json_text(const std::string& text, const std::string& file) {
+  if (text.size() > max_input_bytes) too_large(file, fmt::format("{} bytes", text.size()));
+  // The parser stops at a NUL byte and would ignore whatever follows it.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    throw InputError(file, "", fmt::format("a NUL byte at byte {}", nul),
+                     "JSON text: no NUL bytes, nothing after the document");
+  }
+  StructureGuard guard(file);
+  const Json::parser_callback_t callback = [&guard](int depth, Json::parse_event_t event,
+                                                    Json& parsed) {
+    return guard(depth, event, parsed);
+  };
   try {
-    return Json::parse(text);
+    return Json::parse(text, callback);
   } catch (const Json::parse_error& error) {
     throw InputError(file, "", fmt::format("text that does not parse at byte {}", error.byte),
-                     "valid JSON");
+                     "valid JSON (one document, nothing after it)");
   } catch (const Json::exception& error) {
     // e.g. a number too large for a double ("9e511").
-    throw InputError(file, "", "JSON the parser refuses (" + std::string(error.what()) + ")",
+    std::string what = error.what();
+    if (what.size() > 120) what = what.substr(0, 117) + "...";
+    throw InputError(file, "", "JSON the parser refuses (" + what + ")",
                      "valid JSON with finite numbers");
   }
 }
 
+std::string read_input_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO without a writer must not block; it is refused below.
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    throw InputError(path, "",
+                     fmt::format("a path that cannot be opened ({})", std::strerror(errno)),
+                     "a readable JSON file");
+  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw InputError(path, "", file_kind(info.st_mode), "a regular JSON file");
+  }
+  if (static_cast<std::uint64_t>(info.st_size) > max_input_bytes) {
+    too_large(path, units::format_bytes(static_cast<double>(info.st_size)));
+  }
+  // Bounded even if the file grows while it is read.
+  std::string text(static_cast<std::size_t>(info.st_size) + 1, '\0');
+  std::size_t filled = 0;
+  while (true) {
+    if (filled == text.size()) {
+      if (text.size() > max_input_bytes) too_large(path, "more than the limit");
+      text.resize(std::min(text.size() * 2 + 4096, max_input_bytes + 1));
+    }
+    const ssize_t got = ::read(fd.get(), text.data() + filled, text.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      throw InputError(path, "",
+                       fmt::format("a file that cannot be read ({})", std::strerror(errno)),
+                       "a readable JSON file");
+    }
+    if (got == 0) break;
+    filled += static_cast<std::size_t>(got);
+  }
+  text.resize(filled);
+  return text;
+}
+
 Json read_json_file(const std::string& path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) throw InputError(path, "", "a path that cannot be opened", "a readable JSON file");
-  std::ostringstream contents;
-  contents << stream.rdbuf();
-  return parse_json_text(contents.str(), path);
+  return parse_json_text(read_input_file(path), path);
 }
 
 std::string render_value(const Json& value) {
@@ -188,6 +342,56 @@ std::optional<double> JsonReader::optional_quantity(const std::string& key,
   return quantity(key, dimension, positive);
 }
 
+std::string describe_range(const Range& range, std::optional<units::Dimension> dimension) {
+  auto show = [&](double value) -> std::string {
+    if (!dimension) return fmt::format("{:g}", value);
+    switch (*dimension) {
+      case units::Dimension::bytes:
+        return value >= limits::kTiB ? fmt::format("{:g} TiB", value / limits::kTiB)
+                                     : units::format_bytes(value);
+      case units::Dimension::seconds:
+        return value == 0.0 ? std::string("0 s") : units::format_seconds(value);
+      case units::Dimension::bytes_per_second:
+        return fmt::format("{:g} B/s", value);
+      case units::Dimension::flops_per_second:
+        return fmt::format("{:g} FLOP/s", value);
+    }
+    return fmt::format("{:g}", value);
+  };
+  return fmt::format("from {} to {} (the plausible range of {})", show(range.min), show(range.max),
+                     range.what);
+}
+
+double JsonReader::quantity(const std::string& key, units::Dimension dimension,
+                            const Range& range) const {
+  const double value = quantity(key, dimension, range.min > 0.0);
+  if (value < range.min || value > range.max) {
+    fail(key, units::expected_form(dimension) + ", " + describe_range(range, dimension));
+  }
+  return value;
+}
+
+std::optional<double> JsonReader::optional_quantity(const std::string& key,
+                                                    units::Dimension dimension,
+                                                    const Range& range) const {
+  if (!has(key)) return std::nullopt;
+  return quantity(key, dimension, range);
+}
+
+double JsonReader::number(const std::string& key, const Range& range) const {
+  const double value = number(key);
+  if (value < range.min || value > range.max) {
+    fail(key, "a number " + describe_range(range, std::nullopt));
+  }
+  return value;
+}
+
+std::optional<double> JsonReader::optional_number(const std::string& key,
+                                                  const Range& range) const {
+  if (!has(key)) return std::nullopt;
+  return number(key, range);
+}
+
 JsonReader JsonReader::object(const std::string& key) const {
   const Json& value = require(key);
   if (!value.is_object()) fail(key, "a JSON object");
@@ -215,7 +419,10 @@ void JsonReader::require_only(const std::vector<std::string>& allowed) const {
     for (const auto& name : allowed) {
       // A key that is the start of an allowed one ("memory" for "memory_limit") is close too.
       const bool prefix = key.size() >= 3 && name.rfind(key, 0) == 0;
-      const std::size_t distance = prefix ? 1 : edit_distance(key, name);
+      // A very long key is near nothing; its distance would cost key size x name size.
+      const std::size_t distance = prefix            ? 1
+                                   : key.size() > 64 ? std::numeric_limits<std::size_t>::max()
+                                                     : edit_distance(key, name);
       if (distance < best) {
         best = distance;
         nearest = name;

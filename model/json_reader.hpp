@@ -4,23 +4,33 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "model/input_error.hpp"
+#include "model/limits.hpp"
 #include "model/units.hpp"
 
 namespace osdp {
 
 using Json = nlohmann::json;
 
-// Parses JSON text; syntax errors become InputErrors that name the file and byte offset.
+// Limits every JSON input meets (README "Robustness"): they keep a hostile input from
+// exhausting memory or the stack.
+inline constexpr std::size_t max_input_bytes = 64u << 20;  // 64 MiB per file
+inline constexpr int max_json_depth = 64;                  // nested arrays and objects
+
+// Parses JSON text strictly: syntax errors, NUL bytes or anything after the document, a key
+// twice in one object and nesting deeper than max_json_depth become InputErrors that name the
+// file and the byte offset or JSON path.
 Json parse_json_text(const std::string& text, const std::string& file);
-// Reads and parses a file.
+// Reads (at most max_input_bytes of a regular file: never a FIFO, device or directory) and
+// parses a file; every failure is an InputError naming the file.
 Json read_json_file(const std::string& path);
+// The text of a regular file of at most max_input_bytes, as read_json_file reads it.
+std::string read_input_file(const std::string& path);
 
 // A short rendering of a JSON value for error messages.
 std::string render_value(const Json& value);
@@ -56,6 +66,13 @@ class JsonReader {
   std::optional<double> optional_quantity(const std::string& key, units::Dimension dimension,
                                           bool positive = true) const;
 
+  // A quantity or plain number within its plausible range; the message names the range.
+  double quantity(const std::string& key, units::Dimension dimension, const Range& range) const;
+  std::optional<double> optional_quantity(const std::string& key, units::Dimension dimension,
+                                          const Range& range) const;
+  double number(const std::string& key, const Range& range) const;
+  std::optional<double> optional_number(const std::string& key, const Range& range) const;
+
   JsonReader object(const std::string& key) const;
   std::vector<JsonReader> objects(const std::string& key) const;  // an array of objects
 
@@ -74,6 +91,9 @@ class JsonReader {
   std::string file_;
   std::string path_;
 };
+
+// "from 1.00 MiB to 64.0 TiB (a GPU's memory)", for messages.
+std::string describe_range(const Range& range, std::optional<units::Dimension> dimension);
 
 // Parses a quantity from a JSON value (number or string with unit). nullopt when malformed.
 std::optional<double> quantity_from_json(const Json& value, units::Dimension dimension);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,23 +29,26 @@ std::vector<std::string> split_list(const std::string& text) {
 
 Link read_link(const JsonReader& reader) {
   reader.require_only({"bandwidth", "latency"});
-  return {reader.quantity("bandwidth", Dimension::bytes_per_second),
-          reader.quantity("latency", Dimension::seconds, false)};
+  return {reader.quantity("bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps),
+          reader.quantity("latency", Dimension::seconds, limits::latency_s)};
 }
 
 AlphaBeta read_alpha_beta(const JsonReader& reader) {
   AlphaBeta result;
   if (reader.has("alpha_s") && reader.has("alpha"))
     reader.fail("alpha", "only one of alpha, alpha_s");
-  if (reader.has("alpha_s")) result.alpha_s = reader.non_negative_number("alpha_s");
-  if (reader.has("alpha")) result.alpha_s = reader.quantity("alpha", Dimension::seconds, false);
+  if (reader.has("alpha_s")) result.alpha_s = reader.number("alpha_s", limits::latency_s);
+  if (reader.has("alpha")) {
+    result.alpha_s = reader.quantity("alpha", Dimension::seconds, limits::latency_s);
+  }
   if (reader.has("beta_s_per_byte") && reader.has("bandwidth")) {
     reader.fail("bandwidth", "only one of beta_s_per_byte, bandwidth");
   }
   if (reader.has("beta_s_per_byte")) {
-    result.beta_s_per_byte = reader.non_negative_number("beta_s_per_byte");
+    result.beta_s_per_byte = reader.number("beta_s_per_byte", limits::beta_s_per_byte);
   } else if (reader.has("bandwidth")) {
-    result.beta_s_per_byte = 1.0 / reader.quantity("bandwidth", Dimension::bytes_per_second);
+    result.beta_s_per_byte =
+        1.0 / reader.quantity("bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps);
   } else {
     reader.fail("beta_s_per_byte", "beta_s_per_byte (seconds per byte) or a bandwidth");
   }
@@ -59,7 +63,8 @@ CollectiveTiming read_collective_timing(const JsonReader& reader) {
     for (const auto& entry : reader.objects("by_size")) {
       entry.require_only({"min_step_bytes", "alpha", "alpha_s", "beta_s_per_byte", "bandwidth"});
       timing.by_size.push_back(
-          {entry.quantity("min_step_bytes", Dimension::bytes, false), read_alpha_beta(entry)});
+          {entry.quantity("min_step_bytes", Dimension::bytes, limits::operator_bytes),
+           read_alpha_beta(entry)});
     }
   }
   return timing;
@@ -149,9 +154,12 @@ Topology read_topology(const JsonReader& reader) {
 ComputeLaw read_compute_law(const JsonReader& reader) {
   reader.require_only({"fixed", "rate", "extra_slice"});
   ComputeLaw law;
-  law.fixed_s = reader.optional_quantity("fixed", Dimension::seconds, false).value_or(0.0);
-  law.flops_per_s = reader.optional_quantity("rate", Dimension::flops_per_second);
-  law.extra_slice_s = reader.optional_quantity("extra_slice", Dimension::seconds, false);
+  law.fixed_s =
+      reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
+  law.flops_per_s =
+      reader.optional_quantity("rate", Dimension::flops_per_second, limits::compute_flops_per_s);
+  law.extra_slice_s =
+      reader.optional_quantity("extra_slice", Dimension::seconds, limits::latency_s);
   return law;
 }
 
@@ -183,22 +191,20 @@ Gpu read_gpu(const JsonReader& reader) {
                        "operator_compute"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
-  gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes);
-  gpu.compute_flops_per_s = reader.optional_quantity("compute", Dimension::flops_per_second);
-  gpu.memory_bandwidth_Bps =
-      reader.optional_quantity("memory_bandwidth", Dimension::bytes_per_second);
-  gpu.optimizer_bandwidth_Bps =
-      reader.optional_quantity("optimizer_bandwidth", Dimension::bytes_per_second);
+  gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
+  gpu.compute_flops_per_s =
+      reader.optional_quantity("compute", Dimension::flops_per_second, limits::compute_flops_per_s);
+  gpu.memory_bandwidth_Bps = reader.optional_quantity(
+      "memory_bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps);
+  gpu.optimizer_bandwidth_Bps = reader.optional_quantity(
+      "optimizer_bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps);
   gpu.kernel_launch_s =
-      reader.optional_quantity("kernel_launch", Dimension::seconds, false).value_or(5e-6);
-  if (reader.has("overlap_slowdown")) {
-    gpu.overlap_slowdown = reader.number("overlap_slowdown");
-    if (gpu.overlap_slowdown < 1.0) reader.fail("overlap_slowdown", "a factor of 1 or more");
-  }
-  if (reader.has("straggler_slowdown")) {
-    gpu.straggler_slowdown = reader.number("straggler_slowdown");
-    if (gpu.straggler_slowdown < 1.0) reader.fail("straggler_slowdown", "a factor of 1 or more");
-  }
+      reader.optional_quantity("kernel_launch", Dimension::seconds, limits::latency_s)
+          .value_or(5e-6);
+  gpu.overlap_slowdown =
+      reader.optional_number("overlap_slowdown", limits::slowdown).value_or(gpu.overlap_slowdown);
+  gpu.straggler_slowdown = reader.optional_number("straggler_slowdown", limits::slowdown)
+                               .value_or(gpu.straggler_slowdown);
   if (reader.has("operator_compute")) {
     gpu.operator_compute = read_operator_compute(reader.object("operator_compute"));
   }
@@ -229,20 +235,22 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
   const BytesPerParameter per_parameter =
       bytes_per_parameter(training.precision, training.optimizer);
   if (reader.has("parameter_bytes")) {
-    op.parameter_bytes = reader.quantity("parameter_bytes", Dimension::bytes, false);
+    op.parameter_bytes =
+        reader.quantity("parameter_bytes", Dimension::bytes, limits::operator_bytes);
     op.parameter_count = reader.has("parameter_count")
-                             ? reader.non_negative_number("parameter_count")
+                             ? reader.number("parameter_count", limits::parameter_count)
                              : op.parameter_bytes / per_parameter.parameter;
   } else if (reader.has("parameter_count")) {
-    op.parameter_count = reader.non_negative_number("parameter_count");
+    op.parameter_count = reader.number("parameter_count", limits::parameter_count);
     op.parameter_bytes = op.parameter_count * per_parameter.parameter;
   } else {
     reader.fail("parameter_bytes", "parameter_bytes (S_i) or parameter_count");
   }
   // Gradients as large as the parameters, the rest of the model states in the optimizer.
-  op.gradient_bytes = reader.has("gradient_bytes")
-                          ? reader.quantity("gradient_bytes", Dimension::bytes, false)
-                          : op.parameter_count * per_parameter.gradient;
+  op.gradient_bytes =
+      reader.has("gradient_bytes")
+          ? reader.quantity("gradient_bytes", Dimension::bytes, limits::operator_bytes)
+          : op.parameter_count * per_parameter.gradient;
   if (!reader.has("gradient_bytes") && reader.has("parameter_bytes")) {
     op.gradient_bytes = op.parameter_bytes;
   }
@@ -250,45 +258,52 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
     if (reader.has("optimizer_bytes")) {
       reader.fail("optimizer_bytes", "either model_state_bytes or optimizer_bytes, not both");
     }
-    const double states = reader.quantity("model_state_bytes", Dimension::bytes, false);
+    const double states =
+        reader.quantity("model_state_bytes", Dimension::bytes, limits::operator_bytes);
     op.optimizer_bytes = states - op.parameter_bytes - op.gradient_bytes;
     if (op.optimizer_bytes < 0) {
       reader.fail("model_state_bytes", fmt::format("at least parameter + gradient bytes ({:.0f})",
                                                    op.parameter_bytes + op.gradient_bytes));
     }
   } else if (reader.has("optimizer_bytes")) {
-    op.optimizer_bytes = reader.quantity("optimizer_bytes", Dimension::bytes, false);
+    op.optimizer_bytes =
+        reader.quantity("optimizer_bytes", Dimension::bytes, limits::operator_bytes);
   } else {
     op.optimizer_bytes = op.parameter_count * per_parameter.optimizer;
   }
   op.activation_bytes_per_sample =
-      reader.quantity("activation_bytes_per_sample", Dimension::bytes, false);
+      reader.quantity("activation_bytes_per_sample", Dimension::bytes, limits::operator_bytes);
   if (reader.has("input_activation_bytes_per_sample")) {
-    op.input_activation_bytes_per_sample =
-        reader.quantity("input_activation_bytes_per_sample", Dimension::bytes, false);
+    op.input_activation_bytes_per_sample = reader.quantity(
+        "input_activation_bytes_per_sample", Dimension::bytes, limits::operator_bytes);
     if (*op.input_activation_bytes_per_sample > op.activation_bytes_per_sample) {
       reader.fail("input_activation_bytes_per_sample",
                   "at most activation_bytes_per_sample (the input is part of what is saved)");
     }
   }
   op.output_bytes_per_sample =
-      reader.optional_quantity("output_bytes_per_sample", Dimension::bytes, false).value_or(0);
-  op.extra_bytes = reader.optional_quantity("extra_bytes", Dimension::bytes, false).value_or(0);
+      reader.optional_quantity("output_bytes_per_sample", Dimension::bytes, limits::operator_bytes)
+          .value_or(0);
+  op.extra_bytes =
+      reader.optional_quantity("extra_bytes", Dimension::bytes, limits::operator_bytes).value_or(0);
   op.workspace_bytes_per_sample =
-      reader.optional_quantity("workspace_bytes_per_sample", Dimension::bytes, false).value_or(0);
-  op.compute_s_per_sample =
-      reader.optional_quantity("compute_s_per_sample", Dimension::seconds, false);
-  op.forward_compute_s_per_sample =
-      reader.optional_quantity("forward_compute_s_per_sample", Dimension::seconds, false);
+      reader
+          .optional_quantity("workspace_bytes_per_sample", Dimension::bytes, limits::operator_bytes)
+          .value_or(0);
+  op.compute_s_per_sample = reader.optional_quantity("compute_s_per_sample", Dimension::seconds,
+                                                     limits::compute_s_per_sample);
+  op.forward_compute_s_per_sample = reader.optional_quantity(
+      "forward_compute_s_per_sample", Dimension::seconds, limits::compute_s_per_sample);
   if (op.forward_compute_s_per_sample && op.compute_s_per_sample &&
       *op.forward_compute_s_per_sample > *op.compute_s_per_sample) {
     reader.fail("forward_compute_s_per_sample",
                 "at most compute_s_per_sample (forward + backward)");
   }
   op.forward_flops_per_sample =
-      reader.optional_non_negative_number("forward_flops_per_sample").value_or(0);
-  op.backward_flops_per_sample = reader.optional_non_negative_number("backward_flops_per_sample")
-                                     .value_or(2 * op.forward_flops_per_sample);
+      reader.optional_number("forward_flops_per_sample", limits::flops_per_sample).value_or(0);
+  op.backward_flops_per_sample =
+      reader.optional_number("backward_flops_per_sample", limits::flops_per_sample)
+          .value_or(2 * op.forward_flops_per_sample);
   op.splittable = reader.optional_boolean("splittable").value_or(true);
   return op;
 }
@@ -395,13 +410,51 @@ Included include(const JsonReader& reader, const std::string& key) {
     if (path.is_relative() && !reader.file().empty()) {
       path = fs::path(reader.file()).parent_path() / path;
     }
-    if (!fs::exists(path)) {
-      reader.fail(key, "an object or the path of an existing JSON file");
+    // A symlink loop or a name too long is an input error, not a filesystem exception.
+    std::error_code error;
+    const bool exists = fs::exists(path, error);
+    if (error) {
+      reader.fail(key, "an object or the path of a readable JSON file (" + error.message() + ")");
     }
+    if (!exists) reader.fail(key, "an object or the path of an existing JSON file");
     return {read_json_file(path.string()), path.string()};
   }
   if (!value.is_object()) reader.fail(key, "an object or the path of a JSON file");
   return {value, reader.file()};
+}
+
+// A memory limit above the GPU's own memory is a unit slip: no plan can use what is not there.
+void check_memory_limit(const Scenario& scenario, const std::string& file) {
+  const auto& limit = scenario.training.memory_limit_bytes;
+  const auto& memory = scenario.cluster.gpu.memory_bytes;
+  if (limit && memory && *limit > *memory) {
+    throw InputError(file, "$.training.memory_limit", units::format_bytes(*limit),
+                     fmt::format("at most the GPU's memory ({})", units::format_bytes(*memory)));
+  }
+}
+
+// Every input is within its range, but together they must still give finite, positive figures:
+// an all-DP iteration at the smallest batch size is the reference (it always exists).
+void check_figures_finite(const Scenario& scenario, const CostModel& costs,
+                          const std::string& file) {
+  Plan plan;
+  plan.batch_size = scenario.training.min_batch_size;
+  plan.choices.assign(scenario.workload->size(), OperatorChoice{});
+  const PlanCost cost = costs.plan_cost(plan);
+  const bool time_ok = std::isfinite(cost.iteration_time_s) && cost.iteration_time_s > 0.0;
+  if (!time_ok) {
+    throw InputError(file, "$.model",
+                     fmt::format("an iteration time of {} s", cost.iteration_time_s),
+                     "operators with some compute time, FLOPs or parameters, and cluster rates "
+                     "that give a finite iteration time");
+  }
+  const bool memory_ok = std::isfinite(cost.peak_memory_bytes) && cost.peak_memory_bytes > 0.0;
+  if (!memory_ok) {
+    throw InputError(file, "$.model",
+                     fmt::format("a peak memory of {} bytes", cost.peak_memory_bytes),
+                     "operators with some parameters or activations (a finite, positive memory "
+                     "need)");
+  }
 }
 
 }  // namespace
@@ -493,7 +546,7 @@ Training load_training(const JsonReader& reader) {
     training.optimizer =
         reader.choice("optimizer", {"adam", "sgd"}) == "adam" ? Optimizer::adam : Optimizer::sgd;
   }
-  training.memory_limit_bytes = reader.optional_quantity("memory_limit", Dimension::bytes);
+  training.memory_limit_bytes = reader.optional_quantity("memory_limit", Dimension::bytes, limits::memory_limit_bytes);
   if (reader.has("micro_batch_size")) {
     // A fixed micro-batch: the scheduler tries only it.
     for (const char* key : {"min_batch_size", "max_batch_size"}) {
@@ -601,7 +654,8 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
       scenario.search.optimality_gap = gap;
     }
     if (search.has("time_limit")) {
-      scenario.search.time_limit_s = search.quantity("time_limit", units::Dimension::seconds);
+      scenario.search.time_limit_s =
+          search.quantity("time_limit", units::Dimension::seconds, limits::time_limit_s);
     }
   }
   if (reader.has("simulation")) {
@@ -634,6 +688,8 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
                        "cluster");
     }
   }
+  check_memory_limit(scenario, file);
+  check_figures_finite(scenario, costs, file);
   for (Mode mode : scenario.search.modes) {
     if (!mode_fits_cluster(mode, scenario.cluster)) {
       throw InputError(file, "$.search.modes", fmt::format("\"{}\"", mode_name(mode)),

@@ -46,5 +46,6 @@ if [ "$fuzz_seconds" != "0" ]; then
   corpus="$(mktemp -d)"
   trap 'rm -rf "$corpus"' EXIT
   ./build/fuzz/tests/fuzz/fuzz_loaders -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
-    -max_len=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/ "$corpus" tests/fuzz/corpus
+    -max_len=4096 -dict=tests/fuzz/loaders.dict -print_final_stats=1 -artifact_prefix=build/fuzz/ \
+    "$corpus" tests/fuzz/corpus
 fi

@@ -1,6 +1,8 @@
 // Runs the built `osdp` on the scenarios and checks what a user sees: exit codes (0, 2 bad
 // input, 3 nothing fits), messages, `plan --json` loadable as a plan, and sweep's files.
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "model/scenario.hpp"
+#include "tests/support/bad_input_case.hpp"
 
 namespace fs = std::filesystem;
 
@@ -360,44 +363,84 @@ TEST_CASE("explain on a multi-node cluster covers hsdp (debug builds assert the 
   }
 }
 
+namespace {
+
+// The file a case of the bad-input table names (its "file": {"kind", "as"}), made in `dir`.
+fs::path special_file(const std::string& kind, const fs::path& dir) {
+  const fs::path path = dir / "special.json";
+  if (kind == "fifo") {
+    REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  } else if (kind == "dev_zero") {
+    return "/dev/zero";
+  } else if (kind == "directory") {
+    fs::create_directory(path);
+  } else if (kind == "symlink_loop") {
+    fs::create_symlink(dir / "loop.json", path);
+    fs::create_symlink(path, dir / "loop.json");
+  } else if (kind == "long_name") {
+    return dir / (std::string(300, 'n') + ".json");  // over NAME_MAX
+  } else if (kind == "huge") {
+    write_text(path, "{}");
+    fs::resize_file(path, 65u << 20);  // sparse: cheap to make
+  } else if (kind == "missing_dir") {
+    return dir / "no-such-dir" / "case.json";
+  } else {
+    FAIL("unknown file kind " << kind);
+  }
+  return path;
+}
+
+std::string substitute(std::string text, const std::string& name, const std::string& value) {
+  for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at)) {
+    text.replace(at, name.size(), value);
+    at += value.size();
+  }
+  return text;
+}
+
+bool has_simulate() { return run_osdp({"simulate", "--help"}).exit_code == 0; }
+
+}  // namespace
+
 TEST_CASE("every input of the bad-input table exits 2 with its key words and no output") {
   const std::string inputs = source_dir + "/tests/inputs/";
   const osdp::Json base = osdp::Json::parse(read_text(inputs + "base_scenario.json"));
   const osdp::Json cases = osdp::Json::parse(read_text(inputs + "bad_inputs.json"));
-  REQUIRE(cases.size() >= 40);
-  TempDir dir;
+  REQUIRE(cases.size() >= 100);
+  const bool simulate = has_simulate();
   for (const auto& bad : cases) {
-    std::string text;
-    if (bad.contains("text")) {
-      text = bad["text"].get<std::string>();
-    } else {
-      osdp::Json document = base;
-      if (bad.contains("set")) {
-        for (const auto& [pointer, value] : bad["set"].items()) {
-          const osdp::Json::json_pointer at(pointer);
-          if (value.is_null()) {
-            document.at(at.parent_pointer()).erase(at.back());
-          } else {
-            document[at] = value;
-          }
-        }
-      }
-      if (bad.contains("remove")) {
-        for (const auto& pointer : bad["remove"]) {
-          const osdp::Json::json_pointer at(pointer.get<std::string>());
-          document.at(at.parent_pointer()).erase(at.back());
-        }
-      }
-      text = document.dump();
+    const std::string command = bad.value("command", "plan");
+    if (command == "simulate" && !simulate) continue;
+    TempDir dir;  // per case: special files do not outlive it
+    osdp::Json edited = bad;
+    fs::path special;
+    std::string as = "none";
+    if (bad.contains("file")) {
+      special = special_file(bad["file"]["kind"], dir.path());
+      as = bad["file"]["as"];
+      if (as != "scenario" && as != "arg") edited["set"]["/" + as] = special.string();
     }
     const fs::path file = dir.path() / "case.json";
-    write_text(file, text);
-    const Run run = run_osdp({"plan", file.string(), "--json"});
+    write_text(file, osdp::test::bad_case_text(base, edited));
+    std::vector<std::string> args{command, as == "scenario" ? special.string() : file.string()};
+    if (command == "plan") args.emplace_back("--json");
+    for (const auto& arg : bad.value("args", osdp::Json::array())) {
+      std::string text = substitute(arg.get<std::string>(), "{dir}", dir.path().string());
+      text = substitute(text, "{case}", file.string());
+      args.push_back(substitute(text, "{special}", special.string()));
+    }
+    const Run run = run_osdp(args);
     INFO(bad["name"].get<std::string>() << ": " << run.err);
-    CHECK(run.exit_code == 2);
+    CHECK(run.exit_code == bad.value("exit", 2));
     CHECK(run.out.empty());
-    CHECK(contains(run.err, file.string()));
+    // The message names the file at fault (cut to a bounded length when very long).
+    const bool names_special =
+        !special.empty() && as != "arg" && bad["file"].value("named", "special") == "special";
+    const std::string named = names_special ? special.string() : file.string();
+    if (!bad.contains("args")) CHECK(contains(run.err, named.substr(0, 200)));
     for (const auto& word : bad["expect"]) CHECK(contains(run.err, word.get<std::string>()));
+    CHECK(contains(run.err, "osdp: error:"));
+    CHECK(!contains(run.err, "internal error"));
   }
 }
 
@@ -482,3 +525,76 @@ TEST_CASE("fit reproduces the shipped cluster of the vTrain scenario") {
   CHECK(report["model_sizes"] == 8);
 }
 #endif
+
+namespace {
+
+// A stand-in for python3 whose plot hangs: it records its pid, marks that the plot started and
+// sleeps, so that a test can interrupt `sweep` while it draws.
+fs::path hanging_python(const fs::path& dir) {
+  const fs::path script = dir / "python";
+  write_text(script,
+             "#!/bin/sh\n[ \"$1\" = \"-c\" ] && exit 0\necho $$ > \"$PLOT_PID\"\n"
+             "touch \"$PLOT_STARTED\"\nexec sleep 60\n");
+  fs::permissions(script, fs::perms::owner_all);
+  return script;
+}
+
+// Shell lines that start a sweep on `out` in the background, wait until its plot has started
+// and leave its pid in $p.
+std::string start_sweep_with_hanging_plot(const fs::path& dir, const fs::path& out) {
+  return "export OSDP_PYTHON=" + quote(hanging_python(dir).string()) +
+         " PLOT_PID=" + quote((dir / "plot.pid").string()) +
+         " PLOT_STARTED=" + quote((dir / "plot.started").string()) + "; " + quote(OSDP_EXE) +
+         " sweep " + quote(scenarios + "default.json") + " --memory-limits 6GiB,12GiB --out " +
+         quote(out.string()) + " >/dev/null 2>" + quote((dir / "first.err").string()) +
+         " & p=$!; i=0; while [ ! -e \"$PLOT_STARTED\" ] && [ $i -lt 1200 ]; do sleep 0.05; "
+         "i=$((i+1)); done; ";
+}
+
+bool process_alive(const fs::path& pid_file) {
+  const std::string text = read_text(pid_file);
+  return !text.empty() && kill(std::stoi(text), 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("SIGINT while sweep draws its plot ends with 130 and leaves nothing") {
+  TempDir dir;
+  const fs::path out = dir.path() / "study";
+  const std::string script = start_sweep_with_hanging_plot(dir.path(), out) +
+                             "kill -INT $p; wait $p; echo $? > " +
+                             quote((dir.path() / "rc").string());
+  REQUIRE(std::system(script.c_str()) == 0);
+  INFO(read_text(dir.path() / "first.err"));
+  CHECK(std::stoi(read_text(dir.path() / "rc")) == 130);
+  CHECK(contains(read_text(dir.path() / "first.err"), "interrupted: no output written"));
+  CHECK(!fs::exists(out));                         // no CSV, no staging directory
+  CHECK(!process_alive(dir.path() / "plot.pid"));  // the plot got the signal too
+}
+
+TEST_CASE("two sweeps on one --out: the second is refused while the first writes") {
+  TempDir dir;
+  const fs::path out = dir.path() / "study";
+  const fs::path second_err = dir.path() / "second.err";
+  const std::string script =
+      start_sweep_with_hanging_plot(dir.path(), out) + quote(OSDP_EXE) + " sweep " +
+      quote(scenarios + "default.json") + " --memory-limits 8GiB --no-plot --out " +
+      quote(out.string()) + " >/dev/null 2>" + quote(second_err.string()) + "; echo $? > " +
+      quote((dir.path() / "second.rc").string()) + "; kill -TERM $p; wait $p; echo $? > " +
+      quote((dir.path() / "rc").string());
+  REQUIRE(std::system(script.c_str()) == 0);
+  INFO(read_text(second_err));
+  CHECK(std::stoi(read_text(dir.path() / "second.rc")) == 2);
+  CHECK(contains(read_text(second_err), "another sweep holds its lock"));
+  CHECK(std::stoi(read_text(dir.path() / "rc")) == 130);
+  CHECK(!fs::exists(out));
+}
+
+TEST_CASE("simulate --trace into a device writes into it and keeps the device") {
+  if (run_osdp({"simulate", "--help"}).exit_code != 0) return;  // built without sim/
+  const Run run =
+      run_osdp({"simulate", scenarios + "sim-titan-nd-48l-fsdp.json", "--trace", "/dev/null"});
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(fs::is_character_file("/dev/null"));
+}

@@ -1,7 +1,8 @@
 // libFuzzer harness for the JSON loaders and the unit parser. Any input must either load or
 // raise an InputError: another exception, a crash, a leak or a sanitizer report is a bug.
 //   cmake --preset fuzz && cmake --build --preset fuzz
-//   ./build/fuzz/tests/fuzz/fuzz_loaders tests/fuzz/corpus -max_total_time=60
+//   ./build/fuzz/tests/fuzz/fuzz_loaders tests/fuzz/corpus -dict=tests/fuzz/loaders.dict \
+//     -max_total_time=60
 #include <cstddef>
 #include <cstdint>
 #include <string>

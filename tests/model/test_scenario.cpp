@@ -64,7 +64,7 @@ TEST_CASE("bad inputs name the path, the value and what was expected", "[model][
       {R"("8GiB")", R"("-8GiB")", {"$.training.memory_limit", "above zero"}},
       {R"("paper")", R"("papr")", {"$.cost_model", "one of"}},
       {R"("max_batch_size": 64)", R"("max_batch_size": 1.5)", {"max_batch_size", "integer"}},
-      {R"("alpha_s": 5e-6)", R"("alpha_s": -1)", {"alpha_s", "zero or more"}},
+      {R"("alpha_s": 5e-6)", R"("alpha_s": -1)", {"alpha_s", "from 0 to 1"}},
       {R"("model_state_bytes": 201326592)",
        R"("model_state_bytes": 10)",
        {"model_state_bytes", "at least parameter + gradient"}},
