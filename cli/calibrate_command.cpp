@@ -32,6 +32,13 @@ struct CalibrateOptions {
 };
 
 int run(const CalibrateOptions& options) {
+  // Outputs that cannot be written are bad input found before a minute of measuring.
+  for (const auto& [flag, path] : {std::pair{"--out", options.out}, {"--report", options.report}}) {
+    if (path.empty()) continue;
+    if (const auto why = unusable_output(path)) {
+      throw InputError("<command line>", flag, path, "a file path osdp can write to (this is " + *why + ")");
+    }
+  }
   validate::CalibrationOptions calibration;
   if (!options.name.empty()) calibration.cluster_name = options.name;
   if (options.quick) {

@@ -22,6 +22,14 @@ std::optional<Strategy> strategy_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+std::string strategy_names() {
+  std::string names;
+  for (const Strategy& strategy : standard_strategies()) {
+    names += (names.empty() ? "" : ", ") + strategy.name;
+  }
+  return names;
+}
+
 namespace {
 
 bool checkpointable(const Operator& op) { return op.input_activation_bytes_per_sample.has_value(); }

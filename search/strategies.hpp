@@ -21,6 +21,8 @@ struct Strategy {
 // ZeRO-1 without and with.
 std::vector<Strategy> standard_strategies();
 std::optional<Strategy> strategy_from_name(const std::string& name);
+// "ddp, fsdp, zero2, ...": every standard strategy's name, for messages.
+std::string strategy_names();
 
 // The strategy's plan at a batch size: every operator in the mode; operators that cannot be
 // checkpointed stay without.
