@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <vector>
 
 namespace osdp::cli {
 
@@ -12,10 +13,15 @@ struct Subcommand {
   std::function<int()> run;  // returns the process exit code
 };
 
-// Exit codes, documented in README.md.
+// Exit codes, documented in README.md (and 128 + the signal when SIGINT or SIGTERM stopped a
+// run of ranks).
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_input_error = 2;  // bad input: file, JSON path, value, what was expected
 inline constexpr int exit_infeasible = 3;   // well-formed, but no plan fits in memory
+
+// Parses the command line and runs the chosen subcommand, turning what it throws into the exit
+// codes above and one message on stderr. Both executables, osdp and osdp-runtime, end here.
+int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int argc, char** argv);
 
 Subcommand add_plan_command(CLI::App& root);
 Subcommand add_sweep_command(CLI::App& root);

@@ -1,12 +1,7 @@
 // osdp: plan, simulate and validate sharded data-parallel training.
-#include <fmt/format.h>
-
-#include <cstdio>
-#include <exception>
 #include <vector>
 
 #include "cli/command.hpp"
-#include "model/input_error.hpp"
 
 int main(int argc, char** argv) {
   using namespace osdp::cli;
@@ -23,28 +18,5 @@ int main(int argc, char** argv) {
       add_validate_command(app),
   };
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& success) {
-    return app.exit(success);
-  } catch (const CLI::ParseError& error) {
-    app.exit(error);
-    return exit_input_error;
-  }
-
-  try {
-    for (const auto& command : commands) {
-      if (command.app->parsed()) return command.run();
-    }
-  } catch (const osdp::InputError& error) {
-    fmt::print(stderr, "osdp: error: {}\n", error.what());
-    return exit_input_error;
-  } catch (const osdp::InfeasibleError& error) {
-    fmt::print(stderr, "osdp: {}\n", error.what());
-    return exit_infeasible;
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "osdp: internal error: {}\n", error.what());
-    return 1;
-  }
-  return exit_input_error;
+  return parse_and_run(app, commands, argc, argv);
 }

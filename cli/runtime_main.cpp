@@ -4,16 +4,11 @@
 //   osdp-runtime measure REQUEST.json RESPONSE.json
 // Exit codes as osdp's (0, 1 a run failed, 2 bad input), and 128 + the signal when a SIGINT or
 // SIGTERM stopped the run (the ranks are stopped and the temporary files removed first).
-#include <fmt/format.h>
-
-#include <cstdio>
-#include <exception>
 #include <memory>
 #include <vector>
 
 #include "cli/command.hpp"
 #include "model/atomic_file.hpp"
-#include "model/input_error.hpp"
 #include "validate/rank_runner.hpp"
 #include "validate/runtime_request.hpp"
 
@@ -56,27 +51,5 @@ int main(int argc, char** argv) {
   CLI::App app{"osdp-runtime: the libtorch runtime of osdp (started by osdp validate / calibrate)"};
   app.require_subcommand(1);
   std::vector<Subcommand> commands{add_calibrate_command(app), add_measure_command(app)};
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& success) {
-    return app.exit(success);
-  } catch (const CLI::ParseError& error) {
-    app.exit(error);
-    return exit_input_error;
-  }
-  try {
-    for (const auto& command : commands) {
-      if (command.app->parsed()) return command.run();
-    }
-  } catch (const osdp::InputError& error) {
-    fmt::print(stderr, "osdp: error: {}\n", error.what());
-    return exit_input_error;
-  } catch (const osdp::validate::RunFailure& failure) {
-    fmt::print(stderr, "osdp: {}\n", failure.what());
-    return failure.interrupted_by_signal() != 0 ? 128 + failure.interrupted_by_signal() : 1;
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "osdp: internal error: {}\n", error.what());
-    return 1;
-  }
-  return exit_input_error;
+  return parse_and_run(app, commands, argc, argv);
 }
