@@ -40,6 +40,7 @@ Json baselines_json(const Comparison& comparison) {
   Json baselines = Json::array();
   for (const BaselineOutcome& outcome : comparison.baselines) {
     Json entry = {{"strategy", outcome.strategy.name},
+                  {"description", outcome.strategy.description},
                   {"feasible", outcome.best.has_value()},
                   {"in_search_space", outcome.in_search_space},
                   {"min_batch_peak_memory_bytes", outcome.min_batch_peak_bytes}};
@@ -139,6 +140,18 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
   return text;
 }
 
+// FSDP with checkpointing differs by library; say which is which.
+std::string fsdp_checkpoint_note(const Comparison& comparison) {
+  std::string text;
+  for (const BaselineOutcome& outcome : comparison.baselines) {
+    if (outcome.strategy.mode != Mode::zdp || outcome.strategy.checkpoint == Checkpoint::none) {
+      continue;
+    }
+    text += fmt::format("  {}: {}\n", outcome.strategy.name, outcome.strategy.description);
+  }
+  return text;
+}
+
 std::string baseline_table(const Comparison& comparison) {
   const double osdp_throughput = comparison.osdp.best->cost.throughput_samples_per_s;
   Table table({{"strategy"},
@@ -176,6 +189,7 @@ std::string baseline_table(const Comparison& comparison) {
         "  * outside this search space (mode or checkpointing not allowed by the search "
         "options), so OSDP may be slower than it\n";
   }
+  text += fsdp_checkpoint_note(comparison);
   return text;
 }
 

@@ -114,7 +114,7 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
   }
   const auto named = strategy_from_name(strategy);
   if (!named) {
-    throw InputError(command_line, "--strategy", strategy, "osdp, " + strategy_names());
+    throw InputError(command_line, "--strategy", strategy, "osdp or one of " + strategy_names());
   }
   const StrategyResult result = schedule_strategy(model, *named);
   if (!result.best) throw InfeasibleError(fmt::format("{} does not fit in memory", strategy));
@@ -199,7 +199,8 @@ Subcommand add_simulate_command(CLI::App& root) {
       "simulate", "Simulate one training iteration (or one collective) on the cluster (SimGrid)");
   app->add_option("scenario", options->scenario_path, "Scenario JSON file");
   app->add_option("--plan", options->plan_path, "Plan JSON file (as `osdp plan --json` writes)");
-  app->add_option("--strategy", options->strategy, "osdp (default), ddp, fsdp, zero2, zero1 (+ckpt)");
+  app->add_option("--strategy", options->strategy,
+                  "osdp (default) or a baseline: " + strategy_names());
   app->add_option("--trace", options->trace_path,
                   "Write a Chrome trace (JSON, microseconds) that Perfetto opens");
   app->add_option("--trace-ranks", options->trace_ranks,

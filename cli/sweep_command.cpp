@@ -86,11 +86,11 @@ std::vector<double> parse_memory_limits(const std::string& text) {
   return limits;
 }
 
-// "ddp+ckpt" -> "ddp_ckpt", for CSV column names.
+// "ddp+ckpt" -> "ddp_ckpt", "fsdp+ckpt-fairscale" -> "fsdp_ckpt_fairscale", for CSV columns.
 std::string column_prefix(const std::string& strategy) {
   std::string prefix = strategy;
   for (char& c : prefix) {
-    if (c == '+') c = '_';
+    if (c == '+' || c == '-') c = '_';
   }
   return prefix;
 }

@@ -82,7 +82,7 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
     const auto strategy = strategy_from_name(name);
     if (!strategy) {
       throw InputError(command_line, "--strategies", name,
-                       "a comma-separated list of osdp, " + strategy_names());
+                       "osdp or " + strategy_names() + ", comma-separated");
     }
     plans.push_back({name, strategy_plan(model, *strategy, batch)});
   }
@@ -248,8 +248,7 @@ Subcommand add_validate_command(CLI::App& root) {
   app->add_option("scenario", options->scenario_path, "Scenario JSON file")->required();
   app->add_option("--plan", options->plan_path, "Plan JSON file (as `osdp plan --json` writes)");
   app->add_option("--strategies", options->strategies,
-                  "Comma-separated: osdp, ddp, fsdp, zero2, zero1 (+ckpt); default osdp, ddp, "
-                  "fsdp, zero2");
+                  "Comma-separated: osdp, " + strategy_names() + "; default osdp,ddp,fsdp,zero2");
   app->add_option("--ranks", options->ranks, "Local ranks to start (default: the cluster's)")
       ->check(CLI::Range(1, 1024));
   app->add_option("--cluster", options->cluster_path,

@@ -18,6 +18,7 @@ STRATEGY_LABELS = {
     "ddp_ckpt": "DDP + ckpt",
     "fsdp_ckpt": "FSDP + ckpt",
     "zero2_ckpt": "ZeRO-2 + ckpt",
+    "fsdp_ckpt_fairscale": "FSDP + ckpt (FairScale)",
 }
 SUFFIX = "_throughput_samples_per_s"
 

@@ -1,5 +1,13 @@
 // Strategy baselines evaluated by the same cost model and batch-size scheduler: DDP (all DP),
-// FSDP (all ZDP), ZeRO-2 (all Z2), ZeRO-1 (all Z1), each with and without checkpointing.
+// FSDP (all ZDP), ZeRO-2 (all Z2), ZeRO-1 (all Z1), each with and without checkpointing, and
+// FSDP with checkpointing the way each FSDP library composes the two:
+//   fsdp+ckpt            PyTorch FSDP, FSDP(checkpoint(op)): the checkpoint sits inside the FSDP
+//                        unit, so the unit's pre-backward all-gather serves the recompute and the
+//                        backward (2 all-gathers + 1 reduce-scatter; fused recompute).
+//   fsdp+ckpt-fairscale  FairScale, checkpoint_wrapper(FSDP(op)): the recompute calls the FSDP
+//                        module's forward again, which all-gathers the parameters again and frees
+//                        them; backward gathers once more (3 all-gathers + 1 reduce-scatter;
+//                        unfused). This is what the OSDP paper measured (fairscale 0.4.5).
 #pragma once
 
 #include <optional>
@@ -15,13 +23,15 @@ struct Strategy {
   std::string name;  // "ddp", "fsdp", "zero2", "ddp+ckpt", ...
   Mode mode = Mode::dp;
   Checkpoint checkpoint = Checkpoint::none;
+  std::string description;  // what the library it stands for does
 };
 
-// DDP, FSDP, ZeRO-2, the same with checkpointing (fused recompute gather for FSDP), then
-// ZeRO-1 without and with.
+// DDP, FSDP, ZeRO-2, then the same with checkpointing (PyTorch FSDP's fused recompute gather
+// for fsdp+ckpt), FairScale's FSDP with checkpointing (unfused), then ZeRO-1 without and with.
 std::vector<Strategy> standard_strategies();
+// A standard strategy by name; "fsdp+ckpt-pytorch" is another name for "fsdp+ckpt".
 std::optional<Strategy> strategy_from_name(const std::string& name);
-// "ddp, fsdp, zero2, ...": every standard strategy's name, for messages.
+// The names strategy_from_name accepts, for messages: "ddp, fsdp, ..., fsdp+ckpt-fairscale".
 std::string strategy_names();
 
 // The strategy's plan at a batch size: every operator in the mode; operators that cannot be

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -121,7 +122,8 @@ TEST_CASE("plan prints the plan, its peak and the baselines") {
   CHECK(contains(run.out, "set by"));
   CHECK(contains(run.out, "search time"));
   CHECK(contains(run.out, "embedding"));
-  for (const char* strategy : {"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt", "zero2+ckpt"}) {
+  for (const char* strategy :
+       {"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt", "zero2+ckpt", "fsdp+ckpt-fairscale"}) {
     CHECK(contains(run.out, std::string("\n  ") + strategy + " "));
   }
   CHECK(contains(run.out, "OOM"));  // DDP does not fit 8 GiB for this 1.5 B model
@@ -144,7 +146,13 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
   REQUIRE(document["operators"].size() == 98);
   CHECK(document["operators"][0]["name"] == "embedding");
   CHECK(document["operators"][0].contains("mode"));
-  CHECK(document["baselines"].size() == 8);
+  CHECK(document["baselines"].size() == 9);
+  bool fairscale = false;
+  for (const auto& baseline : document["baselines"]) {
+    CHECK(baseline.contains("description"));
+    fairscale = fairscale || baseline["strategy"] == "fsdp+ckpt-fairscale";
+  }
+  CHECK(fairscale);
 
   TempDir dir;
   const fs::path plan_file = dir.path() / "plan.json";
@@ -158,6 +166,27 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
         Approx(document["throughput_samples_per_s"].get<double>()).epsilon(1e-9));
   CHECK(cost.peak_memory_bytes ==
         Approx(document["peak_memory_bytes"].get<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("simulate runs both checkpointed FSDP baselines; FairScale's re-gathers") {
+  const Run help = run_osdp({"--help"});
+  if (!contains(help.out, "simulate")) return;  // a build without the simulator
+  double recompute_gather_s[2] = {-1, -1};
+  int index = 0;
+  for (const char* strategy : {"fsdp+ckpt", "fsdp+ckpt-fairscale"}) {
+    const Run run =
+        run_osdp({"simulate", scenarios + "default.json", "--strategy", strategy, "--json"});
+    INFO(strategy << ": " << run.err);
+    REQUIRE(run.exit_code == 0);
+    const osdp::Json document = osdp::Json::parse(run.out);
+    recompute_gather_s[index++] = document["exposed_comm_s"]["ag_recompute"].get<double>();
+  }
+  CHECK(recompute_gather_s[0] == 0.0);  // PyTorch FSDP(checkpoint(op)): no recompute gather
+  CHECK(recompute_gather_s[1] > 0.0);   // FairScale checkpoint_wrapper(FSDP(op)): one more
+  const Run bad =
+      run_osdp({"simulate", scenarios + "default.json", "--strategy", "fsdp+ckpt-torch"});
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "fsdp+ckpt-fairscale"));
 }
 
 TEST_CASE("the paper-form scenario loads and the paper's problem has a plan") {
@@ -254,14 +283,16 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   std::string header;
   REQUIRE(std::getline(csv, header));
   const std::vector<std::string> columns = split(header, ',');
-  REQUIRE(columns.size() == 2 + 9 * 4);
+  REQUIRE(columns.size() == 2 + 10 * 4);
   CHECK(columns[0] == "memory_limit_bytes");
   CHECK(columns[3] == "osdp_throughput_samples_per_s");
   std::vector<std::size_t> baseline_columns;
   for (std::size_t c = 4; c < columns.size(); ++c) {
     if (columns[c].ends_with("_throughput_samples_per_s")) baseline_columns.push_back(c);
   }
-  REQUIRE(baseline_columns.size() == 8);
+  REQUIRE(baseline_columns.size() == 9);
+  CHECK(std::find(columns.begin(), columns.end(), "fsdp_ckpt_fairscale_throughput_samples_per_s") !=
+        columns.end());
   int rows = 0;
   std::string line;
   while (std::getline(csv, line)) {

@@ -44,9 +44,9 @@ TEST_CASE("standard strategies and their names", "[search][strategies]") {
   const auto strategies = standard_strategies();
   std::vector<std::string> names;
   for (const auto& strategy : strategies) names.push_back(strategy.name);
-  CHECK(names ==
-        std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt", "zero2+ckpt",
-                                 "zero1", "zero1+ckpt"});
+  CHECK(names == std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt",
+                                          "zero2+ckpt", "fsdp+ckpt-fairscale", "zero1",
+                                          "zero1+ckpt"});
   for (const auto& strategy : strategies) {
     const auto parsed = strategy_from_name(strategy.name);
     REQUIRE(parsed);
@@ -56,6 +56,12 @@ TEST_CASE("standard strategies and their names", "[search][strategies]") {
   CHECK(strategy_from_name("fsdp")->mode == Mode::zdp);
   CHECK(strategy_from_name("zero2")->mode == Mode::z2);
   CHECK(strategy_from_name("fsdp+ckpt")->checkpoint == Checkpoint::fused);
+  // PyTorch FSDP(checkpoint(op)) is fused; FairScale's checkpoint_wrapper(FSDP(op)) re-gathers.
+  CHECK(strategy_from_name("fsdp+ckpt-pytorch")->name == "fsdp+ckpt");
+  CHECK(strategy_from_name("fsdp+ckpt-fairscale")->mode == Mode::zdp);
+  CHECK(strategy_from_name("fsdp+ckpt-fairscale")->checkpoint == Checkpoint::unfused);
+  CHECK(strategy_names().find("fsdp+ckpt-fairscale") != std::string::npos);
+  for (const auto& strategy : strategies) CHECK_FALSE(strategy.description.empty());
   CHECK(strategy_from_name("ddp+ckpt")->checkpoint != Checkpoint::none);
   CHECK_FALSE(strategy_from_name("zero3"));
   CHECK_FALSE(strategy_from_name(""));
@@ -82,6 +88,30 @@ TEST_CASE("strategy plans are what they claim", "[search][strategies]") {
     }
   }
   CHECK(some_uncheckpointable);
+}
+
+TEST_CASE("FairScale's checkpointed FSDP gathers once more than PyTorch's",
+          "[search][strategies]") {
+  auto instance = paper_instance(nd_gpt(48), 8 * kGiB, CostModelKind::extended);
+  const CostModel& model = instance->model;
+  const Plan pytorch = strategy_plan(model, *strategy_from_name("fsdp+ckpt"), 4);
+  const Plan fairscale = strategy_plan(model, *strategy_from_name("fsdp+ckpt-fairscale"), 4);
+  const PlanCost fused = model.plan_cost(pytorch);
+  const PlanCost unfused = model.plan_cost(fairscale);
+  // One more all-gather of every operator's parameters per iteration.
+  double gathers_s = 0;
+  for (int op = 0; op < instance->workload.size(); ++op) {
+    gathers_s += instance->cluster.world.time_s(CollectiveKind::all_gather,
+                                                instance->workload.op(op).parameter_bytes,
+                                                instance->cluster.ranks);
+  }
+  CHECK(unfused.communication_s - fused.communication_s == Approx(gathers_s).epsilon(1e-9));
+  // Same states and saved inputs; the fused recompute holds its gather through the backward,
+  // so its peak is no lower.
+  CHECK(unfused.peak.model_state_bytes == Approx(fused.peak.model_state_bytes));
+  CHECK(unfused.peak.activation_bytes == Approx(fused.peak.activation_bytes));
+  CHECK(unfused.peak_memory_bytes <= fused.peak_memory_bytes * (1 + 1e-12));
+  CHECK(unfused.throughput_samples_per_s < fused.throughput_samples_per_s);
 }
 
 TEST_CASE("strategy scheduler keeps the highest-throughput batch size", "[search][strategies]") {
