@@ -159,9 +159,9 @@ ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak
   law.flops_per_s =
       reader.optional_quantity("rate", Dimension::flops_per_second, limits::compute_flops_per_s);
   if (law.flops_per_s && peak_flops_per_s && *law.flops_per_s > *peak_flops_per_s) {
-    reader.fail_value("rate", fmt::format("{:.6g} FLOP/s", *law.flops_per_s),
-                      fmt::format("at most the GPU's peak_compute ({:.6g} FLOP/s)",
-                                  *peak_flops_per_s));
+    reader.fail_value(
+        "rate", fmt::format("{:.6g} FLOP/s", *law.flops_per_s),
+        fmt::format("at most the GPU's peak_compute ({:.6g} FLOP/s)", *peak_flops_per_s));
   }
   law.host_floor_s =
       reader.optional_quantity("host_floor", Dimension::seconds, limits::latency_s).value_or(0.0);

@@ -20,14 +20,7 @@ constexpr double infinity = std::numeric_limits<double>::infinity();
 
 // The constants in the fit's units: s per TFLOP (rates), ms (fixed, floor). The linear ones
 // first (a four-element theta, as earlier fits wrote, means no floor).
-enum Constant {
-  layer_rate,
-  head_rate,
-  layer_fixed,
-  edge_fixed,
-  layer_floor,
-  constants_count
-};
+enum Constant { layer_rate, head_rate, layer_fixed, edge_fixed, layer_floor, constants_count };
 constexpr int linear_count = layer_floor;  // constants a call's law is linear in
 constexpr int floor_count = constants_count - linear_count;
 
@@ -83,7 +76,8 @@ double predict(const RowModel& row, const std::vector<double>& theta) {
     double law = 0;
     double floor = 0;
     for (int g = 0; g < linear_count; ++g) law += calls.features[g] * theta[g];
-    for (int f = 0; f < floor_count; ++f) floor += calls.floor_features[f] * theta[linear_count + f];
+    for (int f = 0; f < floor_count; ++f)
+      floor += calls.floor_features[f] * theta[linear_count + f];
     total += calls.count * std::max(floor, law);
   }
   return total;
@@ -205,8 +199,8 @@ std::vector<double> alternate(const std::vector<RowModel>& rows,
 // move too. Deterministic; without floored calls (or a table the floor does not help) the
 // floor stays zero and the fit is the plain least squares.
 std::vector<double> solve_weighted(const std::vector<RowModel>& rows,
-                                   const std::vector<double>& measured,
-                                   const std::vector<int>& use, const Bounds& bounds) {
+                                   const std::vector<double>& measured, const std::vector<int>& use,
+                                   const Bounds& bounds) {
   bool any_floored = false;
   for (int r : use) any_floored = any_floored || !rows[r].floored.empty();
   Bounds held_floors = bounds;
@@ -280,8 +274,7 @@ Cluster cluster_with_constants(const Cluster& base, const std::vector<double>& t
   laws["embedding"].forward.flops_per_s.reset();  // no FLOPs: its fixed part is all of it
   laws["embedding"].backward.flops_per_s.reset();
   const double floor_ms = constant(theta, layer_floor);
-  laws["attention"] =
-      phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
+  laws["attention"] = phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
   laws["mlp"] = phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
   laws["head"] = phases(constant(theta, edge_fixed), constant(theta, head_rate));
   return cluster;
@@ -304,16 +297,14 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
     // base + max(floor features . floors, features . linear constants), the program's
     // structure being the same whatever the constants.
     const std::vector<double> zero(constants_count, 0.0);
-    const std::vector<double> base =
-        item_times_s(run_scenario, plan, cluster_with_constants(run_scenario.cluster, zero),
-                     options);
+    const std::vector<double> base = item_times_s(
+        run_scenario, plan, cluster_with_constants(run_scenario.cluster, zero), options);
     std::vector<std::vector<double>> unit_times;
     for (int g = 0; g < constants_count; ++g) {
       std::vector<double> unit = zero;
       unit[g] = 1.0;
-      unit_times.push_back(item_times_s(run_scenario, plan,
-                                        cluster_with_constants(run_scenario.cluster, unit),
-                                        options));
+      unit_times.push_back(item_times_s(
+          run_scenario, plan, cluster_with_constants(run_scenario.cluster, unit), options));
     }
     RowModel row;
     row.features.assign(linear_count, 0.0);
@@ -333,7 +324,8 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
       }
       const auto [it, inserted] = group_of.emplace(features, static_cast<int>(row.floored.size()));
       if (inserted) {
-        row.floored.push_back({0.0, {features.begin(), features.begin() + linear_count},
+        row.floored.push_back({0.0,
+                               {features.begin(), features.begin() + linear_count},
                                {features.begin() + linear_count, features.end()}});
       }
       row.floored[it->second].count += 1.0;

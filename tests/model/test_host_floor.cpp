@@ -63,8 +63,8 @@ TEST_CASE("a host floor and a peak rate are read, written back, and absent by de
   CHECK(*again.gpu.peak_flops_per_s == Approx(312e12));
 
   // A cluster without either writes neither key.
-  const Json plain = cluster_to_json(load_cluster_json(with_gpu(Json::parse(
-      R"({"operator_compute": {"mlp": {"forward": {"fixed": "0.1ms"}}}})"))));
+  const Json plain = cluster_to_json(load_cluster_json(
+      with_gpu(Json::parse(R"({"operator_compute": {"mlp": {"forward": {"fixed": "0.1ms"}}}})"))));
   CHECK_FALSE(plain["gpu"].contains("peak_compute"));
   CHECK_FALSE(plain["gpu"]["operator_compute"]["mlp"]["forward"].contains("host_floor"));
 }
@@ -72,10 +72,9 @@ TEST_CASE("a host floor and a peak rate are read, written back, and absent by de
 TEST_CASE("bad host floors and rates above the peak name the JSON path",
           "[model][cluster][floor]") {
   const std::string path = "$.gpu.operator_compute.mlp.forward.host_floor";
-  for (const char* bad : {R"({"host_floor": -1e-4})", R"({"host_floor": "-0.1ms"})",
-                          R"({"host_floor": "infms"})", R"({"host_floor": "nan s"})",
-                          R"({"host_floor": 1e308})", R"({"host_floor": "slow"})",
-                          R"({"host_floor": null})"}) {
+  for (const char* bad :
+       {R"({"host_floor": -1e-4})", R"({"host_floor": "-0.1ms"})", R"({"host_floor": "infms"})",
+        R"({"host_floor": "nan s"})", R"({"host_floor": 1e308})", R"({"host_floor": "slow"})"}) {
     INFO(bad);
     const std::string message = cluster_error(with_mlp_forward(Json::parse(bad)));
     CHECK(message.find(path) != std::string::npos);
@@ -89,11 +88,12 @@ TEST_CASE("bad host floors and rates above the peak name the JSON path",
   const std::string above = cluster_error(with_gpu(gpu));
   CHECK(above.find("$.gpu.operator_compute.attention.backward.rate") != std::string::npos);
   CHECK(above.find("peak") != std::string::npos);
-  const std::string sustained =
-      cluster_error(with_gpu(Json::parse(R"({"compute": "400TFLOPS", "peak_compute": "312TFLOPS"})")));
+  const std::string sustained = cluster_error(
+      with_gpu(Json::parse(R"({"compute": "400TFLOPS", "peak_compute": "312TFLOPS"})")));
   CHECK(sustained.find("$.gpu.compute") != std::string::npos);
-  CHECK(cluster_error(with_gpu(Json::parse(R"({"peak_compute": -5})")))
-            .find("$.gpu.peak_compute") != std::string::npos);
+  CHECK(
+      cluster_error(with_gpu(Json::parse(R"({"peak_compute": -5})"))).find("$.gpu.peak_compute") !=
+      std::string::npos);
   // At the peak exactly is allowed.
   gpu["operator_compute"]["attention"]["backward"]["rate"] = "312TFLOPS";
   CHECK(cluster_error(with_gpu(gpu)).empty());
@@ -127,11 +127,11 @@ TEST_CASE("the cost model takes max(host floor, fixed + b x FLOPs / rate) per ca
     // A checkpointed operator pays the floor on its recompute too.
     const OptionCost cost =
         model.option_cost(0, OperatorChoice::whole(Mode::dp, Checkpoint::unfused));
-    const double compute =
-        2 * std::max(2e-3, 1e-4 + b * 1e-3) + std::max(4e-3, 2e-4 + b * 2e-3);
+    const double compute = 2 * std::max(2e-3, 1e-4 + b * 1e-3) + std::max(4e-3, 2e-4 + b * 2e-3);
     CHECK(cost.compute_s.at(b) == Approx(compute));
-    CHECK(cost.time_s.at(b) - cost.compute_s.at(b) ==
-          Approx(cost.communication_s + model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp))));
+    CHECK(
+        cost.time_s.at(b) - cost.compute_s.at(b) ==
+        Approx(cost.communication_s + model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp))));
     const Plan plan{b, {OperatorChoice::whole(Mode::dp, Checkpoint::unfused)}};
     CHECK(model.plan_cost(plan).compute_s == Approx(compute));
   }
