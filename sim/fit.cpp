@@ -76,8 +76,9 @@ double predict(const RowModel& row, const std::vector<double>& theta) {
     double law = 0;
     double floor = 0;
     for (int g = 0; g < linear_count; ++g) law += calls.features[g] * theta[g];
-    for (int f = 0; f < floor_count; ++f)
+    for (int f = 0; f < floor_count; ++f) {
       floor += calls.floor_features[f] * theta[linear_count + f];
+    }
     total += calls.count * std::max(floor, law);
   }
   return total;
