@@ -102,12 +102,18 @@ struct GroupTiming {
 // operator costs whatever its batch (weight-sized work, small-matrix inefficiency; all of it
 // for FLOP-free kinds such as the embedding); k slices share it. Without a rate the GPU's
 // sustained rate applies.
+//
+// host_floor_s (0: none) bounds a call's time from below, whatever its batch: time per call =
+// max(host_floor_s, fixed_s + b x FLOPs / flops_per_s). At small batches the host (Python, the
+// framework, kernel launches) issues a call's kernels more slowly than the GPU runs them, and
+// the GPU waits; above the floor the GPU's own law holds.
 struct ComputeLaw {
   double fixed_s = 0;
   std::optional<double> flops_per_s;
   // What each slice after the first adds when the operator is split (its own kernels on
   // narrower matrices, the partial-sum add); unset: the generic launch + add estimate.
   std::optional<double> extra_slice_s;
+  double host_floor_s = 0;  // last: laws written as {fixed, rate, extra_slice} keep no floor
 };
 
 struct OperatorCompute {
@@ -120,6 +126,9 @@ struct Gpu {
   std::optional<double> memory_bytes;
   // Sustained (not peak) FLOP/s on this model's kernels; gamma_i = FLOPs / this rate.
   std::optional<double> compute_flops_per_s;
+  // The hardware's peak (dense fp16/bf16 tensor-core FLOP/s for GPUs): no sustained rate, nor
+  // any per-kind law's, may exceed it (`osdp fit` bounds its rates by it).
+  std::optional<double> peak_flops_per_s;
   std::optional<double> memory_bandwidth_Bps;
   // Bytes of optimizer states (parameters, gradients, moments) the update reads and writes per
   // second, each once: an implementation that passes over its tensors several times (as

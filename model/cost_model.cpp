@@ -69,8 +69,23 @@ Linear CostModel::phase_compute_s(int index, bool backward) const {
     throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index),
                      "nothing", "compute seconds per sample, or a GPU compute rate in the cluster");
   }
-  return {(law ? law->fixed_s : 0.0) * straggling, flops > 0 ? flops / *rate * straggling : 0.0};
+  Linear call{(law ? law->fixed_s : 0.0) * straggling,
+              flops > 0 ? flops / *rate * straggling : 0.0};
+  // The paper's model has no fixed part, and so no floor either.
+  if (law && law->host_floor_s > 0 && settings_.kind == CostModelKind::extended) {
+    call.floors.push_back({1.0, law->host_floor_s * straggling, call.fixed, call.per_sample});
+  }
+  return call;
 }
+
+namespace {
+// The floors of `calls` calls of a phase, each as one call of it had.
+std::vector<HostFloor> floors_of(const Linear& phase, double calls) {
+  std::vector<HostFloor> floors = phase.floors;
+  for (HostFloor& floor : floors) floor.weight *= calls;
+  return floors;
+}
+}  // namespace
 
 std::optional<double> CostModel::calibrated_extra_slice_s(int index, bool backward) const {
   const ComputeLaw* law = kind_law(index, backward);
@@ -180,6 +195,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   const int forward_calls = checkpointed ? 2 : 1;
   if (extended) cost.compute_s.fixed = m * (forward_calls * forward.fixed + backward.fixed);
   cost.compute_s.per_sample = m * (forward_calls * forward.per_sample + backward.per_sample);
+  cost.compute_s.floors = floors_of(forward, m * forward_calls);
+  for (const HostFloor& floor : floors_of(backward, m)) cost.compute_s.floors.push_back(floor);
 
   // The DP slices' collectives run once for all of them (their gradients are all-reduced
   // together after the operator's backward); a sharded slice's run per slice. Each mode says
@@ -218,6 +235,7 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   cost.time_s.fixed =
       cost.compute_s.fixed + communication_s + slicing.fixed + optimizer_step_s(index, choice);
   cost.time_s.per_sample = cost.compute_s.per_sample + slicing.per_sample;
+  cost.time_s.floors = cost.compute_s.floors;
 
   if (extended) {
     const ModeDescription& mode = describe_mode(choice.mode);

@@ -12,6 +12,7 @@
 // and fused recompute gathers, Z2 and HSDP, and the optimizer step.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -34,14 +35,35 @@ struct CostSettings {
   int units_in_flight = 2;
 };
 
-// A quantity linear in the batch size: fixed + b * per_sample.
+// A host floor under `weight` compute calls whose law is call_fixed + b * call_per_sample: each
+// call takes max(floor_s, law), so the floor adds weight x max(0, floor_s - law(b)) to the sum.
+struct HostFloor {
+  double weight = 1;
+  double floor_s = 0;
+  double call_fixed = 0;
+  double call_per_sample = 0;
+  double shortfall(double batch) const {
+    return weight * std::max(0.0, floor_s - (call_fixed + batch * call_per_sample));
+  }
+};
+
+// A quantity linear in the batch size: fixed + b * per_sample, held up by host floors where it
+// sums compute calls (convex piecewise linear then; no floors for memory, nor on clusters
+// without them).
 struct Linear {
   double fixed = 0;
   double per_sample = 0;
-  double at(int batch) const { return fixed + batch * per_sample; }
+  std::vector<HostFloor> floors = {};
+  double at(int batch) const { return at_real(batch); }
+  double at_real(double batch) const {
+    double total = fixed + batch * per_sample;
+    for (const HostFloor& floor : floors) total += floor.shortfall(batch);
+    return total;
+  }
   Linear& operator+=(const Linear& other) {
     fixed += other.fixed;
     per_sample += other.per_sample;
+    floors.insert(floors.end(), other.floors.begin(), other.floors.end());
     return *this;
   }
 };
@@ -109,7 +131,8 @@ class CostModel {
   double prefetch_window_bytes(double largest_gather_buffer_bytes) const;
 
   // One call of the whole operator at batch b: fixed + b x per-sample seconds, from the
-  // operator's own gamma_i, its kind's calibrated law in the cluster, or FLOPs / compute rate.
+  // operator's own gamma_i, its kind's calibrated law in the cluster, or FLOPs / compute rate;
+  // with the law's host floor (extended model) at(b) is max(floor, fixed + b x per-sample).
   Linear forward_compute_s(int op) const;
   Linear backward_compute_s(int op) const;
   // What each slice after the first adds to the phase, measured for the operator's kind; nullopt

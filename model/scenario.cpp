@@ -151,13 +151,20 @@ Topology read_topology(const JsonReader& reader) {
   return topology;
 }
 
-ComputeLaw read_compute_law(const JsonReader& reader) {
-  reader.require_only({"fixed", "rate", "extra_slice"});
+ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak_flops_per_s) {
+  reader.require_only({"fixed", "rate", "host_floor", "extra_slice"});
   ComputeLaw law;
   law.fixed_s =
       reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
   law.flops_per_s =
       reader.optional_quantity("rate", Dimension::flops_per_second, limits::compute_flops_per_s);
+  if (law.flops_per_s && peak_flops_per_s && *law.flops_per_s > *peak_flops_per_s) {
+    reader.fail_value(
+        "rate", fmt::format("{:.6g} FLOP/s", *law.flops_per_s),
+        fmt::format("at most the GPU's peak_compute ({:.6g} FLOP/s)", *peak_flops_per_s));
+  }
+  law.host_floor_s =
+      reader.optional_quantity("host_floor", Dimension::seconds, limits::latency_s).value_or(0.0);
   law.extra_slice_s =
       reader.optional_quantity("extra_slice", Dimension::seconds, limits::latency_s);
   return law;
@@ -165,7 +172,7 @@ ComputeLaw read_compute_law(const JsonReader& reader) {
 
 // {"attention": {"forward": {"fixed": "0.2ms", "rate": "40GFLOP/s"}, "backward": {...}}, ...}
 std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
-    const JsonReader& reader) {
+    const JsonReader& reader, std::optional<double> peak_flops_per_s) {
   std::vector<std::string> kinds;
   for (OperatorKind kind : {OperatorKind::embedding, OperatorKind::attention, OperatorKind::mlp,
                             OperatorKind::head, OperatorKind::generic}) {
@@ -178,22 +185,34 @@ std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
     const JsonReader entry = reader.object(kind);
     entry.require_only({"forward", "backward"});
     OperatorCompute compute;
-    if (entry.has("forward")) compute.forward = read_compute_law(entry.object("forward"));
-    if (entry.has("backward")) compute.backward = read_compute_law(entry.object("backward"));
+    if (entry.has("forward")) {
+      compute.forward = read_compute_law(entry.object("forward"), peak_flops_per_s);
+    }
+    if (entry.has("backward")) {
+      compute.backward = read_compute_law(entry.object("backward"), peak_flops_per_s);
+    }
     laws[kind] = compute;
   }
   return laws;
 }
 
 Gpu read_gpu(const JsonReader& reader) {
-  reader.require_only({"name", "memory", "compute", "memory_bandwidth", "optimizer_bandwidth",
-                       "kernel_launch", "overlap_slowdown", "straggler_slowdown",
-                       "operator_compute"});
+  reader.require_only({"name", "memory", "compute", "peak_compute", "memory_bandwidth",
+                       "optimizer_bandwidth", "kernel_launch", "overlap_slowdown",
+                       "straggler_slowdown", "operator_compute"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
   gpu.compute_flops_per_s =
       reader.optional_quantity("compute", Dimension::flops_per_second, limits::compute_flops_per_s);
+  gpu.peak_flops_per_s = reader.optional_quantity("peak_compute", Dimension::flops_per_second,
+                                                  limits::compute_flops_per_s);
+  if (gpu.compute_flops_per_s && gpu.peak_flops_per_s &&
+      *gpu.compute_flops_per_s > *gpu.peak_flops_per_s) {
+    reader.fail_value("compute", fmt::format("{:.6g} FLOP/s", *gpu.compute_flops_per_s),
+                      fmt::format("a sustained rate at most the peak_compute ({:.6g} FLOP/s)",
+                                  *gpu.peak_flops_per_s));
+  }
   gpu.memory_bandwidth_Bps = reader.optional_quantity(
       "memory_bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps);
   gpu.optimizer_bandwidth_Bps = reader.optional_quantity(
@@ -206,7 +225,8 @@ Gpu read_gpu(const JsonReader& reader) {
   gpu.straggler_slowdown = reader.optional_number("straggler_slowdown", limits::slowdown)
                                .value_or(gpu.straggler_slowdown);
   if (reader.has("operator_compute")) {
-    gpu.operator_compute = read_operator_compute(reader.object("operator_compute"));
+    gpu.operator_compute =
+        read_operator_compute(reader.object("operator_compute"), gpu.peak_flops_per_s);
   }
   return gpu;
 }
@@ -835,6 +855,7 @@ Json cluster_to_json(const Cluster& cluster) {
   }
   if (cluster.gpu.memory_bytes) gpu["memory"] = *cluster.gpu.memory_bytes;
   if (cluster.gpu.compute_flops_per_s) gpu["compute"] = *cluster.gpu.compute_flops_per_s;
+  if (cluster.gpu.peak_flops_per_s) gpu["peak_compute"] = *cluster.gpu.peak_flops_per_s;
   if (cluster.gpu.memory_bandwidth_Bps) gpu["memory_bandwidth"] = *cluster.gpu.memory_bandwidth_Bps;
   if (cluster.gpu.optimizer_bandwidth_Bps) {
     gpu["optimizer_bandwidth"] = *cluster.gpu.optimizer_bandwidth_Bps;
@@ -845,6 +866,7 @@ Json cluster_to_json(const Cluster& cluster) {
       auto law_json = [](const ComputeLaw& law) {
         Json json = {{"fixed", law.fixed_s}};
         if (law.flops_per_s) json["rate"] = *law.flops_per_s;
+        if (law.host_floor_s > 0) json["host_floor"] = law.host_floor_s;
         if (law.extra_slice_s) json["extra_slice"] = *law.extra_slice_s;
         return json;
       };

@@ -61,6 +61,11 @@ std::vector<OperatorClass> group_into_classes(const CostModel& model, const Sear
                              static_cast<double>(option.choice.slices),
                              static_cast<double>(option.choice.sharded_slices),
                              static_cast<double>(option.choice.checkpoint)});
+      // Host floors bend the time: identical operators have identical floors too.
+      for (const HostFloor& f : c.time_s.floors) {
+        key.insert(key.end(), {f.weight, f.floor_s, f.call_fixed, f.call_per_sample});
+      }
+      key.push_back(static_cast<double>(c.time_s.floors.size()));
     }
     auto [it, inserted] = index_of_key.emplace(std::move(key), static_cast<int>(classes.size()));
     if (inserted) classes.push_back({{}, std::move(options)});

@@ -15,8 +15,19 @@ std::vector<Checkpoint> checkpoint_options(SearchSpec::CheckpointPolicy policy) 
   return {Checkpoint::none};
 }
 
+// a(x) <= b(x) for every batch x >= 0. Both are piecewise linear, bending only where a host
+// floor meets its call's law: checking x = 0, every such bend and the slope beyond them is exact
+// (without floors: fixed and per-sample parts).
 bool dominates(const Linear& a, const Linear& b) {
-  return a.fixed <= b.fixed && a.per_sample <= b.per_sample;
+  if (a.per_sample > b.per_sample || a.at_real(0) > b.at_real(0)) return false;
+  for (const Linear* side : {&a, &b}) {
+    for (const HostFloor& floor : side->floors) {
+      if (floor.call_per_sample <= 0) continue;
+      const double bend = (floor.floor_s - floor.call_fixed) / floor.call_per_sample;
+      if (bend > 0 && a.at_real(bend) > b.at_real(bend)) return false;
+    }
+  }
+  return true;
 }
 
 // a is no worse than b in time and every memory term, for every batch size.

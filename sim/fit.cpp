@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "model/input_error.hpp"
@@ -17,8 +18,15 @@ namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
-// The constants in the fit's units: s per TFLOP (rates), ms (fixed).
-enum Constant { layer_rate, head_rate, layer_fixed, edge_fixed, constants_count };
+// The constants in the fit's units: s per TFLOP (rates), ms (fixed, floor). The linear ones
+// first (a four-element theta, as earlier fits wrote, means no floor).
+enum Constant { layer_rate, head_rate, layer_fixed, edge_fixed, layer_floor, constants_count };
+constexpr int linear_count = layer_floor;  // constants a call's law is linear in
+constexpr int floor_count = constants_count - linear_count;
+
+double constant(const std::vector<double>& theta, int g) {
+  return g < static_cast<int>(theta.size()) ? theta[g] : 0.0;
+}
 
 std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
   auto rate = [](double seconds_per_unit) {
@@ -27,93 +35,234 @@ std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
   return {{"layer rate (attention, MLP)", "TFLOP/s", rate(theta[layer_rate])},
           {"head rate (LM head + loss)", "TFLOP/s", rate(theta[head_rate])},
           {"layer fixed per forward call (backward: 2x)", "ms", theta[layer_fixed]},
-          {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]}};
+          {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]},
+          {"layer host floor per forward call (backward: 2x)", "ms", theta[layer_floor]}};
 }
 
-ComputeLaw law(double fixed_ms, double seconds_per_tflop) {
+ComputeLaw law(double fixed_ms, double seconds_per_tflop, double floor_ms) {
   ComputeLaw result;
   result.fixed_s = fixed_ms * 1e-3;
   result.flops_per_s = seconds_per_tflop > 0 ? 1e12 / seconds_per_tflop : infinity;
+  result.host_floor_s = floor_ms * 1e-3;
   return result;
 }
 
-OperatorCompute phases(double fixed_ms, double seconds_per_tflop) {
-  // A backward runs two MatMuls per forward MatMul: twice the calls' fixed part, same rate.
-  return {law(fixed_ms, seconds_per_tflop), law(2 * fixed_ms, seconds_per_tflop)};
+OperatorCompute phases(double fixed_ms, double seconds_per_tflop, double floor_ms = 0) {
+  // A backward runs two MatMuls per forward MatMul: twice the calls' fixed part and twice the
+  // kernels the host launches, at the same rate.
+  return {law(fixed_ms, seconds_per_tflop, floor_ms),
+          law(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms)};
 }
 
 // Time of an iteration whose items run one after another: what the simulator gives for a plan
 // without overlap (all DP, gradients all-reduced after the backward), with uncontended rings.
-double serial_time_s(const Program& program, const Cluster& cluster) {
-  double total = 0;
-  for (const ProgramItem& item : program.items) {
-    if (!item.collective) {
-      total += item.work_s;
-    } else {
-      total += cluster.world.time_s(item.kind, item.bytes, cluster.ranks);
-    }
-  }
-  return total;
+double item_time_s(const ProgramItem& item, const Cluster& cluster) {
+  return item.collective ? cluster.world.time_s(item.kind, item.bytes, cluster.ranks) : item.work_s;
 }
 
-double row_time_s(const Scenario& run, const Plan& plan, const Cluster& cluster,
-                  const SimOptions& options) {
+std::vector<double> item_times_s(const Scenario& run, const Plan& plan, const Cluster& cluster,
+                                 const SimOptions& options) {
   const CostModel model(*run.workload, cluster, run.training, run.cost);
-  return serial_time_s(build_program(model, plan, options), cluster);
-}
-
-std::vector<double> solve_weighted(const std::vector<RowModel>& rows,
-                                   const std::vector<double>& measured,
-                                   const std::vector<int>& use) {
-  // Relative residuals: divide each row by its measurement. Columns scaled to unit maximum
-  // (NNLS is invariant to it; the normal equations are better conditioned).
-  std::vector<double> scale(constants_count, 0.0);
-  for (int r : use) {
-    for (int g = 0; g < constants_count; ++g) {
-      scale[g] = std::max(scale[g], std::abs(rows[r].features[g] / measured[r]));
-    }
-  }
-  std::vector<std::vector<double>> a;
-  std::vector<double> b;
-  for (int r : use) {
-    std::vector<double> line(constants_count);
-    for (int g = 0; g < constants_count; ++g) {
-      line[g] = scale[g] > 0 ? rows[r].features[g] / measured[r] / scale[g] : 0.0;
-    }
-    a.push_back(std::move(line));
-    b.push_back((measured[r] - rows[r].base_s) / measured[r]);
-  }
-  std::vector<double> theta = non_negative_least_squares(a, b);
-  for (int g = 0; g < constants_count; ++g) theta[g] = scale[g] > 0 ? theta[g] / scale[g] : 0.0;
-  return theta;
+  const Program program = build_program(model, plan, options);
+  std::vector<double> times;
+  for (const ProgramItem& item : program.items) times.push_back(item_time_s(item, cluster));
+  return times;
 }
 
 double predict(const RowModel& row, const std::vector<double>& theta) {
   double total = row.base_s;
-  for (int g = 0; g < constants_count; ++g) total += row.features[g] * theta[g];
+  for (int g = 0; g < linear_count; ++g) total += row.features[g] * theta[g];
+  for (const FlooredCalls& calls : row.floored) {
+    double law = 0;
+    double floor = 0;
+    for (int g = 0; g < linear_count; ++g) law += calls.features[g] * theta[g];
+    for (int f = 0; f < floor_count; ++f) {
+      floor += calls.floor_features[f] * theta[linear_count + f];
+    }
+    total += calls.count * std::max(floor, law);
+  }
   return total;
+}
+
+// Sum of squared relative errors: what the fit minimises.
+double objective(const std::vector<RowModel>& rows, const std::vector<double>& measured,
+                 const std::vector<int>& use, const std::vector<double>& theta) {
+  double total = 0;
+  for (int r : use) {
+    const double error = (predict(rows[r], theta) - measured[r]) / measured[r];
+    total += error * error;
+  }
+  return total;
+}
+
+// Which calls the floor holds up under theta (true: the floor; per row, per floored group).
+using Regimes = std::vector<std::vector<bool>>;
+
+Regimes regimes_under(const std::vector<RowModel>& rows, const std::vector<double>& theta) {
+  Regimes regimes;
+  for (const RowModel& row : rows) {
+    std::vector<bool> floored;
+    for (const FlooredCalls& calls : row.floored) {
+      double law = 0;
+      double floor = 0;
+      for (int g = 0; g < linear_count; ++g) law += calls.features[g] * theta[g];
+      for (int f = 0; f < floor_count; ++f) {
+        floor += calls.floor_features[f] * theta[linear_count + f];
+      }
+      floored.push_back(floor > law);
+    }
+    regimes.push_back(std::move(floored));
+  }
+  return regimes;
+}
+
+// With every call's regime fixed the time is linear in the constants: weighted NNLS on it.
+// Lower bounds (rates at most the peak) are shifted out; constants in `held` keep their value.
+struct Bounds {
+  std::vector<double> lower;  // per constant, in the fit's units
+  std::vector<bool> held;     // not fitted: keep theta's value
+};
+
+std::vector<double> solve_regimes(const std::vector<RowModel>& rows,
+                                  const std::vector<double>& measured, const std::vector<int>& use,
+                                  const Regimes& regimes, const Bounds& bounds,
+                                  const std::vector<double>& theta) {
+  // A row's time: base + columns . theta, the columns being its features under the regimes.
+  auto columns_of = [&](int r) {
+    const RowModel& row = rows[r];
+    std::vector<double> columns(constants_count, 0.0);
+    for (int g = 0; g < linear_count; ++g) columns[g] = row.features[g];
+    for (std::size_t k = 0; k < row.floored.size(); ++k) {
+      const FlooredCalls& calls = row.floored[k];
+      if (regimes[r][k]) {
+        for (int f = 0; f < floor_count; ++f) {
+          columns[linear_count + f] += calls.count * calls.floor_features[f];
+        }
+      } else {
+        for (int g = 0; g < linear_count; ++g) columns[g] += calls.count * calls.features[g];
+      }
+    }
+    return columns;
+  };
+  // The fitted variable is theta_g - fixed part (the lower bound, or all of a held constant).
+  std::vector<double> offset(constants_count);
+  for (int g = 0; g < constants_count; ++g) offset[g] = bounds.held[g] ? theta[g] : bounds.lower[g];
+  // Relative residuals: divide each row by its measurement. Columns scaled to unit maximum
+  // (NNLS is invariant to it; the normal equations are better conditioned).
+  std::vector<std::vector<double>> raw;
+  std::vector<double> b;
+  std::vector<double> scale(constants_count, 0.0);
+  for (int r : use) {
+    std::vector<double> columns = columns_of(r);
+    double target = measured[r] - rows[r].base_s;
+    for (int g = 0; g < constants_count; ++g) {
+      target -= columns[g] * offset[g];
+      columns[g] = bounds.held[g] ? 0.0 : columns[g] / measured[r];
+      scale[g] = std::max(scale[g], std::abs(columns[g]));
+    }
+    raw.push_back(std::move(columns));
+    b.push_back(target / measured[r]);
+  }
+  for (auto& line : raw) {
+    for (int g = 0; g < constants_count; ++g) line[g] = scale[g] > 0 ? line[g] / scale[g] : 0.0;
+  }
+  std::vector<double> x = non_negative_least_squares(raw, b);
+  for (int g = 0; g < constants_count; ++g) {
+    x[g] = offset[g] + (scale[g] > 0 ? x[g] / scale[g] : 0.0);
+  }
+  return x;
+}
+
+// Alternates between the calls' regimes under theta and the least squares under those regimes
+// until the regimes repeat; returns the best theta seen (by the true, max-law objective).
+std::vector<double> alternate(const std::vector<RowModel>& rows,
+                              const std::vector<double>& measured, const std::vector<int>& use,
+                              const Bounds& bounds, std::vector<double> theta) {
+  std::vector<double> best = theta;
+  double best_objective = objective(rows, measured, use, theta);
+  std::vector<Regimes> seen;
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    const Regimes regimes = regimes_under(rows, theta);
+    if (std::find(seen.begin(), seen.end(), regimes) != seen.end()) break;
+    seen.push_back(regimes);
+    theta = solve_regimes(rows, measured, use, regimes, bounds, theta);
+    const double value = objective(rows, measured, use, theta);
+    if (value < best_objective) {
+      best_objective = value;
+      best = theta;
+    }
+  }
+  return best;
+}
+
+// The max law is not convex in the constants: start from a grid of floors (0, then 1 us to
+// 10 ms per forward call, geometric), fit the rest at each, keep the best, then let the floor
+// move too. Deterministic; without floored calls (or a table the floor does not help) the
+// floor stays zero and the fit is the plain least squares.
+std::vector<double> solve_weighted(const std::vector<RowModel>& rows,
+                                   const std::vector<double>& measured, const std::vector<int>& use,
+                                   const Bounds& bounds) {
+  bool any_floored = false;
+  for (int r : use) any_floored = any_floored || !rows[r].floored.empty();
+  Bounds held_floors = bounds;
+  for (int f = 0; f < floor_count; ++f) held_floors.held[linear_count + f] = true;
+
+  std::vector<double> start = bounds.lower;
+  for (int f = 0; f < floor_count; ++f) start[linear_count + f] = 0.0;
+  std::vector<double> best = alternate(rows, measured, use, held_floors, start);
+  double best_objective = objective(rows, measured, use, best);
+  if (!any_floored) return best;
+  for (double floor_ms = 1e-3; floor_ms <= 10.0; floor_ms *= 1.1) {
+    std::vector<double> guess = best;
+    for (int f = 0; f < floor_count; ++f) guess[linear_count + f] = floor_ms;
+    const std::vector<double> theta = alternate(rows, measured, use, held_floors, guess);
+    const double value = objective(rows, measured, use, theta);
+    if (value < best_objective) {
+      best_objective = value;
+      best = theta;
+    }
+  }
+  return alternate(rows, measured, use, bounds, best);
+}
+
+Bounds bounds_for(const Cluster& cluster) {
+  Bounds bounds{std::vector<double>(constants_count, 0.0),
+                std::vector<bool>(constants_count, false)};
+  // No rate above the hardware's peak: at least 1 / peak seconds per TFLOP.
+  if (cluster.gpu.peak_flops_per_s) {
+    bounds.lower[layer_rate] = 1e12 / *cluster.gpu.peak_flops_per_s;
+    bounds.lower[head_rate] = 1e12 / *cluster.gpu.peak_flops_per_s;
+  }
+  return bounds;
 }
 
 // Six significant digits: the written cluster does not change with the last bits of a solve.
 double rounded(double value) { return std::stod(fmt::format("{:.6g}", value)); }
 
-Json cluster_document_with(const Json& document, const std::vector<double>& theta) {
+Json cluster_document_with(const Json& document, const std::vector<double>& theta,
+                           std::optional<double> peak_flops_per_s) {
   Json cluster = document;
   Json& gpu = cluster["gpu"];
   if (!gpu.is_object()) gpu = Json::object();
-  auto law_json = [](double fixed_ms, double seconds_per_tflop) {
+  auto law_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms) {
     Json json = {{"fixed", rounded(fixed_ms * 1e-3)}};
-    if (seconds_per_tflop > 0) json["rate"] = rounded(1e12 / seconds_per_tflop);
+    if (seconds_per_tflop > 0) {
+      // A rate fitted at the peak stays at it, whatever the last bits of 1 / (1 / peak).
+      const double rate = rounded(1e12 / seconds_per_tflop);
+      json["rate"] = peak_flops_per_s ? std::min(rate, *peak_flops_per_s) : rate;
+    }
+    if (floor_ms > 0) json["host_floor"] = rounded(floor_ms * 1e-3);
     return json;
   };
-  auto kind_json = [&](double fixed_ms, double seconds_per_tflop) {
-    return Json{{"forward", law_json(fixed_ms, seconds_per_tflop)},
-                {"backward", law_json(2 * fixed_ms, seconds_per_tflop)}};
+  auto kind_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms) {
+    return Json{{"forward", law_json(fixed_ms, seconds_per_tflop, floor_ms)},
+                {"backward", law_json(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms)}};
   };
-  gpu["operator_compute"] = {{"embedding", kind_json(theta[edge_fixed], 0.0)},
-                             {"attention", kind_json(theta[layer_fixed], theta[layer_rate])},
-                             {"mlp", kind_json(theta[layer_fixed], theta[layer_rate])},
-                             {"head", kind_json(theta[edge_fixed], theta[head_rate])}};
+  gpu["operator_compute"] = {
+      {"embedding", kind_json(theta[edge_fixed], 0.0, 0.0)},
+      {"attention", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor])},
+      {"mlp", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor])},
+      {"head", kind_json(theta[edge_fixed], theta[head_rate], 0.0)}};
   return cluster;
 }
 
@@ -122,12 +271,13 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
 Cluster cluster_with_constants(const Cluster& base, const std::vector<double>& theta) {
   Cluster cluster = base;
   auto& laws = cluster.gpu.operator_compute;
-  laws["embedding"] = phases(theta[edge_fixed], 0.0);
+  laws["embedding"] = phases(constant(theta, edge_fixed), 0.0);
   laws["embedding"].forward.flops_per_s.reset();  // no FLOPs: its fixed part is all of it
   laws["embedding"].backward.flops_per_s.reset();
-  laws["attention"] = phases(theta[layer_fixed], theta[layer_rate]);
-  laws["mlp"] = phases(theta[layer_fixed], theta[layer_rate]);
-  laws["head"] = phases(theta[edge_fixed], theta[head_rate]);
+  const double floor_ms = constant(theta, layer_floor);
+  laws["attention"] = phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
+  laws["mlp"] = phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
+  laws["head"] = phases(constant(theta, edge_fixed), constant(theta, head_rate));
   return cluster;
 }
 
@@ -144,16 +294,42 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
   for (const MeasuredRun& run : table.runs) {
     const Scenario run_scenario = scenario_for_run(scenario, table, run);
     const Plan plan = plan_for_run(run_scenario, setup, run);
-    RowModel row;
+    // Each item's time with every constant zero, then with one set to one unit: an item is
+    // base + max(floor features . floors, features . linear constants), the program's
+    // structure being the same whatever the constants.
     const std::vector<double> zero(constants_count, 0.0);
-    row.base_s =
-        row_time_s(run_scenario, plan, cluster_with_constants(run_scenario.cluster, zero), options);
+    const std::vector<double> base = item_times_s(
+        run_scenario, plan, cluster_with_constants(run_scenario.cluster, zero), options);
+    std::vector<std::vector<double>> unit_times;
     for (int g = 0; g < constants_count; ++g) {
       std::vector<double> unit = zero;
       unit[g] = 1.0;
-      const double time = row_time_s(run_scenario, plan,
-                                     cluster_with_constants(run_scenario.cluster, unit), options);
-      row.features.push_back(time - row.base_s);
+      unit_times.push_back(item_times_s(
+          run_scenario, plan, cluster_with_constants(run_scenario.cluster, unit), options));
+    }
+    RowModel row;
+    row.features.assign(linear_count, 0.0);
+    // Floored items grouped by their features (all calls of a kind and phase are alike).
+    std::map<std::vector<double>, int> group_of;
+    for (std::size_t i = 0; i < base.size(); ++i) {
+      row.base_s += base[i];
+      std::vector<double> features;
+      bool floored = false;
+      for (int g = 0; g < constants_count; ++g) {
+        features.push_back(unit_times[g][i] - base[i]);
+        floored = floored || (g >= linear_count && features.back() > 0);
+      }
+      if (!floored) {
+        for (int g = 0; g < linear_count; ++g) row.features[g] += features[g];
+        continue;
+      }
+      const auto [it, inserted] = group_of.emplace(features, static_cast<int>(row.floored.size()));
+      if (inserted) {
+        row.floored.push_back({0.0,
+                               {features.begin(), features.begin() + linear_count},
+                               {features.begin() + linear_count, features.end()}});
+      }
+      row.floored[it->second].count += 1.0;
     }
     rows.push_back(std::move(row));
   }
@@ -170,11 +346,12 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
   std::vector<double> measured;
   for (const MeasuredRun& run : table.runs) measured.push_back(*run.iteration_time_s);
   const int n = static_cast<int>(rows.size());
+  const Bounds bounds = bounds_for(scenario.cluster);
 
   FitResult result;
   std::vector<int> all(n);
   for (int r = 0; r < n; ++r) all[r] = r;
-  const std::vector<double> theta = solve_weighted(rows, measured, all);
+  const std::vector<double> theta = solve_weighted(rows, measured, all, bounds);
   for (int r = 0; r < n; ++r) result.fitted_s.push_back(predict(rows[r], theta));
 
   // Leave one model size out: fit without its rows, predict them.
@@ -191,13 +368,14 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
       throw InputError(table.file, "rows", "one model size",
                        "rows of at least two model sizes (for cross-validation)");
     }
-    const std::vector<double> fold = solve_weighted(rows, measured, train);
+    const std::vector<double> fold = solve_weighted(rows, measured, train, bounds);
     for (int r : held_out) result.validated_s[r] = predict(rows[r], fold);
   }
   result.fit_mape_percent = mean_abs_percent_error(result.fitted_s, measured);
   result.cv_mape_percent = mean_abs_percent_error(result.validated_s, measured);
   result.constants = describe_constants(theta);
-  result.cluster_json = cluster_document_with(scenario.cluster_document, theta);
+  result.cluster_json = cluster_document_with(scenario.cluster_document, theta,
+                                              scenario.cluster.gpu.peak_flops_per_s);
   result.cluster = cluster_with_constants(scenario.cluster, theta);
   return result;
 }

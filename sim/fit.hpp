@@ -1,18 +1,23 @@
-// `osdp fit`: the GPU's free constants from measured iteration times, by weighted non-negative
-// least squares over the simulator's own decomposition of an iteration.
+// `osdp fit`: the GPU's free constants from measured iteration times, by weighted least squares
+// over the simulator's own decomposition of an iteration.
 //
 // With every operator in DP and the gradient all-reduce after the backward (no overlap), the
-// simulated iteration is the sum of its compute items, the all-reduce and the optimizer step,
-// and each compute item is linear in the constants below (times per FLOP, fixed times). So the time
-// of row r is base_r + sum_g X_rg theta_g, with X_rg read off the program the simulator runs (each
-// constant set to one unit, the others to zero), and the fit minimises sum_r ((T_r - measured_r) /
-// measured_r)^2 over theta >= 0: the relative error, which the MAPE reports.
+// simulated iteration is the sum of its compute items, the all-reduce and the optimizer step.
+// Each compute item is max(floor, law): its host floor (the host cannot issue the call's kernels
+// faster) and its law, linear in the constants below (times per FLOP, fixed times). Both are
+// read off the program the simulator runs (each constant set to one unit, the others to zero),
+// and the fit minimises sum_r ((T_r - measured_r) / measured_r)^2, the relative error the MAPE
+// reports, over constants >= 0 and rates at most the GPU's peak_compute where the cluster
+// declares one. With the calls' regimes (floor or law) fixed, T_r is linear: the fit alternates
+// regimes and non-negative least squares from a grid of floors, and keeps the best.
 //
 // The constants (a handful for all rows, never one per row):
 //   layer rate      sustained FLOP/s of attention and MLP, forward, recompute and backward
 //   head rate       the same for the LM head with its fp32 softmax cross-entropy
 //   layer fixed     time per call of an attention or MLP forward (its backward: twice)
 //   edge fixed      the same for the embedding and the head
+//   layer floor     host floor per attention or MLP forward call (its backward: twice, as it
+//                   launches twice the kernels)
 // The optimizer step is not fitted: it is the same for every row of a model size and ranks, so
 // the fixed parts would absorb it (a first fit made it free); it stays memory-bound at the
 // cluster's optimizer (or memory) bandwidth, part of each row's base.
@@ -35,10 +40,20 @@ struct FitConstant {
   double value = 0;  // in `unit`: TFLOP/s, ms
 };
 
-// One row's decomposition: time = base_s + features . theta (theta in the fit's units).
+// `count` alike compute calls of a row that a host floor holds up at small batches: each takes
+// max(floor_features . floors, features . linear constants).
+struct FlooredCalls {
+  double count = 0;
+  std::vector<double> features;        // per linear constant (rates, fixed parts)
+  std::vector<double> floor_features;  // per floor constant
+};
+
+// One row's decomposition (theta in the fit's units): time = base_s + features . theta + the
+// floored calls' sum.
 struct RowModel {
   double base_s = 0;  // what no constant moves: the all-reduce, optimizer step, launch gaps
-  std::vector<double> features;
+  std::vector<double> features;  // of the calls no floor holds up (per linear constant)
+  std::vector<FlooredCalls> floored;
 };
 
 struct FitResult {

@@ -60,6 +60,31 @@ std::vector<std::string> synthetic_rows() {
   return rows;
 }
 
+// The table the simulator gives for the synthetic rows on `truth`'s cluster.
+MeasuredTable simulated_table(const Scenario& truth) {
+  const SimOptions options = read_sim_options(truth.simulation, truth.file);
+  const RunSetup setup = read_run_setup(truth);
+  std::string text = header;
+  std::string configs = header.substr(0, header.find(",iteration")) + "\n";
+  for (const std::string& row : synthetic_rows()) configs += row + "\n";
+  const MeasuredTable config_table = parse_measured_table(configs, "configs.csv");
+  for (const MeasuredRun& run : config_table.runs) {
+    const Scenario run_scenario = scenario_for_run(truth, config_table, run);
+    const SimulationResult simulated =
+        simulate_plan(run_scenario, plan_for_run(run_scenario, setup, run), options);
+    text += fmt::format("{},{},{},{},{},{},{},1,{},1,{:.9f}\n", run.gpus, run.global_batch,
+                        run.micro_batch, run.hidden, run.heads, run.layers, run.sequence_length,
+                        run.data_parallelism, simulated.iteration_time_s * 1e3);
+  }
+  return parse_measured_table(text, "synthetic.csv");
+}
+
+// Constants whose layer calls fall on both sides of the floor: at micro-batch 1 the small
+// model's calls are held up by it, at 4 (and the larger hidden size) the linear law holds.
+// s per TFLOP, ms: layer rate 0.1 TFLOP/s, head 0.04, layer fixed 0.05 ms, edge fixed 0.2 ms,
+// layer floor 0.4 ms per forward call.
+const std::vector<double> floored_truth{10.0, 25.0, 0.05, 0.2, 0.4};
+
 }  // namespace
 
 TEST_CASE("non-negative least squares", "[fit]") {
@@ -111,4 +136,79 @@ TEST_CASE("fit recovers the constants that generated a table", "[fit]") {
   CHECK(*written.gpu.compute_law("mlp")->forward.flops_per_s == Approx(120e12).epsilon(1e-5));
   CHECK(written.gpu.compute_law("head")->backward.fixed_s == Approx(1e-3).epsilon(1e-5));
   CHECK(written.gpu.optimizer_bandwidth_Bps == scenario.cluster.gpu.optimizer_bandwidth_Bps);
+}
+
+TEST_CASE("fit recovers a host floor and the law above it", "[fit][floor]") {
+  const Scenario scenario = synthetic_scenario();
+  Scenario truth = scenario;
+  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
+  const MeasuredTable table = simulated_table(truth);
+  const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
+
+  // Both regimes are in the table: some layer calls sit on the floor, others above it.
+  const std::vector<RowModel> rows = row_models(scenario, table, options);
+  int on_floor = 0;
+  int above = 0;
+  for (const RowModel& row : rows) {
+    for (const FlooredCalls& calls : row.floored) {
+      double law = 0;
+      for (std::size_t g = 0; g < calls.features.size(); ++g) {
+        law += calls.features[g] * floored_truth[g];
+      }
+      (calls.floor_features[0] * floored_truth[4] > law ? on_floor : above) += 1;
+    }
+  }
+  CHECK(on_floor > 0);
+  CHECK(above > 0);
+
+  const FitResult fit = fit_table(scenario, table, options);
+  REQUIRE(fit.constants.size() == 5);
+  CHECK(fit.constants[0].value == Approx(0.1).epsilon(1e-4));  // TFLOP/s
+  CHECK(fit.constants[1].value == Approx(0.04).epsilon(1e-4));
+  CHECK(fit.constants[2].value == Approx(0.05).epsilon(1e-3));  // ms
+  CHECK(fit.constants[3].value == Approx(0.2).epsilon(1e-3));
+  CHECK(fit.constants[4].value == Approx(0.4).epsilon(1e-4));
+  CHECK(fit.fit_mape_percent < 1e-3);
+  CHECK(fit.cv_mape_percent < 1e-3);
+  // The written cluster carries the floor, backward twice the forward's, and simulates to the
+  // table.
+  const Cluster written = load_cluster(JsonReader(fit.cluster_json, "fitted.json"));
+  CHECK(written.gpu.compute_law("attention")->forward.host_floor_s == Approx(4e-4).epsilon(1e-5));
+  CHECK(written.gpu.compute_law("mlp")->backward.host_floor_s == Approx(8e-4).epsilon(1e-5));
+  CHECK(written.gpu.compute_law("head")->forward.host_floor_s == 0);
+  Scenario fitted = scenario;
+  fitted.cluster = written;
+  const RunSetup setup = read_run_setup(scenario);
+  for (std::size_t r = 0; r < table.runs.size(); r += 5) {
+    const Scenario run = scenario_for_run(fitted, table, table.runs[r]);
+    const double simulated =
+        simulate_plan(run, plan_for_run(run, setup, table.runs[r]), options).iteration_time_s;
+    CHECK(simulated == Approx(*table.runs[r].iteration_time_s).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("fit never puts a rate above the GPU's declared peak", "[fit][floor]") {
+  Scenario scenario = synthetic_scenario();
+  Scenario truth = scenario;
+  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
+  const MeasuredTable table = simulated_table(truth);
+  const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
+  // A peak below the rate that generated the table: the fit stops at it.
+  scenario.cluster.gpu.peak_flops_per_s = 0.08e12;
+  const FitResult fit = fit_table(scenario, table, options);
+  CHECK(fit.constants[0].value <= 0.08 * (1 + 1e-9));
+  CHECK(fit.constants[0].value == Approx(0.08).epsilon(1e-6));
+  CHECK(fit.constants[1].value <= 0.08 * (1 + 1e-9));
+  for (const FitConstant& c : fit.constants) CHECK(c.value >= 0);
+  const Json& laws = fit.cluster_json["gpu"]["operator_compute"];
+  for (const char* kind : {"attention", "mlp", "head"}) {
+    for (const char* phase : {"forward", "backward"}) {
+      CHECK(laws[kind][phase]["rate"].get<double>() <= 0.08e12 * (1 + 1e-6));
+    }
+  }
+  // The written cluster, with the peak declared in its document, loads.
+  Json document = fit.cluster_json;
+  document["gpu"]["peak_compute"] = "0.08TFLOPS";
+  document["gpu"]["compute"] = "0.08TFLOPS";
+  CHECK_NOTHROW(load_cluster(JsonReader(document, "fitted.json")));
 }
