@@ -134,6 +134,13 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
                   units::format_bytes(comparison.memory_limit_bytes),
                   format_percent(cost.peak_memory_bytes / comparison.memory_limit_bytes));
   text += fmt::format("  set by          {}\n", describe_peak(cost.peak, *scenario.workload));
+  if (scenario.cost.kind == CostModelKind::paper) {
+    // The paper's formula has no transient term: say so where the peak is printed.
+    text +=
+        "                  (the paper's cost model counts no gathered parameters, unsharded\n"
+        "                  gradients or prefetch: `osdp simulate` or --cost-model extended shows "
+        "them)\n";
+  }
   text += fmt::format("  search time     {} over {} batch sizes ({})\n",
                       units::format_seconds(comparison.search_time_s),
                       comparison.osdp.per_batch.size(), search_quality(comparison.osdp));

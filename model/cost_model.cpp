@@ -150,9 +150,8 @@ double CostModel::sharded_communication_s(Mode mode, double slice_bytes,
                        ? slice_bytes
                        : slice_bytes * gradient_reduce_ratio();
     if (collective.node_shard_bytes) bytes /= cluster_->gpus_per_node;
-    const int runs = runs_every_micro_batch(description, collective)
-                         ? training_->accumulation_steps
-                         : 1;
+    const int runs =
+        runs_every_micro_batch(description, collective) ? training_->accumulation_steps : 1;
     time_s += runs * group_timing(collective.group, *cluster_)
                          .time_s(collective.kind, bytes, group_ranks(collective.group, *cluster_));
   }
@@ -203,8 +202,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   // which run every micro-batch (model/mode: DP's all-reduce once, after the last one).
   double communication_s = 0.0;
   if (j < k) {
-    communication_s += sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k,
-                                               choice.checkpoint);
+    communication_s +=
+        sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k, choice.checkpoint);
   }
   if (j > 0) {
     communication_s += j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);
@@ -242,6 +241,7 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
     const bool gathers = j > 0 && mode.parameters == ParameterUse::gathered_each_use;
     const double gathered_bytes = gathers ? slice_bytes : 0.0;
     cost.gather_buffer_bytes = gathered_bytes;
+    cost.next_slice_buffer_bytes = gathers && j > 1 ? slice_bytes : 0.0;
     // Modes that shard gradients hold a slice's full gradient until its reduce-scatter.
     const double full_gradient_bytes = j > 0 && mode.shards_gradients ? op.gradient_bytes / k : 0.0;
     // A fused recompute keeps every sharded slice it gathered until that slice's backward, and
@@ -260,12 +260,69 @@ double CostModel::prefetch_window_bytes(double largest_gather_buffer_bytes) cons
   return std::max(0, settings_.units_in_flight - 1) * largest_gather_buffer_bytes;
 }
 
+int CostModel::last_in_backward() const {
+  const auto& order = workload_->execution_order();
+  return order.empty() ? -1 : order.front();
+}
+
+int CostModel::beside_last_in_backward() const {
+  const auto& order = workload_->execution_order();
+  return order.size() > 1 ? order[1] : -1;
+}
+
+PeakTerms CostModel::add_peak_terms(PeakTerms terms, int op, const OptionCost& cost,
+                                    int batch) const {
+  const double transient = cost.transient_bytes.at(batch);
+  terms.persistent_bytes += cost.persistent_bytes.at(batch);
+  terms.resting_bytes += cost.persistent_bytes.fixed;
+  if (op == last_in_backward()) {
+    terms.last_bytes = batch * cost.persistent_bytes.per_sample + transient;
+    terms.last_buffer_bytes = cost.gather_buffer_bytes;
+    terms.last_next_slice_bytes = cost.next_slice_buffer_bytes;
+    return terms;
+  }
+  terms.largest_buffer_bytes = std::max(terms.largest_buffer_bytes, cost.gather_buffer_bytes);
+  if (op == beside_last_in_backward()) {
+    terms.beside_transient_bytes = transient;
+    terms.beside_buffer_bytes = cost.gather_buffer_bytes;
+  } else {
+    terms.others_transient_bytes = std::max(terms.others_transient_bytes, transient);
+  }
+  return terms;
+}
+
+double CostModel::others_moment_bytes(const PeakTerms& terms) const {
+  if (workload_->size() <= 2) return terms.persistent_bytes;  // no third operator
+  return terms.persistent_bytes + terms.others_transient_bytes +
+         prefetch_window_bytes(terms.largest_buffer_bytes);
+}
+
+double CostModel::beside_moment_bytes(const PeakTerms& terms) const {
+  if (workload_->size() <= 1) return terms.persistent_bytes;
+  return terms.persistent_bytes + terms.beside_transient_bytes +
+         prefetch_window_bytes(std::max(terms.last_buffer_bytes, terms.largest_buffer_bytes));
+}
+
+double CostModel::last_moment_bytes(const PeakTerms& terms) const {
+  return terms.resting_bytes + terms.last_bytes +
+         prefetch_window_bytes(std::max(terms.beside_buffer_bytes, terms.last_next_slice_bytes));
+}
+
+double CostModel::peak_bytes(const PeakTerms& terms) const {
+  return std::max(
+      {others_moment_bytes(terms), beside_moment_bytes(terms), last_moment_bytes(terms)});
+}
+
 PlanCost CostModel::plan_cost(const Plan& plan) const {
   const int b = plan.batch_size;
   PlanCost result;
   result.batch_size = b;
-  double largest_transient = 0.0;
-  double largest_buffer = 0.0;
+  PeakTerms terms;
+  double largest_other_transient = 0.0;
+  int largest_other = -1;
+  double activation_bytes = 0.0;
+  double model_state_bytes_total = 0.0;
+  double extra_bytes = 0.0;
   for (int i = 0; i < workload_->size(); ++i) {
     const OperatorChoice& choice = plan.choices.at(i);
     const OptionCost cost = option_cost(i, choice);
@@ -273,18 +330,44 @@ PlanCost CostModel::plan_cost(const Plan& plan) const {
     result.compute_s += cost.compute_s.at(b);
     result.communication_s += cost.communication_s;
     result.optimizer_step_s += optimizer_step_s(i, choice);
-    result.peak.model_state_bytes += model_state_bytes(i, choice);
-    result.peak.extra_bytes += workload_->op(i).extra_bytes;
-    result.peak.activation_bytes += b * cost.persistent_bytes.per_sample;
-    largest_buffer = std::max(largest_buffer, cost.gather_buffer_bytes);
+    model_state_bytes_total += model_state_bytes(i, choice);
+    extra_bytes += workload_->op(i).extra_bytes;
+    activation_bytes += b * cost.persistent_bytes.per_sample;
     const double transient = cost.transient_bytes.at(b);
-    if (transient > largest_transient) {
-      largest_transient = transient;
-      result.peak.transient_operator = i;
+    if (i != last_in_backward() && i != beside_last_in_backward() &&
+        transient > largest_other_transient) {
+      largest_other_transient = transient;
+      largest_other = i;
     }
+    terms = add_peak_terms(terms, i, cost, b);
   }
-  result.peak.prefetch_bytes = prefetch_window_bytes(largest_buffer);
-  result.peak.transient_bytes = largest_transient + result.peak.prefetch_bytes;
+  result.peak.model_state_bytes = model_state_bytes_total;
+  result.peak.extra_bytes = extra_bytes;
+  const int last = last_in_backward();
+  const int beside = beside_last_in_backward();
+  const double others_moment = others_moment_bytes(terms);
+  const double beside_moment = beside_moment_bytes(terms);
+  if (last >= 0 && last_moment_bytes(terms) > std::max(others_moment, beside_moment)) {
+    // The peak comes while the last operator in backward runs: only its activations are live.
+    const OptionCost cost = option_cost(last, plan.choices.at(last));
+    result.peak.activation_bytes = b * cost.persistent_bytes.per_sample;
+    result.peak.prefetch_bytes =
+        prefetch_window_bytes(std::max(terms.beside_buffer_bytes, terms.last_next_slice_bytes));
+    result.peak.transient_bytes = cost.transient_bytes.at(b) + result.peak.prefetch_bytes;
+    result.peak.transient_operator = last;
+  } else if (beside >= 0 && beside_moment > others_moment) {
+    result.peak.activation_bytes = activation_bytes;
+    result.peak.prefetch_bytes =
+        prefetch_window_bytes(std::max(terms.last_buffer_bytes, terms.largest_buffer_bytes));
+    result.peak.transient_bytes = terms.beside_transient_bytes + result.peak.prefetch_bytes;
+    result.peak.transient_operator = beside;
+  } else {
+    result.peak.activation_bytes = activation_bytes;
+    result.peak.prefetch_bytes =
+        workload_->size() <= 2 ? 0.0 : prefetch_window_bytes(terms.largest_buffer_bytes);
+    result.peak.transient_bytes = terms.others_transient_bytes + result.peak.prefetch_bytes;
+    result.peak.transient_operator = largest_other;
+  }
   result.peak_memory_bytes = result.peak.model_state_bytes + result.peak.extra_bytes +
                              result.peak.activation_bytes + result.peak.transient_bytes;
   result.throughput_samples_per_s =

@@ -76,6 +76,8 @@ struct OptionCost {
   Linear persistent_bytes;         // live for the whole iteration: model states, saved activations
   Linear transient_bytes;          // live only while this operator runs; peak adds the largest one
   double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
+  // Its own next sharded slice, gathered while one runs (0 with fewer than two sharded slices).
+  double next_slice_buffer_bytes = 0;
   // Breakdown, for explanations.
   Linear compute_s;
   double communication_s = 0;
@@ -92,6 +94,31 @@ struct PeakBreakdown {
   int transient_operator = -1;  // operator whose transient sets the peak
   // "model states", "activations", ... : the largest part.
   std::string dominant_part() const;
+};
+
+// What a plan's peak memory combines, gathered operator by operator (`CostModel::add_peak_terms`).
+// Three kinds of moment can set the peak (the simulator's memory timeline shows each):
+// - while the operator that runs last in backward (the first in execution order, a GPT's
+//   embedding) runs its backward: every other operator's activations are freed by then and
+//   nothing is prefetched after it, so beside the resting states only its own activations and
+//   transient term and the window of the next operator's gather buffer (its forward prefetch,
+//   its backward gradient) or of its own next sharded slice count;
+// - while the operator next to it runs: all activations, its transient term and the window of
+//   the larger of its neighbours' buffers (the first operator's is prefetched in backward);
+// - while any other operator runs: all activations, the largest transient term among them and
+//   the window of the largest gather buffer but the first operator's (which is live only beside
+//   its neighbour).
+// For the paper model (no transient terms) the persistent sum is the peak.
+struct PeakTerms {
+  double persistent_bytes = 0;        // every operator's states, extras and activations
+  double resting_bytes = 0;           // every operator's states and extras
+  double others_transient_bytes = 0;  // largest transient term from the third operator on
+  double largest_buffer_bytes = 0;    // largest gather buffer from the second operator on
+  double last_bytes = 0;              // the first operator's activations and transient term
+  double last_buffer_bytes = 0;       // the first operator's gather buffer
+  double last_next_slice_bytes = 0;   // and the buffer of its own next sharded slice
+  double beside_transient_bytes = 0;  // the second operator's transient term
+  double beside_buffer_bytes = 0;     // the second operator's gather buffer
 };
 
 struct PlanCost {
@@ -129,6 +156,19 @@ class CostModel {
   PlanCost plan_cost(const Plan& plan) const;
   // Memory the prefetch window adds to the peak, given the plan's largest gather buffer.
   double prefetch_window_bytes(double largest_gather_buffer_bytes) const;
+  // The operator that runs last in backward (first in execution order) and the one next to it
+  // (-1 when there is none).
+  int last_in_backward() const;
+  int beside_last_in_backward() const;
+  // `terms` with operator `op`'s option (at batch b) added.
+  PeakTerms add_peak_terms(PeakTerms terms, int op, const OptionCost& cost, int batch) const;
+  // The peak memory the terms give: the largest of the moments of PeakTerms.
+  double peak_bytes(const PeakTerms& terms) const;
+  // The moments apart: while an operator from the third on runs, while the second runs, while
+  // the first runs its backward (each the persistent sum or less where it does not apply).
+  double others_moment_bytes(const PeakTerms& terms) const;
+  double beside_moment_bytes(const PeakTerms& terms) const;
+  double last_moment_bytes(const PeakTerms& terms) const;
 
   // One call of the whole operator at batch b: fixed + b x per-sample seconds, from the
   // operator's own gamma_i, its kind's calibrated law in the cluster, or FLOPs / compute rate;

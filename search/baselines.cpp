@@ -2,10 +2,10 @@
 //
 // paper_dfs: OSDP's Algorithm 1 (Jiang et al., IJCAI 2023), a depth-first search over the
 // operators in execution order trying every option, pruned when the partial plan's memory
-// (persistent sum so far + largest transient so far + the prefetch window of the largest gather
-// buffer so far; all only grow deeper in the tree) already exceeds the limit, or its time
-// already reaches the best complete plan found. When it completes it is exact for the cost
-// model, including the max-terms of peak memory.
+// (the two moments of model/cost_model.hpp PeakTerms over the operators so far; every term
+// only grows deeper in the tree) already exceeds the limit, or its time already reaches the
+// best complete plan found. When it completes it is exact for the peak memory the exact search
+// works with (search/exact.cpp, Threshold), including the max-terms.
 //
 // integer_mb_knapsack: the dynamic program of the reference code (Youhe-Jiang/
 // IJCAI2023-OptimalShardedDataParallel, Search_Engine.py / Scheduler.py): each option's memory is
@@ -44,6 +44,7 @@ struct OptionAtBatch {
   double persistent_bytes = 0;
   double transient_bytes = 0;
   double gather_buffer_bytes = 0;
+  OptionCost cost;
 };
 
 std::vector<OptionAtBatch> options_at_batch(const CostModel& model, int op, const SearchSpec& spec,
@@ -52,7 +53,7 @@ std::vector<OptionAtBatch> options_at_batch(const CostModel& model, int op, cons
   for (const OperatorChoice& choice : enumerate_choices(model, op, spec)) {
     const OptionCost cost = model.option_cost(op, choice);
     options.push_back({choice, cost.time_s.at(batch), cost.persistent_bytes.at(batch),
-                       cost.transient_bytes.at(batch), cost.gather_buffer_bytes});
+                       cost.transient_bytes.at(batch), cost.gather_buffer_bytes, cost});
   }
   return options;
 }
@@ -73,8 +74,16 @@ class PaperDfs {
       : model_(model),
         limit_bytes_(limit_bytes),
         deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(time_cap)),
-        order_(model.workload().execution_order()) {
-    for (int op : order_) options_.push_back(options_at_batch(model, op, spec, batch));
+        order_(model.workload().execution_order()),
+        batch_(batch) {
+    for (int op : order_) {
+      options_.push_back(options_at_batch(model, op, spec, batch));
+      double least = kInfinity;
+      for (const OptionAtBatch& option : options_.back()) {
+        least = std::min(least, batch * option.cost.persistent_bytes.per_sample);
+      }
+      least_activation_bytes_.push_back(least);
+    }
     current_.resize(order_.size());
   }
 
@@ -101,37 +110,44 @@ class PaperDfs {
     return timed_out_;
   }
 
-  // The partial plan's sums and maxima.
+  // The partial plan's sums and maxima. The last operator in backward's moment counts, as the
+  // exact search does, each other operator's activations beyond the least its options keep
+  // (`unfreed_bytes`; see search/exact.cpp, Threshold).
   struct Partial {
     double time_s = 0;
-    double persistent_bytes = 0;
-    double transient_bytes = 0;
-    double gather_buffer_bytes = 0;
+    PeakTerms terms;
+    double unfreed_bytes = 0;
   };
 
   double peak_bytes(const Partial& partial) const {
-    return partial.persistent_bytes + partial.transient_bytes +
-           model_.prefetch_window_bytes(partial.gather_buffer_bytes);
+    return std::max({model_.others_moment_bytes(partial.terms),
+                     model_.beside_moment_bytes(partial.terms),
+                     model_.last_moment_bytes(partial.terms) + partial.unfreed_bytes});
   }
 
   void visit(std::size_t depth, const Partial& partial) {
     ++nodes_;
     if (out_of_time()) return;
-    if (!fits(peak_bytes(partial), limit_bytes_)) return;  // memory exceeded
-    if (partial.time_s >= best_time_s_) return;            // no better than the best
+    // Every term only grows deeper in the tree: prune when memory is already exceeded.
+    if (!fits(peak_bytes(partial), limit_bytes_)) return;
+    if (partial.time_s >= best_time_s_) return;  // no better than the best
     if (depth == order_.size()) {
       best_time_s_ = partial.time_s;
       best_ = current_;
       return;
     }
+    const int op = order_[depth];
+    const bool other = op != model_.last_in_backward();
     const auto& options = options_[depth];
     for (std::size_t o = 0; o < options.size(); ++o) {
       current_[depth] = o;
       const OptionAtBatch& option = options[o];
-      visit(depth + 1,
-            {partial.time_s + option.time_s, partial.persistent_bytes + option.persistent_bytes,
-             std::max(partial.transient_bytes, option.transient_bytes),
-             std::max(partial.gather_buffer_bytes, option.gather_buffer_bytes)});
+      const double unfreed =
+          other ? batch_ * option.cost.persistent_bytes.per_sample - least_activation_bytes_[depth]
+                : 0.0;
+      visit(depth + 1, {partial.time_s + option.time_s,
+                        model_.add_peak_terms(partial.terms, op, option.cost, batch_),
+                        partial.unfreed_bytes + unfreed});
       if (timed_out_) return;
     }
   }
@@ -140,7 +156,9 @@ class PaperDfs {
   double limit_bytes_;
   Clock::time_point deadline_;
   const std::vector<int>& order_;
+  int batch_;
   std::vector<std::vector<OptionAtBatch>> options_;  // by depth (execution order)
+  std::vector<double> least_activation_bytes_;       // by depth: the least any option keeps
   std::vector<std::size_t> current_;
   std::vector<std::size_t> best_;
   double best_time_s_ = kInfinity;

@@ -41,18 +41,32 @@ double pruning_tolerance(const SearchSpec& spec) { return std::max(spec.optimali
 
 // Identical operators (same options at the same costs) form one class: only how many of them
 // take each option matters, which removes the symmetry the search would otherwise explore.
+// The operator that runs last in backward and the one next to it enter the peak's max-terms
+// apart from the others (CostModel::max_term_bytes): each is a class of its own.
+enum class Role { other, last_in_backward, beside_last };
+
 struct OperatorClass {
   std::vector<int> members;
   std::vector<CostedOption> options;
+  Role role = Role::other;
 };
+
+Role role_of(const CostModel& model, int op) {
+  if (op == model.last_in_backward()) return Role::last_in_backward;
+  if (op == model.beside_last_in_backward()) return Role::beside_last;
+  return Role::other;
+}
 
 std::vector<OperatorClass> group_into_classes(const CostModel& model, const SearchSpec& spec) {
   std::vector<OperatorClass> classes;
   std::map<std::vector<double>, int> index_of_key;
   for (int op : model.workload().execution_order()) {
     std::vector<CostedOption> options = costed_options(model, op, spec);
+    const Role role = role_of(model, op);
     std::vector<double> key;
-    key.reserve(options.size() * 10);
+    key.reserve(options.size() * 10 + 2);
+    // A singled-out operator's key is its own (operator indices are >= 0).
+    if (role != Role::other) key.insert(key.end(), {-1.0, static_cast<double>(op)});
     for (const auto& option : options) {
       const OptionCost& c = option.cost;
       key.insert(key.end(), {c.time_s.fixed, c.time_s.per_sample, c.persistent_bytes.fixed,
@@ -68,7 +82,7 @@ std::vector<OperatorClass> group_into_classes(const CostModel& model, const Sear
       key.push_back(static_cast<double>(c.time_s.floors.size()));
     }
     auto [it, inserted] = index_of_key.emplace(std::move(key), static_cast<int>(classes.size()));
-    if (inserted) classes.push_back({{}, std::move(options)});
+    if (inserted) classes.push_back({{}, std::move(options), role});
     classes[it->second].members.push_back(op);
   }
   return classes;
@@ -122,6 +136,7 @@ struct SortedOption {
   Point point;
   double transient_bytes;
   double buffer_bytes;
+  double next_slice_buffer_bytes;
 };
 using SortedClasses = std::vector<std::vector<SortedOption>>;
 
@@ -133,7 +148,8 @@ SortedClasses sort_options(const std::vector<OperatorClass>& classes, int batch)
       sorted[c].push_back(
           {{cost.time_s.at(batch), cost.persistent_bytes.at(batch), static_cast<int>(o)},
            cost.transient_bytes.at(batch),
-           cost.gather_buffer_bytes});
+           cost.gather_buffer_bytes,
+           cost.next_slice_buffer_bytes});
     }
     std::sort(sorted[c].begin(), sorted[c].end(), [](const SortedOption& a, const SortedOption& b) {
       return a.point.memory_bytes != b.point.memory_bytes
@@ -172,11 +188,31 @@ struct Subproblem {
   std::vector<std::size_t> hull_scratch;
 };
 
-// The two max-terms of peak memory, fixed for one subproblem: options whose transient term
-// exceeds `transient_bytes` or whose gather buffer exceeds `buffer_bytes` are left out.
+// The max-terms of peak memory (model/cost_model.hpp PeakTerms), fixed for one subproblem.
+// Options are left out when their transient term (as compared below) exceeds
+// `transient_bytes`; from the second operator in execution order on, when their gather buffer
+// exceeds `buffer_bytes`; for the second (next to the last in backward), when its buffer exceeds
+// `beside_last_buffer_bytes`; for the first (the last in backward), when its buffer exceeds
+// `last_buffer_bytes`. Each moment is written as the persistent sum + a compared transient +
+// window(buffer_bytes), so that the peak is at most the persistent sum + transient_bytes +
+// window(buffer_bytes), with equality under the plan's own thresholds:
+// - the second operator's transient is compared shifted by `beside_shift_bytes` =
+//   window(max(last_buffer, buffer)) - window(buffer) (its neighbours' buffers);
+// - the first operator's by window(max(beside_last_buffer, its own next slice's buffer)) +
+//   `last_shift_bytes` = - window(buffer) - the other operators' activations, as freed when it
+//   runs its backward. Each other operator
+//   is credited the least activation any of its options keeps: exact when the search's
+//   checkpointing is off or on; under `auto` the first operator's moment is over-counted by the
+//   activations of the operators the plan leaves unchecked, and the search (and the paper DFS)
+//   is exact for that conservative figure, which is never below the cost model's.
 struct Threshold {
   double transient_bytes = 0;
   double buffer_bytes = 0;
+  double beside_last_buffer_bytes = 0;
+  double last_buffer_bytes = 0;
+  double beside_shift_bytes = 0;
+  double last_shift_bytes = 0;
+  double window_per_buffer_byte = 0;  // the prefetch window is linear in its buffer
 };
 
 // Orders the classes for the branch and bound like the classic knapsack branch and bound
@@ -205,9 +241,39 @@ void order_for_branching(Subproblem& sub) {
   }
 }
 
-bool allowed(const SortedOption& option, const Threshold& threshold) {
-  return option.transient_bytes <= threshold.transient_bytes &&
-         option.buffer_bytes <= threshold.buffer_bytes;
+// The transient term an option is held against the threshold with.
+double compared_transient(double transient_bytes, double next_slice_buffer_bytes, Role role,
+                          const Threshold& threshold) {
+  switch (role) {
+    case Role::last_in_backward:
+      return transient_bytes + threshold.last_shift_bytes +
+             threshold.window_per_buffer_byte *
+                 std::max(threshold.beside_last_buffer_bytes, next_slice_buffer_bytes);
+    case Role::beside_last:
+      return transient_bytes + threshold.beside_shift_bytes;
+    case Role::other:
+      break;
+  }
+  return transient_bytes;
+}
+
+bool buffer_allowed(double buffer_bytes, Role role, const Threshold& threshold) {
+  switch (role) {
+    case Role::last_in_backward:
+      return buffer_bytes <= threshold.last_buffer_bytes;
+    case Role::beside_last:
+      return buffer_bytes <= threshold.buffer_bytes &&
+             buffer_bytes <= threshold.beside_last_buffer_bytes;
+    case Role::other:
+      break;
+  }
+  return buffer_bytes <= threshold.buffer_bytes;
+}
+
+bool allowed(const SortedOption& option, Role role, const Threshold& threshold) {
+  return compared_transient(option.transient_bytes, option.next_slice_buffer_bytes, role,
+                            threshold) <= threshold.transient_bytes &&
+         buffer_allowed(option.buffer_bytes, role, threshold);
 }
 
 // Phase 1 builds what the LP bound needs (Pareto points, full hulls); `with_prefix_hulls` adds
@@ -224,7 +290,7 @@ bool build_subproblem(const std::vector<OperatorClass>& classes, const SortedCla
     entry.count = static_cast<int>(classes[c].members.size());
     entry.points.clear();
     for (const SortedOption& option : sorted[c]) {
-      if (!allowed(option, threshold)) continue;
+      if (!allowed(option, classes[c].role, threshold)) continue;
       if (entry.points.empty() || option.point.time_s < entry.points.back().time_s) {
         entry.points.push_back(option.point);
       }
@@ -509,56 +575,132 @@ std::vector<double> sorted_unique(std::vector<double> values) {
   return values;
 }
 
-// Every candidate pair of values of the two max-terms at this batch size: the largest
-// transient term and the largest gather buffer (one pair, (0, 0), when the cost model has
-// neither), with the least persistent memory of a plan whose options it admits. The optimum is
-// found under the pair its own plan attains. For each buffer value one sweep over the options,
-// by transient term, keeps each class's least persistent memory.
+// A candidate threshold and the least persistent memory of a plan whose options it admits.
 struct ThresholdPair {
   Threshold threshold;
   double least_persistent_bytes = 0;
 };
 
-std::vector<ThresholdPair> thresholds(const std::vector<OperatorClass>& classes, int batch) {
+// The buffer values the operators of one role can take ({0} without any).
+std::vector<double> role_buffers(const std::vector<OperatorClass>& classes, Role role) {
+  std::vector<double> values;
+  for (const auto& operator_class : classes) {
+    if (operator_class.role != role) continue;
+    for (const auto& option : operator_class.options) {
+      values.push_back(option.cost.gather_buffer_bytes);
+    }
+  }
+  if (values.empty()) values.push_back(0.0);
+  return sorted_unique(std::move(values));
+}
+
+// The activations of the operators but the last in backward that are surely freed when it
+// runs its backward: each one's least over its options (Threshold::last_shift_bytes).
+double freed_activation_bytes(const std::vector<OperatorClass>& classes, int batch) {
+  double total = 0;
+  for (const auto& operator_class : classes) {
+    if (operator_class.role == Role::last_in_backward) continue;
+    double least = infinity;
+    for (const auto& option : operator_class.options) {
+      least = std::min(least, batch * option.cost.persistent_bytes.per_sample);
+    }
+    if (std::isfinite(least)) total += least * static_cast<double>(operator_class.members.size());
+  }
+  return total;
+}
+
+// Every candidate threshold at this batch size (one per combination of the buffer values the
+// roles can take and transient values), with the least persistent memory of a plan whose
+// options it admits. The optimum is found under the threshold its own plan attains.
+std::vector<ThresholdPair> thresholds(const CostModel& model,
+                                      const std::vector<OperatorClass>& classes, int batch) {
   struct Entry {
-    double transient_bytes;
+    double transient_bytes;  // as compared with the threshold
+    double raw_transient_bytes;
     double buffer_bytes;
+    double next_slice_buffer_bytes;
     double persistent_bytes;
     std::size_t class_index;
   };
-  std::vector<Entry> entries;
-  std::vector<double> buffers;
+  std::vector<Entry> base;
+  std::vector<double> buffers;  // from the second operator on
   for (std::size_t c = 0; c < classes.size(); ++c) {
     for (const auto& option : classes[c].options) {
-      entries.push_back({option.cost.transient_bytes.at(batch), option.cost.gather_buffer_bytes,
-                         option.cost.persistent_bytes.at(batch), c});
-      buffers.push_back(option.cost.gather_buffer_bytes);
+      const double transient = option.cost.transient_bytes.at(batch);
+      base.push_back({transient, transient, option.cost.gather_buffer_bytes,
+                      option.cost.next_slice_buffer_bytes, option.cost.persistent_bytes.at(batch),
+                      c});
+      if (classes[c].role != Role::last_in_backward) {
+        buffers.push_back(option.cost.gather_buffer_bytes);
+      }
     }
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.transient_bytes < b.transient_bytes; });
+  if (buffers.empty()) buffers.push_back(0.0);
+  const std::vector<double> beside_values = role_buffers(classes, Role::beside_last);
+  const std::vector<double> last_values = role_buffers(classes, Role::last_in_backward);
+  const double freed_bytes = freed_activation_bytes(classes, batch);
   std::vector<ThresholdPair> pairs;
   std::vector<double> least(classes.size());
+  std::vector<Entry> entries;
   for (double buffer : sorted_unique(std::move(buffers))) {
-    std::fill(least.begin(), least.end(), infinity);
-    std::size_t covered = 0;  // classes with an admitted option
-    double largest_admitted = 0;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Entry& entry = entries[i];
-      largest_admitted = std::max(largest_admitted, entry.buffer_bytes);
-      if (entry.buffer_bytes <= buffer && entry.persistent_bytes < least[entry.class_index]) {
-        if (!std::isfinite(least[entry.class_index])) ++covered;
-        least[entry.class_index] = entry.persistent_bytes;
+    for (double beside : beside_values) {
+      if (beside > buffer) break;
+      for (double last_buffer : last_values) {
+        Threshold threshold;
+        threshold.buffer_bytes = buffer;
+        threshold.beside_last_buffer_bytes = beside;
+        threshold.last_buffer_bytes = last_buffer;
+        threshold.beside_shift_bytes = model.prefetch_window_bytes(std::max(last_buffer, buffer)) -
+                                       model.prefetch_window_bytes(buffer);
+        threshold.window_per_buffer_byte = model.prefetch_window_bytes(1.0);
+        threshold.last_shift_bytes = -model.prefetch_window_bytes(buffer) - freed_bytes;
+        entries = base;
+        for (Entry& entry : entries) {
+          entry.transient_bytes =
+              compared_transient(entry.raw_transient_bytes, entry.next_slice_buffer_bytes,
+                                 classes[entry.class_index].role, threshold);
+        }
+        std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+          return a.transient_bytes < b.transient_bytes;
+        });
+        std::fill(least.begin(), least.end(), infinity);
+        std::size_t covered = 0;  // classes with an admitted option
+        // The largest buffer of each threshold's kind among the options admitted so far: a
+        // threshold above every buffer it could admit only takes memory (skipped, unless it is
+        // the smallest value).
+        double largest_buffer = 0, largest_beside = 0, largest_last = 0;
+        for (std::size_t i = 0; i < entries.size(); ++i) {
+          const Entry& entry = entries[i];
+          const Role role = classes[entry.class_index].role;
+          const bool admitted = buffer_allowed(entry.buffer_bytes, role, threshold);
+          if (admitted) {
+            if (role == Role::last_in_backward) {
+              largest_last = std::max(largest_last, entry.buffer_bytes);
+            } else {
+              largest_buffer = std::max(largest_buffer, entry.buffer_bytes);
+            }
+            if (role == Role::beside_last) {
+              largest_beside = std::max(largest_beside, entry.buffer_bytes);
+            }
+          }
+          if (admitted && entry.persistent_bytes < least[entry.class_index]) {
+            if (!std::isfinite(least[entry.class_index])) ++covered;
+            least[entry.class_index] = entry.persistent_bytes;
+          }
+          const bool last_of_value =
+              i + 1 == entries.size() || entries[i + 1].transient_bytes != entry.transient_bytes;
+          if (!last_of_value || covered < classes.size()) continue;
+          if (buffer > largest_buffer && buffer > 0) continue;
+          if (beside > largest_beside && beside > beside_values.front()) continue;
+          if (last_buffer > largest_last && last_buffer > last_values.front()) continue;
+          double total = 0;
+          for (std::size_t c = 0; c < classes.size(); ++c) {
+            total += least[c] * static_cast<double>(classes[c].members.size());
+          }
+          threshold.transient_bytes = entry.transient_bytes;
+          pairs.push_back({threshold, total});
+        }
       }
-      const bool last_of_value =
-          i + 1 == entries.size() || entries[i + 1].transient_bytes != entry.transient_bytes;
-      // A buffer threshold above every buffer the transient threshold admits only takes memory.
-      if (!last_of_value || covered < classes.size() || buffer > largest_admitted) continue;
-      double total = 0;
-      for (std::size_t c = 0; c < classes.size(); ++c) {
-        total += least[c] * static_cast<double>(classes[c].members.size());
-      }
-      pairs.push_back({{entry.transient_bytes, buffer}, total});
     }
   }
   return pairs;
@@ -589,7 +731,7 @@ BatchSolve solve_classes(const CostModel& model, const std::vector<OperatorClass
   std::vector<Candidate> candidates;
   Subproblem sub;
   const SortedClasses sorted = sort_options(classes, batch);
-  for (const auto& [threshold, least_persistent] : thresholds(classes, batch)) {
+  for (const auto& [threshold, least_persistent] : thresholds(model, classes, batch)) {
     const double reserved = reserved_bytes(model, threshold);
     if (!fits(reserved, limit_bytes)) continue;
     // Most pairs leave too little budget for even the least-memory choices.
@@ -644,7 +786,7 @@ BatchSolve solve_classes(const CostModel& model, const std::vector<OperatorClass
 
 double min_peak(const CostModel& model, const std::vector<OperatorClass>& classes, int batch) {
   double best = infinity;
-  for (const auto& [threshold, least_persistent] : thresholds(classes, batch)) {
+  for (const auto& [threshold, least_persistent] : thresholds(model, classes, batch)) {
     best = std::min(best, reserved_bytes(model, threshold) + least_persistent);
   }
   return best;

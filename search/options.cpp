@@ -34,7 +34,8 @@ bool dominates(const Linear& a, const Linear& b) {
 bool dominates(const OptionCost& a, const OptionCost& b) {
   return dominates(a.time_s, b.time_s) && dominates(a.persistent_bytes, b.persistent_bytes) &&
          dominates(a.transient_bytes, b.transient_bytes) &&
-         a.gather_buffer_bytes <= b.gather_buffer_bytes;
+         a.gather_buffer_bytes <= b.gather_buffer_bytes &&
+         a.next_slice_buffer_bytes <= b.next_slice_buffer_bytes;
 }
 
 }  // namespace

@@ -182,17 +182,29 @@ inline MemoryRange memory_range(const CostModel& model, const SearchSpec& spec, 
 
 // A random instance of `operators` operators with a memory limit that binds at `batch`:
 // somewhere between the least memory any plan needs and the most (sometimes below: infeasible).
+// `first_operator_scale` > 1 makes the first operator an unsplittable giant, like a GPT's
+// embedding: it runs last in backward, where the peak's max-term treats it apart.
 inline std::unique_ptr<Instance> random_instance(std::uint64_t seed, int operators,
                                                  const OptionKind& kind, CostModelKind cost,
-                                                 int batch, double least_copy_share = 0.0) {
+                                                 int batch, double least_copy_share = 0.0,
+                                                 double first_operator_scale = 1.0) {
   Random random(seed);
   const int ranks = kind.nodes > 1 ? 16 : (random.chance(0.8) ? 8 : random.integer(2, 4) * 2);
   Training training;
   training.min_batch_size = 1;
   training.max_batch_size = 16;
-  auto instance = std::make_unique<Instance>(
-      Workload::chain("random", random_operators(random, operators, least_copy_share)),
-      random_cluster(random, ranks, kind.nodes), training, cost);
+  std::vector<Operator> chain = random_operators(random, operators, least_copy_share);
+  if (first_operator_scale != 1.0) {
+    Operator& first = chain.front();
+    for (double* bytes : {&first.parameter_count, &first.parameter_bytes, &first.gradient_bytes,
+                          &first.optimizer_bytes}) {
+      *bytes = std::round(*bytes * first_operator_scale);
+    }
+    first.splittable = false;
+  }
+  auto instance =
+      std::make_unique<Instance>(Workload::chain("random", std::move(chain)),
+                                 random_cluster(random, ranks, kind.nodes), training, cost);
   const MemoryRange range = memory_range(instance->model, kind.spec, batch);
   const double share = random.uniform(-0.05, 0.8);
   instance->training.memory_limit_bytes =
@@ -206,16 +218,25 @@ inline double combinations(const CostModel& model, const SearchSpec& spec);
 // combinations.
 inline std::unique_ptr<Instance> brute_forceable_instance(std::uint64_t seed,
                                                           const OptionKind& kind,
-                                                          CostModelKind cost, int batch) {
+                                                          CostModelKind cost, int batch,
+                                                          double first_operator_scale = 1.0) {
   for (int n = 10; n > 1; --n) {
-    auto instance = random_instance(seed, n, kind, cost, batch);
+    auto instance = random_instance(seed, n, kind, cost, batch, 0.0, first_operator_scale);
     if (combinations(instance->model, kind.spec) <= 2e5) return instance;
   }
-  return random_instance(seed, 1, kind, cost, batch);
+  return random_instance(seed, 1, kind, cost, batch, 0.0, first_operator_scale);
 }
 
-// Brute force: every combination of every valid choice (no pruning of any kind). Peak memory:
-// persistent sum + largest transient + the prefetch window of the largest gather buffer.
+// Brute force: every combination of every valid choice (no pruning of any kind). Peak memory,
+// written out here apart from the cost model and the search: the largest of three moments.
+// (1) While an operator from the third in execution order on runs: persistent sum + their
+// largest transient + the window of the largest gather buffer but the first operator's.
+// (2) While the second runs: persistent sum + its transient + the window of the larger of the
+// first operator's buffer and that largest buffer. (3) While the first runs its backward (last
+// of all): the persistent sum less the other operators' activations that are surely freed then
+// (each one's least over its options), + its transient + the window of the larger of the second
+// operator's buffer and its own next sharded slice's. A moment without an operator is the
+// persistent sum.
 struct BruteForce {
   std::optional<double> best_time_s;
   std::vector<OperatorChoice> best;
@@ -232,7 +253,8 @@ inline double combinations(const CostModel& model, const SearchSpec& spec) {
 inline BruteForce brute_force(const CostModel& model, const SearchSpec& spec, int batch,
                               double limit_bytes) {
   struct Costs {
-    double time_s, persistent_bytes, transient_bytes, gather_buffer_bytes;
+    double time_s, persistent_bytes, transient_bytes, gather_buffer_bytes, activation_bytes,
+        next_slice_buffer_bytes;
   };
   const int n = model.workload().size();
   std::vector<std::vector<OperatorChoice>> choices(n);
@@ -242,22 +264,48 @@ inline BruteForce brute_force(const CostModel& model, const SearchSpec& spec, in
     for (const auto& choice : choices[op]) {
       const OptionCost cost = model.option_cost(op, choice);
       costs[op].push_back({cost.time_s.at(batch), cost.persistent_bytes.at(batch),
-                           cost.transient_bytes.at(batch), cost.gather_buffer_bytes});
+                           cost.transient_bytes.at(batch), cost.gather_buffer_bytes,
+                           batch * cost.persistent_bytes.per_sample, cost.next_slice_buffer_bytes});
     }
     if (choices[op].empty()) return {};
   }
+  const int first = model.workload().execution_order().front();
+  double freed = 0;
+  for (int op = 0; op < n; ++op) {
+    if (op == first) continue;
+    double least = costs[op].front().activation_bytes;
+    for (const Costs& c : costs[op]) least = std::min(least, c.activation_bytes);
+    freed += least;
+  }
   BruteForce result;
   std::vector<std::size_t> pick(n, 0);
+  const auto& order = model.workload().execution_order();
+  const int last = order.front();
+  const int beside_last = order.size() > 1 ? order[1] : -1;
   while (true) {
     double time_s = 0, persistent = 0, transient = 0, buffer = 0;
     for (int op = 0; op < n; ++op) {
       const Costs& c = costs[op][pick[op]];
       time_s += c.time_s;
       persistent += c.persistent_bytes;
-      transient = std::max(transient, c.transient_bytes);
-      buffer = std::max(buffer, c.gather_buffer_bytes);
+      if (op != last && op != beside_last) transient = std::max(transient, c.transient_bytes);
+      if (op != last) buffer = std::max(buffer, c.gather_buffer_bytes);
     }
-    if (fits(persistent + transient + model.prefetch_window_bytes(buffer), limit_bytes) &&
+    const Costs& first = costs[last][pick[last]];
+    const double others_moment =
+        n <= 2 ? persistent : persistent + transient + model.prefetch_window_bytes(buffer);
+    double beside_moment = persistent;
+    double last_moment = persistent - freed + first.transient_bytes;
+    double beside_buffer = 0;
+    if (beside_last >= 0) {
+      const Costs& second = costs[beside_last][pick[beside_last]];
+      beside_moment += second.transient_bytes +
+                       model.prefetch_window_bytes(std::max(first.gather_buffer_bytes, buffer));
+      beside_buffer = second.gather_buffer_bytes;
+    }
+    last_moment +=
+        model.prefetch_window_bytes(std::max(beside_buffer, first.next_slice_buffer_bytes));
+    if (fits(std::max({others_moment, beside_moment, last_moment}), limit_bytes) &&
         (!result.best_time_s || time_s < *result.best_time_s)) {
       result.best_time_s = time_s;
       result.best.clear();
