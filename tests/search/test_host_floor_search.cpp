@@ -8,6 +8,7 @@
 
 #include "search/exact.hpp"
 #include "search/options.hpp"
+#include "tests/search/instances.hpp"
 #include "tests/support/random_instances.hpp"
 
 using namespace osdp;
@@ -44,31 +45,10 @@ exactness::Instance floored_instance(unsigned seed, int operators) {
   return instance;
 }
 
+// Every combination, with the peak as tests/search/instances.hpp writes it out.
 double brute_force_s(const CostModel& model, const SearchSpec& spec, int batch, double limit) {
-  std::vector<std::vector<OptionCost>> costs;
-  for (int i = 0; i < model.workload().size(); ++i) {
-    std::vector<OptionCost> options;
-    for (const auto& choice : enumerate_choices(model, i, spec)) {
-      options.push_back(model.option_cost(i, choice));
-    }
-    costs.push_back(options);
-  }
-  double best = std::numeric_limits<double>::infinity();
-  std::function<void(std::size_t, double, double, double, double)> run =
-      [&](std::size_t i, double time, double persistent, double transient, double buffer) {
-        if (i == costs.size()) {
-          const double peak = persistent + transient + model.prefetch_window_bytes(buffer);
-          if (fits(peak, limit)) best = std::min(best, time);
-          return;
-        }
-        for (const auto& cost : costs[i]) {
-          run(i + 1, time + cost.time_s.at(batch), persistent + cost.persistent_bytes.at(batch),
-              std::max(transient, cost.transient_bytes.at(batch)),
-              std::max(buffer, cost.gather_buffer_bytes));
-        }
-      };
-  run(0, 0, 0, 0, 0);
-  return best;
+  return osdp::testing::brute_force(model, spec, batch, limit)
+      .best_time_s.value_or(std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
