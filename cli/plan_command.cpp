@@ -280,6 +280,11 @@ int run_plan(const PlanOptions& options) {
     }
     std::string text = analytic_report(*scenario, comparison, limit_bytes);
     text += render_ranking(ranking, limit_bytes);
+    if (ranking.chosen < 0 && scenario->cost.kind == CostModelKind::paper) {
+      text +=
+          "  (the paper cost model counts no transient buffers; --cost-model extended plans "
+          "with them)\n";
+    }
     if (ranking.chosen >= 0 && ranking.candidates[ranking.chosen].name.rfind("osdp #1", 0) != 0) {
       text += "\nPlan chosen by simulation:\n";
       text += render_runs(*scenario->workload, ranking.candidates[ranking.chosen].analytic.plan);

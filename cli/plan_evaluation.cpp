@@ -34,7 +34,11 @@ SimulatedRanking rank_by_simulation(const Scenario& scenario, const CostModel& m
         {fmt::format("osdp #{} (b={})", rank++, plan.plan.batch_size), plan});
   }
   for (const BaselineOutcome& baseline : comparison.baselines) {
-    if (baseline.best) ranking.candidates.push_back({baseline.strategy.name, *baseline.best});
+    if (baseline.best) {
+      EvaluatedCandidate candidate{baseline.strategy.name, *baseline.best};
+      candidate.in_search_space = baseline.in_search_space;
+      ranking.candidates.push_back(std::move(candidate));
+    }
   }
   std::vector<Plan> plans;
   for (const auto& candidate : ranking.candidates) plans.push_back(candidate.analytic.plan);
@@ -54,11 +58,16 @@ SimulatedRanking rank_by_simulation(const Scenario& scenario, const CostModel& m
                      return a.simulated_throughput_samples_per_s >
                             b.simulated_throughput_samples_per_s;
                    });
+  // Best first: the first that fits within the search space is chosen; an outside one that fits
+  // and comes before it is worth saying.
   for (std::size_t i = 0; i < ranking.candidates.size(); ++i) {
-    if (ranking.candidates[i].fits) {
+    const EvaluatedCandidate& candidate = ranking.candidates[i];
+    if (!candidate.fits) continue;
+    if (candidate.in_search_space) {
       ranking.chosen = static_cast<int>(i);
       break;
     }
+    if (ranking.better_outside < 0) ranking.better_outside = static_cast<int>(i);
   }
   return ranking;
 #endif
@@ -76,7 +85,7 @@ std::string render_ranking(const SimulatedRanking& ranking, double memory_limit_
   for (std::size_t i = 0; i < ranking.candidates.size(); ++i) {
     const EvaluatedCandidate& c = ranking.candidates[i];
     const PlanCost& analytic = c.analytic.cost;
-    std::string name = c.name;
+    std::string name = c.name + (c.in_search_space ? "" : " *");
     if (static_cast<int>(i) == ranking.chosen) name = "> " + name;
     table.add_row({name, std::to_string(analytic.batch_size),
                    format_throughput(analytic.throughput_samples_per_s),
@@ -91,10 +100,22 @@ std::string render_ranking(const SimulatedRanking& ranking, double memory_limit_
       "\nRe-ranked by simulated throughput (the analytic model has no overlap; limit {}):\n",
       units::format_bytes(memory_limit_bytes));
   text += table.render();
+  const bool any_outside =
+      std::any_of(ranking.candidates.begin(), ranking.candidates.end(),
+                  [](const EvaluatedCandidate& c) { return !c.in_search_space; });
+  if (any_outside) {
+    text += "  * outside this search space: shown for comparison, never chosen\n";
+  }
   if (ranking.chosen < 0) {
-    text += "  no candidate fits in the simulated memory timeline\n";
+    text += "  no candidate the search options allow fits in the simulated memory timeline\n";
   } else {
     text += fmt::format("  chosen by simulation: {}\n", ranking.candidates[ranking.chosen].name);
+  }
+  if (ranking.better_outside >= 0) {
+    text += fmt::format(
+        "  {} (outside the search options) fits and simulates faster: widen the options "
+        "(--modes, --checkpoint) to let the search consider it\n",
+        ranking.candidates[ranking.better_outside].name);
   }
   return text;
 }
@@ -112,7 +133,8 @@ Json ranking_json(const SimulatedRanking& ranking) {
          {"simulated_throughput_samples_per_s", c.simulated_throughput_samples_per_s},
          {"simulated_peak_memory_bytes", c.simulated_peak_memory_bytes},
          {"simulated_exposed_comm_s", c.simulated_exposed_comm_s},
-         {"fits", c.fits}});
+         {"fits", c.fits},
+         {"in_search_space", c.in_search_space}});
   }
   return candidates;
 }

@@ -19,11 +19,18 @@ struct EvaluatedCandidate {
   double simulated_peak_memory_bytes = 0;
   double simulated_exposed_comm_s = 0;
   bool fits = true;  // simulated peak within the memory limit
+  // The search options allow it (every OSDP plan; a baseline whose modes and checkpointing they
+  // allow). Only these can be chosen; the others are shown for comparison.
+  bool in_search_space = true;
 };
 
 struct SimulatedRanking {
   std::vector<EvaluatedCandidate> candidates;  // best simulated throughput first
-  int chosen = -1;  // index of the best candidate that fits in simulation; -1 if none
+  // Index of the best candidate within the search space that fits in simulation; -1 if none.
+  int chosen = -1;
+  // The best candidate outside the search space that fits, when it beats `chosen` (or there is
+  // none); -1 otherwise. Reported, never chosen.
+  int better_outside = -1;
 };
 
 // Throws InputError when the build has no simulator.

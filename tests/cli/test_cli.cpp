@@ -189,6 +189,30 @@ TEST_CASE("simulate runs both checkpointed FSDP baselines; FairScale's re-gather
   CHECK(contains(bad.err, "fsdp+ckpt-fairscale"));
 }
 
+TEST_CASE("plan --evaluate sim chooses only plans the search options allow") {
+  // Checkpointing off: fsdp+ckpt fits in simulation where the paper model's plans do not, but
+  // it is outside the search space: shown, never chosen.
+  const Run run = run_osdp(
+      {"plan", scenarios + "paper-titan-16g-ws-4l-6144h.json", "--evaluate", "sim", "--json"});
+  REQUIRE(run.exit_code == 0);
+  const osdp::Json document = osdp::Json::parse(run.out);
+  CHECK(document["strategy"] == "osdp");
+  bool outside_shown = false;
+  for (const auto& candidate : document["candidates"]) {
+    if (!candidate["in_search_space"].get<bool>()) outside_shown = true;
+  }
+  CHECK(outside_shown);
+  const Run text =
+      run_osdp({"plan", scenarios + "paper-titan-16g-ws-4l-6144h.json", "--evaluate", "sim"});
+  CHECK(text.out.find("chosen by simulation: fsdp+ckpt") == std::string::npos);
+  CHECK(text.out.find("never chosen") != std::string::npos);
+  // With checkpointing allowed, the checkpointed plans are the search's own.
+  const Run wide = run_osdp({"plan", scenarios + "paper-titan-16g-ws-4l-6144h.json", "--evaluate",
+                             "sim", "--checkpoint", "auto", "--cost-model", "extended"});
+  CHECK(wide.exit_code == 0);
+  CHECK(wide.out.find("chosen by simulation: ") != std::string::npos);
+}
+
 TEST_CASE("the paper-form scenario loads and the paper's problem has a plan") {
   const Run run = run_osdp({"plan", scenarios + "paper-form.json", "--modes", "dp,zdp", "--split",
                             "1", "--checkpoint", "off", "--cost-model", "paper", "--json"});
