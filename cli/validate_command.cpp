@@ -6,7 +6,6 @@
 // Without torchrun-style variables it forks its N local ranks itself; under torchrun, Slurm or
 // mpirun every process is one rank and rank 0 reports.
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "search/strategies.hpp"
 #include "validate/comparison.hpp"
 #include "validate/launch.hpp"
+#include "validate/machine_load.hpp"
 #include "validate/runtime_process.hpp"
 #include "validate/runtime_request.hpp"
 #ifdef OSDP_WITH_SIM
@@ -178,8 +178,11 @@ int run(const ValidateOptions& options) {
                              options.plan_path.empty() ? plan.name : options.plan_path);
   }
   if (!options.json && !environment) {
-    fmt::print(stderr, "osdp validate: {} plan(s) on {} local ranks, {} + {} iterations each\n",
-               plans.size(), ranks, validation.warmup_iterations, validation.iterations);
+    fmt::print(stderr,
+               "osdp validate: {} plan(s) on {} local ranks, {} measured iterations each in {} "
+               "rounds (plans take turns), {} warm-up\n",
+               plans.size(), ranks, validation.iterations, validation.rounds,
+               validation.warmup_iterations);
   }
 
   if (!options.out.empty()) require_writable_directory(options.out);
@@ -194,12 +197,16 @@ int run(const ValidateOptions& options) {
     request.trace_directory = (std::filesystem::path(options.out) / "traces").string();
   }
   std::optional<std::vector<validate::PlanMeasurement>> measurements;
+  validate::MachineLoad load;
+  load.cores = validate::machine_cores();
+  load.before = validate::one_minute_load_average();
   try {
     measurements = measure_in_runtime(request);
   } catch (const RunExit& failed) {
     return failed.code;
   }
   if (!measurements) return exit_ok;  // a rank other than 0 under torchrun
+  load.after = validate::one_minute_load_average();
 
   std::vector<validate::SimulatedFigures> simulated;
   for (const auto& plan : plans) {
@@ -216,6 +223,7 @@ int run(const ValidateOptions& options) {
   json["scenario"] = scenario->name;
   json["validation"] = validate::validation_options_to_json(validation);
   json["measurements"] = validate::measurements_to_json(*measurements);
+  json["machine_load"] = validate::load_to_json(load);
 
   if (!options.out.empty()) {
     const std::filesystem::path out(options.out);
@@ -235,6 +243,9 @@ int run(const ValidateOptions& options) {
     fmt::print("{}: {} ranks, measured on this machine vs simulated on cluster \"{}\"\n",
                scenario->name, ranks, scenario->cluster.name);
     fmt::print("{}", validate::comparison_table(comparison));
+    if (const std::string line = validate::describe_load(load); !line.empty()) {
+      fmt::print("{}\n", line);
+    }
   }
   return exit_ok;
 }

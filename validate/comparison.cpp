@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <sstream>
 
-
 namespace osdp::validate {
 namespace {
 
@@ -81,6 +80,7 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
     row.plan = describe_plan(plans[i].plan);
     row.batch_size = plans[i].plan.batch_size;
     row.measured_iteration_time_s = measurements.at(i).iteration_time_s();
+    row.measured_spread = measurements.at(i).iteration_time_spread();
     row.measured_exposed_communication_s = measurements.at(i).exposed_communication_s();
     row.measured_peak_memory_bytes = measurements.at(i).peak_memory_bytes();
     row.simulated_iteration_time_s = simulated.at(i).iteration_time_s;
@@ -96,14 +96,17 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
       const double simulated =
           rows[a].simulated_iteration_time_s - rows[b].simulated_iteration_time_s;
       // A tie on either side (e.g. two plans the simulator cannot tell apart) orders nothing.
-      if (measured == 0 || simulated == 0 || (measured < 0) == (simulated < 0)) {
-        ++comparison.concordant_pairs;
-      } else {
+      const bool alike = measured == 0 || simulated == 0 || (measured < 0) == (simulated < 0);
+      if (!alike) {
         const double faster =
             std::min(rows[a].measured_iteration_time_s, rows[b].measured_iteration_time_s);
         comparison.widest_discordant_gap_percent =
             std::max(comparison.widest_discordant_gap_percent, 100.0 * std::abs(measured) / faster);
       }
+      // Plans whose measured middle halves overlap are ties the runs cannot order.
+      if (rows[a].measured_spread.overlaps(rows[b].measured_spread)) continue;
+      ++comparison.separated_pairs;
+      if (alike) ++comparison.concordant_pairs;
     }
   }
   return comparison;
@@ -111,27 +114,31 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
 
 std::string comparison_table(const Comparison& comparison) {
   std::ostringstream out;
-  out << fmt::format("{:<14} {:>9} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}  {}\n", "plan", "batch",
-                     "measured", "simulated", "error", "measured", "simulated", "error",
-                     "operators");
-  out << fmt::format("{:<14} {:>9} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}\n", "", "per rank",
-                     "time ms", "time ms", "%", "peak MiB", "peak MiB", "%");
+  out << fmt::format("{:<14} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>8}  {}\n", "plan",
+                     "batch", "measured", "middle half", "simulated", "error", "measured",
+                     "simulated", "error", "operators");
+  out << fmt::format("{:<14} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>8}\n", "",
+                     "per rank", "time ms", "ms", "time ms", "%", "peak MiB", "peak MiB", "%");
   for (const auto& row : comparison.rows) {
-    out << fmt::format("{:<14} {:>9} {:>10.2f} {:>10.2f} {:>+8.1f} {:>11} {:>11} {:>+8.1f}  {}\n",
-                       row.name, row.batch_size, 1e3 * row.measured_iteration_time_s,
-                       1e3 * row.simulated_iteration_time_s, row.time_error_percent(),
-                       mib(row.measured_peak_memory_bytes), mib(row.simulated_peak_memory_bytes),
-                       row.memory_error_percent(), row.plan);
+    out << fmt::format(
+        "{:<14} {:>9} {:>10.2f} {:>15} {:>10.2f} {:>+8.1f} {:>11} {:>11} {:>+8.1f}  {}\n", row.name,
+        row.batch_size, 1e3 * row.measured_iteration_time_s,
+        fmt::format("{:.1f}-{:.1f}", 1e3 * row.measured_spread.first_quartile_s,
+                    1e3 * row.measured_spread.third_quartile_s),
+        1e3 * row.simulated_iteration_time_s, row.time_error_percent(),
+        mib(row.measured_peak_memory_bytes), mib(row.simulated_peak_memory_bytes),
+        row.memory_error_percent(), row.plan);
   }
-  const std::string discordant = comparison.ranking_agrees()
-                                     ? std::string()
-                                     : fmt::format("; the others measured at most {:.1f} % apart",
-                                                   comparison.widest_discordant_gap_percent);
+  const int ties = comparison.pairs - comparison.separated_pairs;
+  const std::string tied =
+      ties == 0 ? std::string()
+                : fmt::format("; {} pair{} within each other's middle half, not ordered", ties,
+                              ties == 1 ? "" : "s");
   out << fmt::format(
-      "ranking by time: {} ({} of {} pairs ordered alike{}); median |error|: time {:.1f} %, peak "
-      "memory {:.1f} %; simulated by: {}\n",
+      "ranking by time: {} ({} of {} pairs whose measured middle halves do not overlap ordered "
+      "alike{}); median |error|: time {:.1f} %, peak memory {:.1f} %; simulated by: {}\n",
       comparison.ranking_agrees() ? "agrees" : "differs", comparison.concordant_pairs,
-      comparison.pairs, discordant, comparison.median_abs_time_error_percent(),
+      comparison.separated_pairs, tied, comparison.median_abs_time_error_percent(),
       comparison.median_abs_memory_error_percent(),
       comparison.simulator == "simgrid" ? "SimGrid simulator"
                                         : "analytic cost model (osdp built without the simulator)");
@@ -142,14 +149,16 @@ std::string comparison_csv(const Comparison& comparison) {
   std::ostringstream out;
   out << "plan,batch_size,measured_iteration_time_s,simulated_iteration_time_s,time_error_percent,"
          "measured_exposed_communication_s,simulated_exposed_communication_s,"
-         "measured_peak_memory_bytes,simulated_peak_memory_bytes,memory_error_percent\n";
+         "measured_peak_memory_bytes,simulated_peak_memory_bytes,memory_error_percent,"
+         "measured_iteration_time_q1_s,measured_iteration_time_q3_s\n";
   for (const auto& row : comparison.rows) {
-    out << fmt::format("{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f}\n", row.name,
-                       row.batch_size, row.measured_iteration_time_s,
-                       row.simulated_iteration_time_s, row.time_error_percent(),
-                       row.measured_exposed_communication_s, row.simulated_exposed_communication_s,
-                       row.measured_peak_memory_bytes, row.simulated_peak_memory_bytes,
-                       row.memory_error_percent());
+    out << fmt::format(
+        "{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f},{:.9g},{:.9g}\n", row.name,
+        row.batch_size, row.measured_iteration_time_s, row.simulated_iteration_time_s,
+        row.time_error_percent(), row.measured_exposed_communication_s,
+        row.simulated_exposed_communication_s, row.measured_peak_memory_bytes,
+        row.simulated_peak_memory_bytes, row.memory_error_percent(),
+        row.measured_spread.first_quartile_s, row.measured_spread.third_quartile_s);
   }
   return out.str();
 }
@@ -167,13 +176,16 @@ Json comparison_json(const Comparison& comparison) {
                      {"simulated_exposed_communication_s", row.simulated_exposed_communication_s},
                      {"measured_peak_memory_bytes", row.measured_peak_memory_bytes},
                      {"simulated_peak_memory_bytes", row.simulated_peak_memory_bytes},
-                     {"memory_error_percent", row.memory_error_percent()}});
+                     {"memory_error_percent", row.memory_error_percent()},
+                     {"measured_iteration_time_q1_s", row.measured_spread.first_quartile_s},
+                     {"measured_iteration_time_q3_s", row.measured_spread.third_quartile_s}});
   }
   return {{"simulator", comparison.simulator},
           {"ranks", comparison.ranks},
           {"plans", std::move(plans)},
           {"ranking_agrees", comparison.ranking_agrees()},
           {"concordant_pairs", comparison.concordant_pairs},
+          {"separated_pairs", comparison.separated_pairs},
           {"pairs", comparison.pairs},
           {"widest_discordant_gap_percent", comparison.widest_discordant_gap_percent},
           {"median_abs_time_error_percent", comparison.median_abs_time_error_percent()},

@@ -1,6 +1,7 @@
 #include "validate/measurement.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "model/mode.hpp"
 
@@ -16,8 +17,47 @@ double slowest(const std::vector<RankFigures>& ranks, double RankFigures::*figur
 
 }  // namespace
 
+Spread spread_of(std::vector<double> times_s) {
+  if (times_s.empty()) return {};
+  std::sort(times_s.begin(), times_s.end());
+  const auto quantile = [&](double q) {
+    const double position = q * static_cast<double>(times_s.size() - 1);
+    const auto below = static_cast<std::size_t>(position);
+    const std::size_t above = std::min(below + 1, times_s.size() - 1);
+    const double weight = position - static_cast<double>(below);
+    return times_s[below] * (1.0 - weight) + times_s[above] * weight;
+  };
+  return {quantile(0.25), quantile(0.5), quantile(0.75)};
+}
+
+std::vector<double> PlanMeasurement::slowest_iteration_times_s() const {
+  if (ranks.empty()) return {};
+  const std::size_t count = ranks.front().iteration_times_s.size();
+  for (const auto& rank : ranks) {
+    if (rank.iteration_times_s.size() != count) return {};
+  }
+  std::vector<double> slowest_times(count, 0.0);
+  for (const auto& rank : ranks) {
+    for (std::size_t i = 0; i < count; ++i) {
+      slowest_times[i] = std::max(slowest_times[i], rank.iteration_times_s[i]);
+    }
+  }
+  return slowest_times;
+}
+
 double PlanMeasurement::iteration_time_s() const {
-  return slowest(ranks, &RankFigures::iteration_time_s);
+  const std::vector<double> times_s = slowest_iteration_times_s();
+  if (times_s.empty()) return slowest(ranks, &RankFigures::iteration_time_s);
+  return spread_of(times_s).median_s;
+}
+
+Spread PlanMeasurement::iteration_time_spread() const {
+  const std::vector<double> times_s = slowest_iteration_times_s();
+  if (times_s.empty()) {
+    const double median_s = iteration_time_s();
+    return {median_s, median_s, median_s};
+  }
+  return spread_of(times_s);
 }
 
 double PlanMeasurement::exposed_communication_s() const {
@@ -36,7 +76,8 @@ Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
       ranks.push_back({{"iteration_time_s", r.iteration_time_s},
                        {"exposed_communication_s", r.exposed_communication_s},
                        {"peak_memory_bytes", r.peak_memory_bytes},
-                       {"loss", r.loss}});
+                       {"loss", r.loss},
+                       {"iteration_times_s", r.iteration_times_s}});
     }
     list.push_back({{"name", m.name}, {"ranks", std::move(ranks)}});
   }
@@ -52,10 +93,24 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
     PlanMeasurement m;
     m.name = entry.string("name");
     for (const JsonReader& r : entry.objects("ranks")) {
-      r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss"});
-      m.ranks.push_back({r.non_negative_number("iteration_time_s"),
-                         r.non_negative_number("exposed_communication_s"),
-                         r.non_negative_number("peak_memory_bytes"), r.number("loss")});
+      r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss",
+                      "iteration_times_s"});
+      RankFigures figures{r.non_negative_number("iteration_time_s"),
+                          r.non_negative_number("exposed_communication_s"),
+                          r.non_negative_number("peak_memory_bytes"),
+                          r.number("loss"),
+                          {}};
+      if (r.has("iteration_times_s")) {
+        const Json& times = r.raw("iteration_times_s");
+        if (!times.is_array()) r.fail("iteration_times_s", "an array of seconds");
+        for (const Json& time : times) {
+          if (!time.is_number() || !std::isfinite(time.get<double>()) || time.get<double>() < 0) {
+            r.fail_value("iteration_times_s", render_value(time), "non-negative seconds");
+          }
+          figures.iteration_times_s.push_back(time.get<double>());
+        }
+      }
+      m.ranks.push_back(std::move(figures));
     }
     measurements.push_back(std::move(m));
   }

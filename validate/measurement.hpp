@@ -16,17 +16,34 @@ struct PlanRun {
 };
 
 struct RankFigures {
-  double iteration_time_s = 0;         // median over the measured iterations
-  double exposed_communication_s = 0;  // median
-  double peak_memory_bytes = 0;        // highest over the measured iterations
-  double loss = 0;                     // after the last iteration
+  double iteration_time_s = 0;            // median over the measured iterations
+  double exposed_communication_s = 0;     // median
+  double peak_memory_bytes = 0;           // highest over the measured iterations
+  double loss = 0;                        // after the last iteration
+  std::vector<double> iteration_times_s;  // every measured iteration, in the order measured
 };
+
+// The middle half of a set of times: its quartiles (linear interpolation between ranks).
+struct Spread {
+  double first_quartile_s = 0;
+  double median_s = 0;
+  double third_quartile_s = 0;
+  // Whether the two middle halves share any time: then the runs cannot order the two plans.
+  bool overlaps(const Spread& other) const {
+    return first_quartile_s <= other.third_quartile_s && other.first_quartile_s <= third_quartile_s;
+  }
+};
+Spread spread_of(std::vector<double> times_s);
 
 struct PlanMeasurement {
   std::string name;
   std::vector<RankFigures> ranks;
-  // The slowest rank's median (ranks synchronise every iteration) and the highest peak.
+  // Per measured iteration the slowest rank's time (ranks synchronise every iteration); empty
+  // when the ranks did not report their iterations.
+  std::vector<double> slowest_iteration_times_s() const;
+  // Their median (else the slowest rank's median) and spread, the highest peak.
   double iteration_time_s() const;
+  Spread iteration_time_spread() const;
   double exposed_communication_s() const;
   double peak_memory_bytes() const;
 };

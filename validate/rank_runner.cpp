@@ -108,22 +108,30 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   runtime.prefetch_depth = options.prefetch_depth;
   runtime.backward_prefetch = options.backward_prefetch;
   runtime.gpus_per_node = gpus_per_node;
-  std::vector<PlanMeasurement> measurements;
-  for (const PlanRun& run : plans) {
-    const int b = run.plan.batch_size;
-    RankFigures mine;
-    {
+  // Rounds of plans taking turns: each round builds each plan's model afresh, warms it up and
+  // measures its share of the iterations. Peak memory is the highest over all rounds.
+  const int rounds = std::clamp(options.rounds, 1, options.iterations);
+  std::vector<RankFigures> mine(plans.size());
+  std::vector<std::vector<double>> exposed(plans.size());
+  std::vector<int> steps_done(plans.size(), 0);
+  for (int round = 0; round < rounds; ++round) {
+    // Iterations measured in this round: the remainder goes to the first rounds.
+    const int measured =
+        options.iterations / rounds + (round < options.iterations % rounds ? 1 : 0);
+    const int warmup = round == 0 ? options.warmup_iterations : 1;
+    const bool last_round = round + 1 == rounds;
+    for (std::size_t p = 0; p < plans.size(); ++p) {
+      const PlanRun& run = plans[p];
+      const int b = run.plan.batch_size;
       ShardedGpt model(shape, run.plan, communicator, initial_gpt_parameters(shape, options.seed),
                        runtime, device);
-      std::vector<double> times;
-      std::vector<double> exposed;
-      const int total = options.warmup_iterations + options.iterations;
+      const int total = warmup + measured;
       communicator.barrier();
       for (int step = 0; step < total; ++step) {
-        const TokenBatch global = make_token_batch(shape, world * b, options.seed, step);
+        const TokenBatch global = make_token_batch(shape, world * b, options.seed, steps_done[p]++);
         (void)communicator.take_events();
         const StepMetrics metrics = model.train_step(global.rows(rank * b, b));
-        if (step + 1 == total && !trace_directory.empty()) {
+        if (last_round && step + 1 == total && !trace_directory.empty()) {
           const std::vector<CollectiveEvent> collectives = communicator.take_events();
           // Ranks on other machines have other steady clocks: a skew beyond a second cannot
           // be one step's, so those traces stay on their own time base.
@@ -133,30 +141,40 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
               (fs::path(trace_directory) / fmt::format("{}.rank{}.json", run.name, rank)).string(),
               trace_events(shape, metrics, collectives, rank, offset_s).dump());
         }
-        if (step < options.warmup_iterations) continue;
-        times.push_back(metrics.iteration_time_s);
-        exposed.push_back(metrics.exposed_communication_s);
-        mine.peak_memory_bytes =
-            std::max(mine.peak_memory_bytes, static_cast<double>(metrics.peak_memory_bytes));
-        mine.loss = metrics.loss;
+        if (step < warmup) continue;
+        mine[p].iteration_times_s.push_back(metrics.iteration_time_s);
+        exposed[p].push_back(metrics.exposed_communication_s);
+        mine[p].peak_memory_bytes =
+            std::max(mine[p].peak_memory_bytes, static_cast<double>(metrics.peak_memory_bytes));
+        mine[p].loss = metrics.loss;
       }
-      mine.iteration_time_s = median(times);
-      mine.exposed_communication_s = median(exposed);
     }
-    at::Tensor figures = at::zeros({world * figures_per_rank}, at::kDouble);
-    double* slot = figures.data_ptr<double>() + rank * figures_per_rank;
-    slot[0] = mine.iteration_time_s;
-    slot[1] = mine.exposed_communication_s;
-    slot[2] = mine.peak_memory_bytes;
-    slot[3] = mine.loss;
+  }
+  std::vector<PlanMeasurement> measurements;
+  for (std::size_t p = 0; p < plans.size(); ++p) {
+    mine[p].iteration_time_s = median(mine[p].iteration_times_s);
+    mine[p].exposed_communication_s = median(exposed[p]);
+    // Every rank's figures and iteration times, gathered on every rank.
+    const int count = options.iterations;
+    const int per_rank = figures_per_rank + count;
+    at::Tensor figures = at::zeros({world * per_rank}, at::kDouble);
+    double* slot = figures.data_ptr<double>() + rank * per_rank;
+    slot[0] = mine[p].iteration_time_s;
+    slot[1] = mine[p].exposed_communication_s;
+    slot[2] = mine[p].peak_memory_bytes;
+    slot[3] = mine[p].loss;
+    std::copy(mine[p].iteration_times_s.begin(), mine[p].iteration_times_s.end(),
+              slot + figures_per_rank);
     at::Tensor gathered = figures.to(device.device());
     communicator.run(CollectiveKind::all_gather, gathered);
     figures = gathered.cpu();
     PlanMeasurement measurement;
-    measurement.name = run.name;
+    measurement.name = plans[p].name;
     for (int r = 0; r < world; ++r) {
-      const double* f = figures.data_ptr<double>() + r * figures_per_rank;
-      measurement.ranks.push_back({f[0], f[1], f[2], f[3]});
+      const double* f = figures.data_ptr<double>() + r * per_rank;
+      measurement.ranks.push_back(
+          {f[0], f[1], f[2], f[3],
+           std::vector<double>(f + figures_per_rank, f + figures_per_rank + count)});
     }
     measurements.push_back(std::move(measurement));
   }

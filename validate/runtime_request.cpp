@@ -5,12 +5,9 @@
 namespace osdp::validate {
 
 Json gpt_shape_to_json(const GptShape& shape) {
-  return {{"layers", shape.layers},
-          {"hidden", shape.hidden},
-          {"heads", shape.heads},
-          {"sequence_length", shape.sequence_length},
-          {"vocabulary", shape.vocabulary},
-          {"dropout", shape.dropout}};
+  return {{"layers", shape.layers},         {"hidden", shape.hidden},
+          {"heads", shape.heads},           {"sequence_length", shape.sequence_length},
+          {"vocabulary", shape.vocabulary}, {"dropout", shape.dropout}};
 }
 
 GptShape gpt_shape_from_json(const JsonReader& reader) {
@@ -26,16 +23,18 @@ GptShape gpt_shape_from_json(const JsonReader& reader) {
 }
 
 ValidationOptions validation_options_from_json(const JsonReader& reader) {
-  reader.require_only({"batch_size", "warmup_iterations", "iterations", "seed", "learning_rate",
-                       "collective_timeout_s", "prefetch_depth", "backward_prefetch", "device"});
+  reader.require_only({"batch_size", "warmup_iterations", "iterations", "rounds", "seed",
+                       "learning_rate", "collective_timeout_s", "prefetch_depth",
+                       "backward_prefetch", "device"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
   options.warmup_iterations = static_cast<int>(reader.integer("warmup_iterations", 0, 1000));
   options.iterations = static_cast<int>(reader.integer("iterations", 1, 100000));
+  options.rounds = static_cast<int>(reader.integer("rounds", 1, options.iterations));
   options.seed = static_cast<std::uint64_t>(reader.integer("seed", 0, 1LL << 62));
   options.learning_rate = reader.positive_number("learning_rate");
-  options.collective_timeout =
-      std::chrono::milliseconds(std::llround(1000.0 * reader.positive_number("collective_timeout_s")));
+  options.collective_timeout = std::chrono::milliseconds(
+      std::llround(1000.0 * reader.positive_number("collective_timeout_s")));
   options.prefetch_depth = static_cast<int>(reader.integer("prefetch_depth", 0, 8));
   options.backward_prefetch = read_backward_prefetch(reader, "backward_prefetch");
   options.device =

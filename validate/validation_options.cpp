@@ -27,8 +27,8 @@ BackwardPrefetch backward_prefetch_of(const Scenario& scenario) {
 
 ValidationOptions read_validation_options(const Scenario& scenario) {
   const JsonReader reader(scenario.validation, scenario.file, "$.validation");
-  reader.require_only({"batch_size", "warmup_iterations", "iterations", "seed", "learning_rate",
-                       "collective_timeout", "prefetch_depth", "device"});
+  reader.require_only({"batch_size", "warmup_iterations", "iterations", "rounds", "seed",
+                       "learning_rate", "collective_timeout", "prefetch_depth", "device"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(
       reader.optional_integer("batch_size", 1, 1 << 16).value_or(options.batch_size));
@@ -36,6 +36,12 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
       reader.optional_integer("warmup_iterations", 0, 1000).value_or(options.warmup_iterations));
   options.iterations = static_cast<int>(
       reader.optional_integer("iterations", 1, 100000).value_or(options.iterations));
+  options.rounds = static_cast<int>(reader.optional_integer("rounds", 1, 1000)
+                                        .value_or(std::min(options.rounds, options.iterations)));
+  if (options.rounds > options.iterations) {
+    reader.fail("rounds", "at most as many rounds as measured iterations (" +
+                              std::to_string(options.iterations) + ")");
+  }
   options.seed = static_cast<std::uint64_t>(
       reader.optional_integer("seed", 0, 1LL << 62).value_or(static_cast<long long>(options.seed)));
   if (reader.has("learning_rate")) options.learning_rate = reader.positive_number("learning_rate");
@@ -72,6 +78,7 @@ Json validation_options_to_json(const ValidationOptions& options) {
   return {{"batch_size", options.batch_size},
           {"warmup_iterations", options.warmup_iterations},
           {"iterations", options.iterations},
+          {"rounds", options.rounds},
           {"seed", options.seed},
           {"learning_rate", options.learning_rate},
           {"collective_timeout_s", options.collective_timeout.count() / 1000.0},

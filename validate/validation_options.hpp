@@ -1,5 +1,5 @@
 // The scenario's "validation" object: how the validator runs plans for real.
-//   {"batch_size": 4, "warmup_iterations": 2, "iterations": 5, "seed": 1,
+//   {"batch_size": 4, "warmup_iterations": 2, "iterations": 9, "rounds": 3, "seed": 1,
 //    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1, "device": "cpu"}
 // Every key is optional; unknown keys are InputErrors. prefetch_depth defaults to the
 // scenario's "simulation"."forward_prefetch" when that is set (else 1). The backward prefetch
@@ -20,7 +20,12 @@ namespace osdp::validate {
 struct ValidationOptions {
   int batch_size = 4;  // per rank, for strategies and the search (a --plan file brings its own)
   int warmup_iterations = 2;
-  int iterations = 5;  // measured; the median is reported
+  // Measured iterations per plan, the median and middle half reported. The plans take turns
+  // in `rounds` rounds (A B C .. A B C ..), each round a fresh model, its first iteration(s)
+  // unmeasured (the first round `warmup_iterations`, later rounds one), so that a machine
+  // whose speed drifts during the run slows every plan alike.
+  int iterations = 9;
+  int rounds = 3;
   std::uint64_t seed = 1;
   double learning_rate = 1e-3;
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};

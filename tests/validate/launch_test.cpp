@@ -155,7 +155,12 @@ TEST_CASE("measured runs on forked ranks", "[validate][launch]") {
       CHECK(rank.iteration_time_s > 0);
       CHECK(rank.peak_memory_bytes > 0);
       CHECK(rank.loss > 0);
+      CHECK(rank.iteration_times_s.size() == 3);  // 3 rounds of one measured iteration
     }
+    const Spread spread = measurement.iteration_time_spread();
+    CHECK(spread.first_quartile_s <= spread.median_s);
+    CHECK(spread.median_s <= spread.third_quartile_s);
+    CHECK(spread.median_s == measurement.iteration_time_s());
   }
   // One process per rank: each peak is that rank's own; ZDP holds half the model states.
   CHECK((*measurements)[1].peak_memory_bytes() < (*measurements)[0].peak_memory_bytes());

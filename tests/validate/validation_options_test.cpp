@@ -31,11 +31,17 @@ Scenario tiny_scenario(const Json& validation, const Json& simulation = Json::ob
 
 TEST_CASE("the scenario's validation object", "[validate][options]") {
   const ValidationOptions defaults = read_validation_options(tiny_scenario(Json::object()));
-  CHECK(defaults.iterations == 5);
+  CHECK(defaults.iterations == 9);
+  CHECK(defaults.rounds == 3);
   CHECK(defaults.prefetch_depth == 1);
   const ValidationOptions set = read_validation_options(tiny_scenario(
       {{"iterations", 3}, {"collective_timeout", "2s"}, {"batch_size", 8}, {"seed", 4}}));
   CHECK(set.iterations == 3);
+  CHECK(set.rounds == 3);  // the default, at most the iterations
+  CHECK(read_validation_options(tiny_scenario({{"iterations", 2}})).rounds == 2);
+  CHECK(read_validation_options(tiny_scenario({{"iterations", 6}, {"rounds", 2}})).rounds == 2);
+  CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"iterations", 2}, {"rounds", 3}})),
+                  InputError);
   CHECK(set.collective_timeout == std::chrono::seconds(2));
   CHECK(set.batch_size == 8);
   CHECK(set.seed == 4);
