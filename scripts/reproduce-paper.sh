@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || { echo "reproduce-paper: --out needs a file" >&2; exit 2; }
            out="$2"; shift ;;
     --out=*) out="${1#--out=}" ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "reproduce-paper: unknown argument '$1' (expected --quick, --out FILE)" >&2; exit 2 ;;
   esac
   shift
