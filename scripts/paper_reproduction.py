@@ -1,0 +1,840 @@
+#!/usr/bin/env python3
+"""Runs the OSDP paper's experiments with osdp and writes docs/paper-reproduction.md.
+
+Called by scripts/reproduce-paper.sh (which finds or builds osdp). Standard library only.
+Every osdp figure in the report comes from an `osdp ... --json` run made here; the only
+constants are the paper's published figures (PAPER below). The report holds no timestamps or
+search times, so two runs of the same osdp give the same file.
+
+Usage: paper_reproduction.py --osdp PATH --out FILE [--quick]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The paper's scenarios as osdp has them (scenarios/README.md).
+ND = ["paper-titan-8g-nd-48l-1536h", "paper-titan-8g-nd-96l-1024h",
+      "paper-titan-16g-nd-48l-1536h", "paper-titan-16g-nd-96l-1024h"]
+WS = ["paper-titan-8g-ws-2l-8192h", "paper-titan-16g-ws-4l-6144h"]
+IC = ["paper-titan-8g-ic-48l-alternating", "paper-titan-16g-ic-36l-1024-4096"]
+A100 = ["paper-a100-2x8-8g-nd-96l-1536h"]
+ALL = ND + WS + IC + A100
+QUICK = ["paper-titan-8g-nd-48l-1536h", "paper-titan-8g-ws-2l-8192h"]
+# Fixed micro-batch study (section c): scenarios and micro-batches.
+FIXED = ["paper-titan-16g-nd-48l-1536h", "paper-titan-8g-nd-96l-1024h",
+         "paper-titan-16g-ws-4l-6144h", "paper-titan-16g-ic-36l-1024-4096",
+         "paper-a100-2x8-8g-nd-96l-1536h"]
+FIXED_QUICK = ["paper-titan-8g-nd-48l-1536h"]
+FIXED_MB = [1, 4]
+CAP = 64  # the batch cap the paper scenarios had before (issue 13, explanation b)
+
+COST_MODELS = ["paper", "extended"]
+
+# The paper's published figures (Jiang et al., IJCAI 2023), as issue 13 quotes them.
+# stat: how osdp's per-scenario gains are summarised for comparison.
+EXPERIMENTS = [
+    {"id": "E1", "title": "OSDP vs FSDP, N&D (narrow & deep)", "paper": "+23 % max / +22 % avg",
+     "scen": ND, "variant": "split4", "base": "fsdp", "stat": "maxavg"},
+    {"id": "E2", "title": "OSDP without splitting vs FSDP, N&D", "paper": "+18 % max / +17.2 % avg",
+     "scen": ND, "variant": "split1", "base": "fsdp", "stat": "maxavg"},
+    {"id": "E3", "title": "OSDP vs FSDP, W&S (wide & shallow)", "paper": "up to +92 %",
+     "scen": WS, "variant": "split4", "base": "fsdp", "stat": "maxavg"},
+    {"id": "E4a", "title": "OSDP without splitting vs FSDP, I&C (inconsecutive)",
+     "paper": "+16 % max", "scen": IC, "variant": "split1", "base": "fsdp", "stat": "maxavg"},
+    {"id": "E4b", "title": "OSDP with splitting vs FSDP, I&C", "paper": "+33 % max",
+     "scen": IC, "variant": "split4", "base": "fsdp", "stat": "maxavg"},
+    {"id": "E5", "title": "OSDP vs FSDP, 2 x 8 A100, 100 Gb/s", "paper": "+67 % max / +29 % avg",
+     "scen": A100, "variant": "split4", "base": "fsdp", "stat": "maxavg"},
+    {"id": "E6", "title": "OSDP vs FSDP, both checkpointed (FairScale's checkpoint_wrapper(FSDP))",
+     "paper": "+108.3 % max / +52.9 % avg", "scen": ALL, "variant": "ckpt",
+     "base": "fsdp+ckpt-fairscale", "stat": "maxavg"},
+    {"id": "E6p", "title": "OSDP vs FSDP, both checkpointed (PyTorch's FSDP(checkpoint))",
+     "paper": "not measured", "scen": ALL, "variant": "ckpt", "base": "fsdp+ckpt",
+     "stat": "maxavg"},
+    {"id": "E7", "title": "operator splitting: OSDP with vs without splitting",
+     "paper": "+3 % .. +92 %", "scen": ALL, "variant": "split4", "base": "osdp-split1",
+     "stat": "minmax"},
+]
+
+VARIANT_ARGS = {"split4": [], "split1": ["--split", "1"], "ckpt": ["--checkpoint", "on"]}
+
+
+class OsdpFailure(Exception):
+    pass
+
+
+class Runner:
+    """Runs osdp and keeps each run's JSON, or its 'nothing fits' answer (exit code 3)."""
+
+    def __init__(self, exe, tmp):
+        self.exe = exe
+        self.tmp = tmp
+        self.count = 0
+
+    def run(self, args, shown):
+        cmd = [self.exe] + args
+        self.count += 1
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode == 3:  # an answer: no plan fits (README, Robustness)
+            msg = proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else "nothing fits"
+            return {"nofit": msg.replace("osdp: ", ""), "cmd": shown}
+        if proc.returncode != 0:
+            raise OsdpFailure("osdp failed (exit code %d): %s\n%s" % (
+                proc.returncode, " ".join(cmd), proc.stderr.strip()))
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError as e:
+            raise OsdpFailure("osdp printed no JSON (%s): %s" % (e, " ".join(cmd)))
+        return {"json": data, "cmd": shown}
+
+    def scenario_copy(self, name, tag, edit):
+        """A temporary copy of scenarios/NAME.json with absolute model/cluster paths, edited."""
+        path = os.path.join(ROOT, "scenarios", name + ".json")
+        with open(path) as f:
+            s = json.load(f)
+        for key in ("model", "cluster"):
+            if isinstance(s.get(key), str):
+                s[key] = os.path.join(ROOT, "scenarios", s[key])
+        edit(s)
+        out = os.path.join(self.tmp, "%s-%s.json" % (name, tag))
+        with open(out, "w") as f:
+            json.dump(s, f, indent=1)
+        return out
+
+
+# ---------------------------------------------------------------- figures from the JSON
+
+class Fig:
+    """One throughput figure: samples/s at batch b; oom: no batch fits; over: simulated peak
+    above the limit."""
+
+    def __init__(self, thr=None, b=None, oom=False, over=False, peak=None, apeak=None):
+        self.thr, self.b, self.oom, self.over, self.peak, self.apeak = thr, b, oom, over, peak, apeak
+        self.chosen = "osdp"
+
+
+def candidate(d, name):
+    for c in d.get("candidates", []):
+        if c["name"] == name or (name == "osdp #1" and c["name"].startswith("osdp #1 ")):
+            return c
+    return None
+
+
+def baseline(d, name):
+    for b in d["baselines"]:
+        if b["strategy"] == name:
+            return b
+    raise OsdpFailure("osdp's JSON has no baseline %r" % name)
+
+
+def fig_osdp(pair, sim):
+    """OSDP's figure: the analytic optimum, or in simulation the plan --evaluate sim chose
+    (.chosen names it when it is a baseline of the search space), else the analytic optimum
+    simulated, marked over."""
+    r = pair["s" if sim else "a"]
+    if "nofit" in r:
+        return Fig(oom=True)
+    d = r["json"]
+    if not sim:
+        return Fig(d["throughput_samples_per_s"], d["batch_size"], apeak=d["peak_memory_bytes"])
+    if d.get("simulated"):
+        s = d["simulated"]
+        f = Fig(s["throughput_samples_per_s"], d["batch_size"], peak=s["peak_memory_bytes"],
+                apeak=d["peak_memory_bytes"])
+        f.chosen = d["strategy"]
+        return f
+    c1 = candidate(d, "osdp #1")
+    if not c1:
+        return None
+    return Fig(c1["simulated_throughput_samples_per_s"], c1["batch_size"], over=not c1["fits"],
+               peak=c1["simulated_peak_memory_bytes"], apeak=c1["analytic_peak_memory_bytes"])
+
+
+def fig_base(pair, name, sim):
+    r = pair["s" if sim else "a"]
+    if "nofit" in r:
+        return None
+    d = r["json"]
+    b = baseline(d, name)
+    if not b["feasible"]:
+        return Fig(oom=True)
+    if not sim:
+        return Fig(b["throughput_samples_per_s"], b["batch_size"], apeak=b["peak_memory_bytes"])
+    c = candidate(d, name)
+    if not c:
+        return None
+    return Fig(c["simulated_throughput_samples_per_s"], c["batch_size"], over=not c["fits"],
+               peak=c["simulated_peak_memory_bytes"], apeak=c["analytic_peak_memory_bytes"])
+
+
+def limit_of(pair):
+    r = pair["a"]
+    return r["json"]["memory_limit_bytes"] if "json" in r else None
+
+
+# ---------------------------------------------------------------- formatting
+
+def pct(a, b):
+    return (a / b - 1.0) * 100.0
+
+
+def fmt_pct(x):
+    return "%+.1f %%" % x
+
+
+def gib(x):
+    return "%.2f GiB" % (x / 2.0 ** 30)
+
+
+def mode_summary(r):
+    """'97 zdp, 1 zdp 3/4' from a plan's operators (counts of equal choices)."""
+    r = r["a"]
+    if "nofit" in r:
+        return "no plan fits"
+    counts = {}
+    for o in r["json"]["operators"]:
+        key = o["mode"]
+        if o.get("slices"):
+            key += " %d/%d" % (o.get("sharded_slices", 0), o["slices"])
+        if o.get("checkpoint"):
+            key += "+" + o["checkpoint"] + "-ckpt"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join("%d %s" % (n, k) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def gain_cell(a, b, base_label="FSDP"):
+    """Cell text and numeric gain (None when not comparable)."""
+    if a is None or b is None:
+        return "-", None
+    if a.oom and b.oom:
+        return "neither fits", None
+    if a.oom:
+        return "OSDP: no plan fits", None
+    if b.oom:
+        return "%s OOM (OSDP %.2f samples/s, b %d)" % (base_label, a.thr, a.b), None
+    g = pct(a.thr, b.thr)
+    marks = ("†" if a.over else "") + ("‡" if b.over else "")
+    chose = "" if a.chosen == "osdp" else ", sim chose %s" % a.chosen
+    return "**%s**%s %.2f / %.2f (b %d / %d%s)" % (fmt_pct(g), marks, a.thr, b.thr, a.b, b.b,
+                                                   chose), g
+
+
+def gain_only(a, b, base_label="FSDP"):
+    text, g = gain_cell(a, b, base_label)
+    if g is None:
+        return text.split(" (")[0]
+    return fmt_pct(g) + ("†" if a.over else "") + ("‡" if b.over else "")
+
+
+# ---------------------------------------------------------------- the runs
+
+def plan_pair(runner, args, shown, sim=True):
+    """The analytic run (its plan and figures) and, with sim, the --evaluate sim run."""
+    pair = {"a": runner.run(args + ["--json"], shown), "cmd": shown}
+    if sim:
+        pair["s"] = runner.run(args + ["--evaluate", "sim", "--json"], shown + " --evaluate sim")
+        pair["cmd"] = shown + " --evaluate sim"
+    return pair
+
+
+def scen_path(name):
+    return "scenarios/%s.json" % name
+
+
+def run_all(runner, scens, fixed_scens):
+    R = {}
+    for s in scens:
+        for cm in COST_MODELS:
+            for v, extra in VARIANT_ARGS.items():
+                args = ["plan", scen_path(s), "--cost-model", cm] + extra
+                R[(s, cm, v)] = plan_pair(runner, args, "osdp " + " ".join(args))
+        cap = runner.scenario_copy(s, "cap%d" % CAP,
+                                   lambda j: j["training"].__setitem__("max_batch_size", CAP))
+        for cm in COST_MODELS:
+            for v in ("split4", "ckpt"):
+                args = ["plan", cap, "--cost-model", cm] + VARIANT_ARGS[v]
+                shown = "osdp " + " ".join(["plan", "CAP%d/%s.json" % (CAP, s), "--cost-model", cm]
+                                           + VARIANT_ARGS[v])
+                R[(s, cm, v, "cap")] = plan_pair(runner, args, shown, sim=False)
+    for s in fixed_scens:
+        for mb in FIXED_MB:
+            def edit(j, mb=mb):
+                for k in ("min_batch_size", "max_batch_size"):
+                    j["training"].pop(k, None)
+                j["training"]["micro_batch_size"] = mb
+            path = runner.scenario_copy(s, "mb%d" % mb, edit)
+            for cm in COST_MODELS:
+                args = ["plan", path, "--cost-model", cm, "--split", "1"]
+                shown = "osdp plan MB%d/%s.json --cost-model %s --split 1" % (mb, s, cm)
+                r = plan_pair(runner, args, shown)
+                r["path"] = path
+                R[(s, cm, "fixed", mb)] = r
+    return R
+
+
+def exp_figs(R, e, s, cm, sim):
+    """(OSDP figure, baseline figure) of experiment e on scenario s."""
+    r = R[(s, cm, e["variant"])]
+    a = fig_osdp(r, sim)
+    if e["base"] == "osdp-split1":
+        b = fig_osdp(R[(s, cm, "split1")], sim)
+    else:
+        b = fig_base(r, e["base"], sim)
+    return a, b
+
+
+def summarise(gains, stat):
+    if not gains:
+        return "-"
+    if stat == "minmax":
+        return "%s .. %s" % (fmt_pct(min(gains)), fmt_pct(max(gains)))
+    return "%s max / %s avg" % (fmt_pct(max(gains)), fmt_pct(sum(gains) / len(gains)))
+
+
+def exp_gains(R, e, scens, cm, sim):
+    gains = []
+    for s in scens:
+        a, b = exp_figs(R, e, s, cm, sim)
+        if a is not None and b is not None and not a.oom and not b.oom:
+            gains.append(pct(a.thr, b.thr))
+    return gains
+
+
+def avg(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def exp_column(R, e, scens, cm, sim):
+    gains, notes = [], []
+    over = oom = nofit = 0
+    for s in scens:
+        a, b = exp_figs(R, e, s, cm, sim)
+        if a is None or b is None:
+            continue
+        if a.oom:
+            nofit += 1
+            continue
+        if b.oom:
+            oom += 1
+            continue
+        gains.append(pct(a.thr, b.thr))
+        if a.over or b.over:
+            over += 1
+    text = summarise(gains, e["stat"])
+    if oom:
+        notes.append("%s in %d" % ("no plan fits without splitting" if e["base"] == "osdp-split1"
+                                   else "baseline OOM", oom))
+    if nofit:
+        notes.append("OSDP fits nowhere in %d" % nofit)
+    if over:
+        notes.append("%d of %d over the limit in sim" % (over, len(gains)))
+    if notes:
+        text += " (" + "; ".join(notes) + ")"
+    return text
+
+
+# ---------------------------------------------------------------- the report
+
+def describe(name):
+    with open(os.path.join(ROOT, "scenarios", name + ".json")) as f:
+        s = json.load(f)
+    return s.get("description", name)
+
+
+def report(R, runner, scens, fixed_scens, quick, version):
+    L = []
+    w = L.append
+    w("# Reproducing the OSDP paper with osdp")
+    w("")
+    w("Generated by `scripts/reproduce-paper.sh`%s from `%s`; do not edit by hand (rerun the "
+      "script after any change to the cost models, the simulator or the scenarios). Every osdp "
+      "figure below comes from an `osdp ... --json` run of that script; the only constants are "
+      "the paper's published figures (Jiang et al., *OSDP: Optimal Sharded Data Parallel for "
+      "Distributed Deep Learning*, IJCAI 2023), as issue 13 quotes them." %
+      (" --quick (two scenarios only)" if quick else "", version))
+    w("")
+    w("The paper measured PyTorch + FairScale on 8 x TITAN RTX (PCIe 3.0) and on 2 x 8 A100 "
+      "(100 Gb/s between servers); osdp plans the same problems (`scenarios/paper-*.json`: "
+      "modes dp and zdp, slice granularity 4, no checkpointing, the paper's cost model) on "
+      "modelled clusters (`scenarios/clusters/`, with assumed sustained rates: see "
+      "scenarios/README.md). Each experiment is shown three ways:")
+    w("")
+    w("- **paper model**: `osdp plan S --cost-model paper` — the paper's formulas (DESIGN section 1);")
+    w("- **extended model**: `--cost-model extended` — plus transient gather buffers, prefetch "
+      "window, slice overheads, recompute, the optimizer step;")
+    w("- **simulated**: the same command with `--evaluate sim`, which simulates (SimGrid) the best "
+      "analytic plans and the baselines. The OSDP figure is the plan `--evaluate sim` chooses "
+      "(the fastest one whose simulated peak fits), or, when none fits, the analytic optimum "
+      "marked † (its simulated peak is over the limit); a baseline over the limit in simulation "
+      "is marked ‡.")
+    w("")
+    w("A gain is OSDP's throughput over the baseline's, each at its own best batch size; a cell "
+      "reads **gain** OSDP / baseline samples/s (b OSDP / baseline, per rank). "
+      "Batch sizes range over 1..1024 per rank (the scenarios' `max_batch_size`) unless a "
+      "section says otherwise.")
+    w("")
+    w("## Summary")
+    w("")
+    w("| # | experiment | paper (published) | osdp, paper model | osdp, extended model | "
+      "simulated, paper-model plans | simulated, extended-model plans |")
+    w("|---|---|---|---|---|---|---|")
+    for e in EXPERIMENTS:
+        sc = [s for s in e["scen"] if s in scens]
+        if not sc:
+            w("| %s | %s | %s | not run (--quick) | | | |" % (e["id"], e["title"], e["paper"]))
+            continue
+        cols = [exp_column(R, e, sc, cm, sim) for sim in (False, True) for cm in COST_MODELS]
+        # order: paper analytic, extended analytic, paper sim, extended sim
+        w("| %s | %s (%d scenario%s) | %s | %s |" % (
+            e["id"], e["title"], len(sc), "" if len(sc) == 1 else "s", e["paper"],
+            " | ".join(cols)))
+    sc = [s for s in ALL if s in scens]
+    e6 = dict(EXPERIMENTS[6])
+    cols = []
+    for cm in COST_MODELS:
+        gains = []
+        for s in sc:
+            a = fig_osdp(R[(s, cm, "ckpt", "cap")], False)
+            b = fig_base(R[(s, cm, "ckpt", "cap")], "fsdp+ckpt-fairscale", False)
+            if a and b and not a.oom and not b.oom:
+                gains.append(pct(a.thr, b.thr))
+        cols.append(summarise(gains, "maxavg"))
+    w("| E6cap | E6 with batch sizes capped at %d per rank | +108.3 %% max / +52.9 %% avg | %s | %s | "
+      "(analytic only) | |" % (CAP, cols[0], cols[1]))
+    w("")
+    exp = {e["id"]: e for e in EXPERIMENTS}
+    nd = [x for x in ND if x in scens]
+    if nd:
+        g1p = exp_gains(R, exp["E1"], nd, "paper", False)
+        g1e = exp_gains(R, exp["E1"], nd, "extended", False)
+        g2e = exp_gains(R, exp["E2"], nd, "extended", False)
+        fixed_gains = [pct(fig_osdp(R[(s, cm, "fixed", mb)], False).thr,
+                           fig_base(R[(s, cm, "fixed", mb)], "fsdp", False).thr)
+                       for s in fixed_scens for mb in FIXED_MB for cm in COST_MODELS
+                       if "json" in R[(s, cm, "fixed", mb)]["a"]
+                       and baseline(R[(s, cm, "fixed", mb)]["a"]["json"], "fsdp")["feasible"]]
+        w("Per-scenario figures, the commands and the explanations follow. In short, on N&D "
+          "(paper: +22 %% avg) osdp's OSDP gains %s on average under the paper model and %s "
+          "under the extended model, %s of it without splitting. (c) Under osdp's models a DP "
+          "operator's saved third of communication rarely pays for its 8x model states when "
+          "FSDP may spend them on a larger batch; at a *fixed* batch size, mixed DP/ZDP plans "
+          "gain up to %s (section c). The extended model's gains come from operator splitting, "
+          "which shrinks the transient gather buffer that the paper model ignores (d, E7). The "
+          "checkpointed comparison depends on the baseline (a) and on the batch range (b)." % (
+              fmt_pct(avg(g1p)), fmt_pct(avg(g1e)), fmt_pct(avg(g2e)),
+              fmt_pct(max(fixed_gains)) if fixed_gains else "-"))
+    w("")
+
+    # -------------------------------------------------- per experiment
+    w("## Per experiment")
+    w("")
+    for e in EXPERIMENTS:
+        sc = [s for s in e["scen"] if s in scens]
+        w("### %s: %s" % (e["id"], e["title"]))
+        w("")
+        w("Paper: %s." % e["paper"])
+        w("")
+        if not sc:
+            w("Not run in --quick mode.")
+            w("")
+            continue
+        base = "OSDP without splitting" if e["base"] == "osdp-split1" else e["base"]
+        w("Baseline: `%s`. Plans: %s." % (base, "`--checkpoint on` (every operator checkpointed; "
+          "the search picks the fused or unfused recompute per operator)" if e["variant"] == "ckpt"
+          else ("`--split 1`" if e["variant"] == "split1" else "the scenario's options (split 1 or 4)")))
+        w("")
+        w("| scenario | paper model | extended model | simulated, paper-model plans | "
+          "simulated, extended-model plans |")
+        w("|---|---|---|---|---|")
+        for s in sc:
+            cells = []
+            for sim in (False, True):
+                for cm in COST_MODELS:
+                    a, b = exp_figs(R, e, s, cm, sim)
+                    cells.append(gain_cell(a, b, "OSDP without splitting: no plan fits;"
+                                           if e["base"] == "osdp-split1" else "baseline")[0])
+            w("| `%s` | %s |" % (s, " | ".join(cells)))
+        w("")
+        w("OSDP's plans (operators per choice):")
+        w("")
+        for s in sc:
+            for cm in COST_MODELS:
+                r = R[(s, cm, e["variant"])]
+                w("- `%s`, %s model: %s" % (s, cm, mode_summary(r)))
+        w("")
+        w("Commands: `%s` (and `--cost-model extended`)%s." % (
+            R[(sc[0], "paper", e["variant"])]["cmd"],
+            "; without splitting: `%s`" % R[(sc[0], "paper", "split1")]["cmd"]
+            if e["base"] == "osdp-split1" else ""))
+        w("")
+
+    # -------------------------------------------------- (a) checkpointed baselines
+    w("## Explanations")
+    w("")
+    w("### (a) The checkpointed FSDP baseline")
+    w("")
+    w("osdp has two checkpointed FSDP baselines. `fsdp+ckpt` is PyTorch's FSDP(checkpoint(op)): "
+      "the recompute runs inside FSDP's backward, so the parameters gathered for backward serve "
+      "the recompute too (2 all-gathers + 1 reduce-scatter per operator). `fsdp+ckpt-fairscale` "
+      "is FairScale's checkpoint_wrapper(FSDP(op)), what the paper measured: the recompute is a "
+      "second forward of the FSDP module, which all-gathers again (3 all-gathers + 1 "
+      "reduce-scatter). OSDP with `--checkpoint on` may pick either recompute per operator "
+      "(its plans below say which), so against the FairScale baseline it also gains the saved "
+      "all-gather, which has nothing to do with mixing DP and ZDP. The table compares "
+      "OSDP+ckpt with both baselines and with FSDP without checkpointing (extended model; "
+      "simulated gains in brackets).")
+    w("")
+    w("| scenario | OSDP+ckpt | fsdp+ckpt | fsdp+ckpt-fairscale | vs fsdp+ckpt | "
+      "vs fsdp+ckpt-fairscale | vs fsdp (no ckpt) | OSDP+ckpt plan |")
+    w("|---|---|---|---|---|---|---|---|")
+    per_base = {"fsdp+ckpt": [], "fsdp+ckpt-fairscale": [], "fsdp": []}
+
+    def thr(f):
+        if f is None:
+            return "-"
+        if f.oom:
+            return "OOM"
+        return "%.2f (b %d)" % (f.thr, f.b)
+    for s in [x for x in ALL if x in scens]:
+        r = R[(s, "extended", "ckpt")]
+        a, asim = fig_osdp(r, False), fig_osdp(r, True)
+        row = ["`%s`" % s, thr(a)]
+        figs = {}
+        for bn in ("fsdp+ckpt", "fsdp+ckpt-fairscale"):
+            figs[bn] = (fig_base(r, bn, False), fig_base(r, bn, True))
+            row.append(thr(figs[bn][0]))
+        plain = R[(s, "extended", "split4")]
+        figs["fsdp"] = (fig_base(plain, "fsdp", False), fig_base(plain, "fsdp", True))
+        for bn in ("fsdp+ckpt", "fsdp+ckpt-fairscale", "fsdp"):
+            _, g = gain_cell(a, figs[bn][0])
+            if g is not None:
+                per_base[bn].append(g)
+            row.append("%s [%s]" % (gain_only(a, figs[bn][0]), gain_only(asim, figs[bn][1])))
+        row.append(mode_summary(r))
+        w("| " + " | ".join(row) + " |")
+    w("")
+    w("Over all scenarios (extended model, where the baseline fits): OSDP+ckpt over "
+      "`fsdp+ckpt` %s; over `fsdp+ckpt-fairscale` %s; over `fsdp` without checkpointing %s "
+      "(paper, checkpointed OSDP over checkpointed FSDP: +108.3 %% max / +52.9 %% avg); "
+      "the closest to the paper's average is the comparison with `%s`. "
+      "Once every operator is checkpointed, activations bind the batch far less, so the "
+      "all-ZDP plan and the batch that fills the memory win again, for OSDP and FSDP alike "
+      "(the plans above); what separates OSDP+ckpt from a checkpointed FSDP is the recompute's "
+      "gather and the gather buffers that splitting shrinks. Which comparison the paper's "
+      "figure is, beyond \"both checkpointed\", is not in what issue 13 quotes. "
+      "Command: `%s`." % (
+          summarise(per_base["fsdp+ckpt"], "maxavg"),
+          summarise(per_base["fsdp+ckpt-fairscale"], "maxavg"),
+          summarise(per_base["fsdp"], "maxavg"),
+          min((k for k in per_base if per_base[k]), key=lambda k: abs(avg(per_base[k]) - 52.9),
+              default="-"),
+          R[(scens[0], "extended", "ckpt")]["cmd"]))
+    w("")
+
+    # -------------------------------------------------- (b) batch cap
+    w("### (b) The batch cap")
+    w("")
+    w("The paper scenarios had `max_batch_size: %d` until the cap was found to bind; they now "
+      "say 1024, so that memory decides each strategy's batch. The paper does not give the "
+      "batch range its scheduler searched (scenarios/README.md). The table shows the best batch "
+      "sizes with the cap (a temporary copy of each scenario with `training.max_batch_size` = "
+      "%d; commands as `osdp plan CAP%d/S.json ...`) and without it (analytic); `*` marks a "
+      "batch at the cap." % (CAP, CAP, CAP))
+    w("")
+    w("| scenario | model | OSDP | FSDP | OSDP+ckpt | fsdp+ckpt | fsdp+ckpt-fairscale | "
+      "E6 gain with cap | E6 gain without cap |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    bound = {}
+    total = 0
+    capped_rows = []
+    for s in [x for x in ALL if x in scens]:
+        for cm in COST_MODELS:
+            cells = []
+            for v, who, label in (("split4", "osdp", "OSDP"), ("split4", "fsdp", "FSDP"),
+                                  ("ckpt", "osdp", "OSDP+ckpt"), ("ckpt", "fsdp+ckpt", "fsdp+ckpt"),
+                                  ("ckpt", "fsdp+ckpt-fairscale", "fsdp+ckpt-fairscale")):
+                pair = []
+                for key in ((s, cm, v, "cap"), (s, cm, v)):
+                    r = R[key]
+                    f = fig_osdp(r, False) if who == "osdp" else fig_base(r, who, False)
+                    if f is None or f.oom:
+                        pair.append("OOM")
+                        continue
+                    at_cap = len(key) == 4 and f.b == CAP
+                    pair.append("%d%s" % (f.b, "*" if at_cap else ""))
+                    if len(key) == 4:
+                        total += 1
+                        if at_cap:
+                            bound[label] = bound.get(label, 0) + 1
+                cells.append("%s / %s" % tuple(pair))
+            gs = []
+            for key in ((s, cm, "ckpt", "cap"), (s, cm, "ckpt")):
+                a, b = fig_osdp(R[key], False), fig_base(R[key], "fsdp+ckpt-fairscale", False)
+                cells.append(gain_only(a, b))
+                gs.append(gain_cell(a, b)[1])
+            cap_b = fig_base(R[(s, cm, "ckpt", "cap")], "fsdp+ckpt-fairscale", False)
+            if cap_b and not cap_b.oom and cap_b.b == CAP and None not in gs:
+                capped_rows.append(gs[0] > gs[1] + 1e-9)
+            w("| `%s` | %s | %s |" % (s, cm, " | ".join(cells)))
+    w("")
+    w("Batch cells read: with the cap / without. The cap binds in %d of %d figures%s. Where "
+      "it binds, memory that a larger batch would have used is left over; OSDP may spend it on "
+      "DP operators (less communication), FSDP cannot: the fixed-batch regime of section (c). "
+      "Of the %d rows where the cap binds the FairScale baseline, the E6 gain is larger with "
+      "the cap in %d (it is smaller where the cap also stops OSDP short of a larger batch "
+      "than the baseline's)." % (
+          sum(bound.values()), total,
+          " (%s)" % ", ".join("%s %d" % kv for kv in sorted(bound.items())) if bound else "",
+          len(capped_rows), sum(capped_rows)))
+    w("")
+
+    # -------------------------------------------------- (c) why OSDP ~ FSDP
+    w("### (c) Why OSDP is close to FSDP under osdp's models, and where mixed plans win")
+    w("")
+    w("Per operator with S parameter bytes on N ranks, DP sends 2(N-1) ring steps of S/N "
+      "and ZDP 3(N-1): DP saves a third of the operator's communication. But DP keeps all model "
+      "states where ZDP keeps 1/N of them: 8x on 8 ranks. At the free batch size, the memory of "
+      "one DP operator buys more samples per rank for an all-ZDP plan, and a larger batch "
+      "amortises *every* operator's communication, so the exact search returns all-ZDP = FSDP, "
+      "or nearly: the few DP operators it keeps fill memory left over below the next batch "
+      "size (`osdp explain S --op layer0.mlp` prints the trade per operator). Mixed plans win "
+      "when the batch cannot grow: a fixed or capped batch, a communication-bound cluster "
+      "(slow links: the saved third weighs more than a few samples), operators whose states "
+      "are large against their activations (inconsecutive shapes: wide layers beside narrow "
+      "ones), or a limit just above what all-ZDP needs at some batch.")
+    w("")
+    w("Evidence at a **fixed micro-batch** (`training.micro_batch_size` in a temporary copy of "
+      "the scenario, `MBn/S.json`; `--split 1`, so the gain is DP/ZDP mixing alone):")
+    w("")
+    w("| scenario | micro-batch | paper model: gain, plan | extended model: gain, plan | "
+      "simulated, extended model's plan vs FSDP |")
+    w("|---|---|---|---|---|")
+    best = None
+    for s in fixed_scens:
+        for mb in FIXED_MB:
+            cells = []
+            for cm in COST_MODELS:
+                r = R[(s, cm, "fixed", mb)]
+                cells.append("%s; %s" % (gain_only(fig_osdp(r, False), fig_base(r, "fsdp", False)),
+                                         mode_summary(r)))
+            r = R[(s, "extended", "fixed", mb)]
+            a, b = None, fig_base(r, "fsdp", True)
+            if "json" in r["s"]:
+                c1 = candidate(r["s"]["json"], "osdp #1")
+                if c1:
+                    a = Fig(c1["simulated_throughput_samples_per_s"], c1["batch_size"],
+                            over=not c1["fits"])
+            t, g = gain_cell(a, b)
+            cells.append(t)
+            mixed = "json" in r["a"] and len({o["mode"] for o in r["a"]["json"]["operators"]}) > 1
+            if g is not None and mixed and not a.over and not b.over and (best is None or g > best[0]):
+                best = (g, s, mb)
+            w("| `%s` | %d | %s |" % (s, mb, " | ".join(cells)))
+    w("")
+    w("At the free batch size FSDP uses the memory differently (extended model, `--split 1`):")
+    w("")
+    for s in fixed_scens:
+        free = R[(s, "extended", "split1")] if (s, "extended", "split1") in R else None
+        if free is None:
+            continue
+        f = fig_base(free, "fsdp", False)
+        o = fig_osdp(free, False)
+        fixed = ["%.2f (micro-batch %d)" % (fig_osdp(R[(s, "extended", "fixed", mb)], False).thr, mb)
+                 for mb in FIXED_MB if "json" in R[(s, "extended", "fixed", mb)]["a"]]
+        if f and not f.oom and o and not o.oom:
+            w("- `%s`: FSDP %.2f samples/s at b %d, OSDP %.2f at b %d; OSDP at a fixed "
+              "micro-batch: %s." % (s, f.thr, f.b, o.thr, o.b, ", ".join(fixed) or "-"))
+    w("")
+    fg = {cm: [gain_cell(fig_osdp(R[(s, cm, "fixed", mb)], False),
+                         fig_base(R[(s, cm, "fixed", mb)], "fsdp", False))[1]
+               for s in fixed_scens for mb in FIXED_MB] for cm in COST_MODELS}
+    fg = {cm: [g for g in v if g is not None] for cm, v in fg.items()}
+    if fg["paper"] and fg["extended"]:
+        w("So osdp gives gains of the paper's size (N&D +22 %% avg, I&C +16 %% without "
+          "splitting) only at a fixed batch: up to %s under the paper model and %s under the "
+          "extended one here, from mixed DP/ZDP plans. Had the "
+          "paper's FSDP baseline run at OSDP's batch size rather than its own largest, this "
+          "is the comparison it would be; what issue 13 quotes of the paper does not say "
+          "which batch sizes the two ran at." % (fmt_pct(max(fg["paper"])),
+                                                  fmt_pct(max(fg["extended"]))))
+        w("")
+    if best:
+        g, s, mb = best
+        r = R[(s, "extended", "fixed", mb)]
+        plan_file = os.path.join(runner.tmp, "mixed-plan.json")
+        with open(plan_file, "w") as f:
+            json.dump(r["a"]["json"], f)
+        path = r["path"]
+        sp = runner.run(["simulate", path, "--plan", plan_file, "--json"],
+                        "osdp simulate MB%d/%s.json --plan P.json" % (mb, s))
+        sf = runner.run(["simulate", path, "--strategy", "fsdp", "--json"],
+                        "osdp simulate MB%d/%s.json --strategy fsdp" % (mb, s))
+        if "json" in sp and "json" in sf:
+            p, q = sp["json"], sf["json"]
+            w("**A mixed DP/ZDP plan that beats FSDP in simulation**: `%s` at micro-batch %d, "
+              "extended model (`osdp plan MB%d/%s.json --cost-model extended --split 1 --json > "
+              "P.json`), plan %s. `%s`: %.2f samples/s (iteration %.3f s, exposed "
+              "communication %.3f s, peak %s of %s); `%s`: %.2f samples/s (iteration %.3f s, "
+              "exposed communication %.3f s, peak %s): **%s**." % (
+                  s, mb, mb, s, mode_summary(r), sp["cmd"], p["throughput_samples_per_s"],
+                  p["iteration_time_s"], p["exposed_comm_total_s"], gib(p["peak_memory_bytes"]),
+                  gib(r["a"]["json"]["memory_limit_bytes"]), sf["cmd"],
+                  q["throughput_samples_per_s"], q["iteration_time_s"], q["exposed_comm_total_s"],
+                  gib(q["peak_memory_bytes"]),
+                  fmt_pct(pct(p["throughput_samples_per_s"], q["throughput_samples_per_s"]))))
+            w("")
+    else:
+        w("(No mixed plan both fits and beats FSDP in simulation in this run.)")
+        w("")
+
+    # -------------------------------------------------- (d) memory
+    w("### (d) The paper cost model ignores transient buffers")
+    w("")
+    w("The paper's M_i counts model states, activations and a constant extra, but no gathered "
+      "parameters, unsharded gradients or prefetched buffers, and no recompute of a "
+      "checkpointed operator. Its plans fill the limit without them, so in the simulator's "
+      "memory timeline they can go over it; the extended model plans with them. Analytic peak / "
+      "simulated peak of the analytic optimum (`--evaluate sim`; the simulated peak against the "
+      "limit in brackets):")
+    w("")
+    w("| scenario (limit) | paper model: OSDP | paper model: FSDP | paper model, --checkpoint on: OSDP | "
+      "extended: OSDP | extended: FSDP |")
+    w("|---|---|---|---|---|---|")
+
+    def peaks(pair, who):
+        r = pair["s"]
+        if "nofit" in r:
+            return "no plan fits"
+        d = r["json"]
+        if who == "osdp":
+            c = candidate(d, "osdp #1")
+        else:
+            if not baseline(d, who)["feasible"]:
+                return "OOM"
+            c = candidate(d, who)
+        if c is None:
+            return "-"
+        lim = d["memory_limit_bytes"]
+        return "%s / %s (%s)" % (gib(c["analytic_peak_memory_bytes"]),
+                                 gib(c["simulated_peak_memory_bytes"]),
+                                 fmt_pct(pct(c["simulated_peak_memory_bytes"], lim)))
+    over_paper = over_ext = n = 0
+    for s in [x for x in ALL if x in scens]:
+        r0 = R[(s, "paper", "split4")]
+        w("| `%s` (%s) | %s | %s | %s | %s | %s |" % (
+            s, gib(limit_of(r0)), peaks(r0, "osdp"), peaks(r0, "fsdp"),
+            peaks(R[(s, "paper", "ckpt")], "osdp"), peaks(R[(s, "extended", "split4")], "osdp"),
+            peaks(R[(s, "extended", "split4")], "fsdp")))
+        n += 1
+        over_paper += bool(fig_osdp(r0, True) and fig_osdp(r0, True).over)
+        fe = fig_osdp(R[(s, "extended", "split4")], True)
+        over_ext += bool(fe and fe.over)
+    w("")
+    w("The paper model's optimum is over the limit in simulation in %d of %d scenarios, the "
+      "extended model's in %d of %d. So the paper-model columns of the tables above belong to "
+      "plans that would not run at their batch size. Under the extended model FSDP's batch "
+      "shrinks by its largest gather buffer, and OSDP's operator splitting (one slice's buffer "
+      "at a time) wins that back: compare E2 (no splitting) with E1, and E7. The W&S models have "
+      "the largest operators, so there the gather buffer decides whether FSDP fits at all." % (
+          over_paper, n, over_ext, n))
+    w("")
+
+    # -------------------------------------------------- (e) other
+    w("### (e) Other differences")
+    w("")
+    w("- **Overlap.** Both analytic models add compute and communication; the simulator "
+      "overlaps them (forward and backward prefetch, FSDP's rate limiter). Simulated over "
+      "analytic throughput of the same plan (extended model):")
+    w("")
+    w("  | scenario | OSDP | FSDP |")
+    w("  |---|---|---|")
+    for s in [x for x in ALL if x in scens]:
+        d = R[(s, "extended", "split4")]["s"]
+        cells = []
+        for name in ("osdp #1", "fsdp"):
+            c = candidate(d["json"], name) if "json" in d else None
+            cells.append("%.2fx" % (c["simulated_throughput_samples_per_s"] /
+                                    c["analytic_throughput_samples_per_s"]) if c else "-")
+        w("  | `%s` | %s |" % (s, " | ".join(cells)))
+    w("")
+    w("  Overlap hides communication, and communication is what a DP operator saves, so in "
+      "simulation DP's saved third is worth less than either analytic model says; a larger "
+      "batch (more compute to hide the gathers behind) is worth more.")
+    rates = []
+    for s in sorted({json.load(open(os.path.join(ROOT, "scenarios", x + ".json")))["cluster"]
+                     for x in scens}):
+        with open(os.path.join(ROOT, "scenarios", s)) as f:
+            c = json.load(f)
+        rates.append("%s for the %s" % (c["gpu"].get("compute", "-"), c["gpu"]["name"]))
+    w("- **Real hardware.** The paper's figures are measurements of PyTorch + FairScale: "
+      "allocator fragmentation and caching, kernel launch and Python overheads, NCCL's own "
+      "buffers and PCIe contention patterns all differ from osdp's clusters, whose sustained "
+      "compute rates (%s) and link bandwidths are assumptions (scenarios/README.md). A slower "
+      "effective interconnect than assumed makes communication, and so DP's saved third, "
+      "weigh more." % ", ".join(rates))
+    w("- **Sequence length.** The models use 128 tokens (the reference code's toy dataset "
+      "regime, scenarios/README.md); the paper's exact data shapes are not in what osdp has. "
+      "Shorter sequences mean smaller activations per sample, so memory buys more batch and "
+      "all-ZDP wins more clearly.")
+    w("- **Batch search.** osdp's scheduler maximises throughput over every batch size in the "
+      "range; the reference code picked the smallest time (DESIGN section 1), which favours "
+      "small batches where DP operators pay off.")
+    w("- **One A100 scenario.** E5's paper figure is a max and average over several models; "
+      "osdp has one 2 x 8 A100 scenario, in mixed precision (2 + 2 + 12 bytes a parameter, so "
+      "ZDP's sharding saves relatively more than in fp32).")
+    w("")
+    w("## Reproduce")
+    w("")
+    w("```sh")
+    w("scripts/reproduce-paper.sh            # all experiments, writes docs/paper-reproduction.md")
+    w("scripts/reproduce-paper.sh --quick    # two scenarios (the CTest test)")
+    w("OSDP=/path/to/osdp scripts/reproduce-paper.sh --out /tmp/report.md")
+    w("```")
+    w("")
+    w("Temporary scenario copies (`CAP%d/S.json`: `training.max_batch_size` = %d; `MBn/S.json`: "
+      "`training.micro_batch_size` = n without a batch range) are written by the script to a "
+      "temporary directory with absolute model and cluster paths." % (CAP, CAP))
+    w("")
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--osdp", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    scens = QUICK if args.quick else ALL
+    fixed = FIXED_QUICK if args.quick else FIXED
+    tmp = tempfile.mkdtemp(prefix="osdp-repro-")
+    try:
+        runner = Runner(os.path.abspath(args.osdp), tmp)
+        ver = subprocess.run([runner.exe, "--version"], capture_output=True, text=True)
+        if ver.returncode != 0:
+            raise OsdpFailure("osdp --version failed: %s" % ver.stderr.strip())
+        R = run_all(runner, scens, fixed)
+        text = report(R, runner, scens, fixed, args.quick, ver.stdout.strip())
+        out = os.path.abspath(args.out)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        part = out + ".part"
+        with open(part, "w") as f:
+            f.write(text)
+        os.replace(part, out)
+        print("wrote %s (%d osdp runs)" % (args.out, runner.count))
+    except OsdpFailure as e:
+        print("reproduce-paper: %s" % e, file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
