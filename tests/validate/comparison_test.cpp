@@ -10,7 +10,8 @@ using namespace osdp::validate;
 namespace {
 
 PlanMeasurement measured(const std::string& name, double time_s, double peak_bytes) {
-  return {name, {{time_s, 0.0, peak_bytes, 1.0}, {0.9 * time_s, 0.0, 0.5 * peak_bytes, 1.0}}};
+  return {name,
+          {{time_s, 0.0, peak_bytes, 1.0, {}}, {0.9 * time_s, 0.0, 0.5 * peak_bytes, 1.0, {}}}};
 }
 
 }  // namespace
