@@ -178,8 +178,13 @@ int run(const ValidateOptions& options) {
                              options.plan_path.empty() ? plan.name : options.plan_path);
   }
   if (!options.json && !environment) {
-    fmt::print(stderr, "osdp validate: {} plan(s) on {} local ranks, {} + {} iterations each\n",
-               plans.size(), ranks, validation.warmup_iterations, validation.iterations);
+    const std::string accumulation =
+        validation.accumulation_steps > 1
+            ? fmt::format(" of {} micro-batches", validation.accumulation_steps)
+            : std::string();
+    fmt::print(stderr, "osdp validate: {} plan(s) on {} local ranks, {} + {} iterations{} each\n",
+               plans.size(), ranks, validation.warmup_iterations, validation.iterations,
+               accumulation);
   }
 
   if (!options.out.empty()) require_writable_directory(options.out);
