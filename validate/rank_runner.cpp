@@ -63,8 +63,8 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
   for (std::size_t e = 0; e < metrics.operators.size(); ++e) {
     const auto& op = metrics.operators[e];
     const std::size_t i = e % n;
-    const double forward_end_s = i + 1 < n ? metrics.operators[e + 1].forward_start_s
-                                           : op.forward_start_s + op.forward_s;
+    const double forward_end_s =
+        i + 1 < n ? metrics.operators[e + 1].forward_start_s : op.forward_start_s + op.forward_s;
     const double backward_end_s =
         i > 0 ? metrics.operators[e - 1].backward_start_s : op.backward_start_s + op.backward_s;
     for (const auto& [at_s, bytes] : {std::pair{forward_end_s, op.forward_end_live_bytes},

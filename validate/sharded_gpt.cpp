@@ -356,8 +356,9 @@ struct ShardedGpt::Impl {
   // micro-batch (the modes that gather): the mode table must say the same.
   void check_accumulation() const {
     if (micro_batches == 1) return;
-    TORCH_CHECK(!dp_reduces_every_micro_batch,
-                "mode dp reduces every micro-batch, but the runtime accumulates its whole gradient");
+    TORCH_CHECK(
+        !dp_reduces_every_micro_batch,
+        "mode dp reduces every micro-batch, but the runtime accumulates its whole gradient");
     for (const OperatorRuntime& op : ops) {
       for (const Slice& slice : op.slices) {
         if (!slice.sharded) continue;
@@ -464,9 +465,9 @@ struct ShardedGpt::Impl {
   // window opens as it starts (the simulator's forward window runs on across micro-batches).
   void admit_next_micro_batch_prefetch() {
     if (micro + 1 >= micro_batches) return;
-    admit_gathers_up_to(micro_batch_start(micro + 1) +
-                        std::min(static_cast<std::size_t>(options.prefetch_depth),
-                                 forward_gathers));
+    admit_gathers_up_to(
+        micro_batch_start(micro + 1) +
+        std::min(static_cast<std::size_t>(options.prefetch_depth), forward_gathers));
   }
 
   bool is_next_gather(int i, int s) const {
@@ -807,9 +808,8 @@ struct ShardedGpt::Impl {
     // before the next one starts.
     double loss_sum = 0;
     for (micro = 0; micro < micro_batches; ++micro) {
-      const TokenBatch rows_of_micro = micro_batches == 1
-                                           ? batch
-                                           : batch.rows(micro * micro_rows, micro_rows);
+      const TokenBatch rows_of_micro =
+          micro_batches == 1 ? batch : batch.rows(micro * micro_rows, micro_rows);
       StepMetrics::OperatorTiming* timing = metrics.operators.data() + micro * n;
       at::Tensor x = rows_of_micro.inputs;
       for (int i = 0; i < n; ++i) {

@@ -35,7 +35,7 @@ struct RuntimeOptions {
   AdamSettings adam;
   int prefetch_depth = 1;  // forward; 0: gather on demand
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
-  int gpus_per_node = 1;  // the HSDP shard group
+  int gpus_per_node = 1;       // the HSDP shard group
   int accumulation_steps = 1;  // micro-batches per optimizer step
 };
 

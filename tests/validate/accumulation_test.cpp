@@ -73,8 +73,8 @@ double accumulation_error(const Plan& plan, int world, RuntimeOptions options = 
   const Run one_batch = train(whole, world, 1, options);
   double error = 0;
   for (int step = 0; step < steps; ++step) {
-    error = std::max(error, parity_difference(accumulated.parameters[step],
-                                              one_batch.parameters[step], tiny));
+    error = std::max(
+        error, parity_difference(accumulated.parameters[step], one_batch.parameters[step], tiny));
   }
   return error;
 }
@@ -99,8 +99,7 @@ std::map<CollectiveKind, int> table_counts(const Plan& plan, int m) {
     const ModeDescription& description = describe_mode(mode);
     for (const ModeCollective& collective : description.collectives) {
       if (!collective_runs(collective, checkpoint)) continue;
-      counts[collective.kind] +=
-          times * (runs_every_micro_batch(description, collective) ? m : 1);
+      counts[collective.kind] += times * (runs_every_micro_batch(description, collective) ? m : 1);
     }
   };
   for (const OperatorChoice& choice : plan.choices) {
@@ -154,8 +153,8 @@ TEST_CASE("accumulation matches the single-process reference, gradient scale inc
   CHECK(max_relative_difference(run.parameters.back(), expected.parameters) < 1e-5);
   // Under Adam too (the key biases left out, as in parity_test).
   const ReferenceRun adam = train_reference_gpt(tiny, initial, global, data_seed, steps, {});
-  CHECK(parity_difference(train(mixed_plan(), 2, micro_batches).parameters.back(),
-                          adam.parameters, tiny) < 1e-5);
+  CHECK(parity_difference(train(mixed_plan(), 2, micro_batches).parameters.back(), adam.parameters,
+                          tiny) < 1e-5);
 }
 
 TEST_CASE("accumulation: a step's collectives follow the mode table",
@@ -199,7 +198,8 @@ TEST_CASE("accumulation: memory is one micro-batch's activations over the same s
     testing::run_rank_threads(2, [&](Communicator& comm) {
       ShardedGpt model(tiny, plan, comm, initial_gpt_parameters(tiny, 5), options);
       const int rows = batch_size * m;
-      const TokenBatch batch = make_token_batch(tiny, 2 * rows, 3, 0).rows(comm.rank() * rows, rows);
+      const TokenBatch batch =
+          make_token_batch(tiny, 2 * rows, 3, 0).rows(comm.rank() * rows, rows);
       comm.barrier();
       const StepMetrics metrics = model.train_step(batch);
       std::lock_guard lock(mutex);

@@ -92,7 +92,8 @@ TEST_CASE("the device: cpu, or cuda in a build with the device path", "[validate
   }
 }
 
-TEST_CASE("gradient accumulation is the training's, and reaches the runtime", "[validate][options]") {
+TEST_CASE("gradient accumulation is the training's, and reaches the runtime",
+          "[validate][options]") {
   CHECK(read_validation_options(tiny_scenario(Json::object())).accumulation_steps == 1);
   const ValidationOptions options = read_validation_options(
       tiny_scenario({{"batch_size", 2}}, Json::object(), {{"accumulation_steps", 3}}));
