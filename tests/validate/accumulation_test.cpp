@@ -3,6 +3,7 @@
 // concatenated batch), after one and after two steps, for every mode and a mixed plan; the
 // collectives of a step are those model/mode's table runs every micro-batch (m times) or once;
 // memory is one micro-batch's activations over the states the plan keeps anyway.
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -65,18 +66,67 @@ Run train(Plan plan, int world, int m, RuntimeOptions options = {}) {
   return run;
 }
 
-// m micro-batches of b against one batch of m x b with the same plan, after every step.
-double accumulation_error(const Plan& plan, int world, RuntimeOptions options = {}) {
+// Adam moves a coordinate whose exact gradient is (nearly) zero by a learning rate's worth of
+// its rounding noise (parity_test leaves out the key biases, whose gradient is exactly zero;
+// here a LayerNorm bias coordinate with a gradient of rounding size does the same), so under
+// Adam the models are compared as a whole: |a - b| / |b| over all parameters but the key biases.
+double model_difference(const NamedTensors& a, const NamedTensors& b) {
+  double difference_sq = 0;
+  double norm_sq = 0;
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    at::Tensor x = a[t].second.detach().clone();
+    at::Tensor y = b[t].second.detach().clone();
+    REQUIRE(a[t].first == b[t].first);
+    if (a[t].first.ends_with("qkv.bias")) {
+      x.narrow(0, tiny.hidden, tiny.hidden).zero_();
+      y.narrow(0, tiny.hidden, tiny.hidden).zero_();
+    }
+    difference_sq += (x - y).pow(2).sum().item<double>();
+    norm_sq += y.pow(2).sum().item<double>();
+  }
+  return std::sqrt(difference_sq / norm_sq);
+}
+
+RuntimeOptions sgd_options() {
+  RuntimeOptions sgd;
+  sgd.adam.kind = AdamSettings::Kind::sgd;
+  sgd.adam.learning_rate = 0.5;
+  return sgd;
+}
+
+struct Errors {
+  double sgd = 0;   // largest per-tensor relative difference, every parameter
+  double adam = 0;  // model_difference
+};
+
+// m micro-batches of b against one batch of m x b with the same plan, after each step, under
+// SGD with momentum (which sees the gradients' scale, so the loss's 1/m too) and under Adam.
+Errors accumulation_error(const Plan& plan, int world, RuntimeOptions options = {}) {
   Plan whole = plan;
   whole.batch_size = plan.batch_size * micro_batches;
-  const Run accumulated = train(plan, world, micro_batches, options);
-  const Run one_batch = train(whole, world, 1, options);
-  double error = 0;
-  for (int step = 0; step < steps; ++step) {
-    error = std::max(
-        error, parity_difference(accumulated.parameters[step], one_batch.parameters[step], tiny));
+  Errors errors;
+  for (const bool sgd : {true, false}) {
+    RuntimeOptions run_options = options;
+    run_options.adam = sgd ? sgd_options().adam : AdamSettings{};
+    const Run accumulated = train(plan, world, micro_batches, run_options);
+    const Run one_batch = train(whole, world, 1, run_options);
+    for (int step = 0; step < steps; ++step) {
+      double& error = sgd ? errors.sgd : errors.adam;
+      error = std::max(
+          error,
+          sgd ? max_relative_difference(accumulated.parameters[step], one_batch.parameters[step])
+              : model_difference(accumulated.parameters[step], one_batch.parameters[step]));
+    }
   }
-  return error;
+  return errors;
+}
+
+// Both within a tight float tolerance.
+bool equal(const Errors& errors) {
+  INFO("SGD " << errors.sgd << ", Adam " << errors.adam);
+  CHECK(errors.sgd < 1e-5);
+  CHECK(errors.adam < 1e-6);
+  return errors.sgd < 1e-5 && errors.adam < 1e-6;
 }
 
 Plan mixed_plan() {
@@ -115,19 +165,18 @@ TEST_CASE("accumulation: 3 micro-batches of 2 equal one batch of 6, every mode",
           "[validate][accumulation][parity]") {
   for (const Mode mode : {Mode::dp, Mode::zdp, Mode::z2, Mode::z1}) {
     INFO("mode " << mode_name(mode));
-    CHECK(accumulation_error(uniform(OperatorChoice::whole(mode), micro_batch), 2) < 1e-5);
+    equal(accumulation_error(uniform(OperatorChoice::whole(mode), micro_batch), 2));
   }
 }
 
 TEST_CASE("accumulation: a mixed plan with slices and checkpointing", "[validate][accumulation]") {
-  CHECK(accumulation_error(mixed_plan(), 2) < 1e-5);
+  equal(accumulation_error(mixed_plan(), 2));
   // Checkpointed ZDP, unfused, without forward prefetch and with the post backward policy.
   RuntimeOptions options;
   options.prefetch_depth = 0;
   options.backward_prefetch = BackwardPrefetch::post;
-  CHECK(accumulation_error(
-            uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::unfused), micro_batch), 2,
-            options) < 1e-5);
+  equal(accumulation_error(
+      uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::unfused), micro_batch), 2, options));
 }
 
 TEST_CASE("accumulation: HSDP on 2 nodes of 2 ranks", "[validate][accumulation]") {
@@ -135,15 +184,13 @@ TEST_CASE("accumulation: HSDP on 2 nodes of 2 ranks", "[validate][accumulation]"
   plan.choices[0] = OperatorChoice::whole(Mode::dp);
   RuntimeOptions options;
   options.gpus_per_node = 2;
-  CHECK(accumulation_error(plan, 4, options) < 1e-5);
+  equal(accumulation_error(plan, 4, options));
 }
 
 TEST_CASE("accumulation matches the single-process reference, gradient scale included",
           "[validate][accumulation]") {
   // SGD is not invariant to the gradients' scale, as Adam is: the loss's 1/m shows here.
-  RuntimeOptions sgd;
-  sgd.adam.kind = AdamSettings::Kind::sgd;
-  sgd.adam.learning_rate = 0.5;
+  const RuntimeOptions sgd = sgd_options();
   const int global = 2 * micro_batches * micro_batch;
   const NamedTensors initial = initial_gpt_parameters(tiny, 5);
   const ReferenceRun expected =
@@ -151,10 +198,10 @@ TEST_CASE("accumulation matches the single-process reference, gradient scale inc
   REQUIRE(parity_difference(expected.parameters, initial, tiny) > 1e-3);
   const Run run = train(mixed_plan(), 2, micro_batches, sgd);
   CHECK(max_relative_difference(run.parameters.back(), expected.parameters) < 1e-5);
-  // Under Adam too (the key biases left out, as in parity_test).
+  // Under Adam too (compared as a whole: see model_difference).
   const ReferenceRun adam = train_reference_gpt(tiny, initial, global, data_seed, steps, {});
-  CHECK(parity_difference(train(mixed_plan(), 2, micro_batches).parameters.back(), adam.parameters,
-                          tiny) < 1e-5);
+  CHECK(model_difference(train(mixed_plan(), 2, micro_batches).parameters.back(), adam.parameters) <
+        1e-6);
 }
 
 TEST_CASE("accumulation: a step's collectives follow the mode table",
@@ -180,45 +227,49 @@ TEST_CASE("accumulation: a step's collectives follow the mode table",
   CHECK(counts[K::all_gather] == n);
   // And for a mixed plan, from the table itself.
   const Plan mixed = mixed_plan();
-  CHECK(train(mixed, 2, m).last_step_counts == table_counts(mixed, m));
-  CHECK(train(mixed, 2, 1).last_step_counts == table_counts(mixed, 1));
+  for (const int steps_per_iteration : {m, 1}) {
+    INFO(steps_per_iteration << " micro-batches");
+    auto measured = train(mixed, 2, steps_per_iteration).last_step_counts;
+    auto expected = table_counts(mixed, steps_per_iteration);
+    for (const K kind : {K::all_gather, K::reduce_scatter, K::all_reduce}) {
+      INFO(collective_name(kind));
+      CHECK(measured[kind] == expected[kind]);
+    }
+  }
 }
 
 TEST_CASE("accumulation: memory is one micro-batch's activations over the same states",
           "[validate][accumulation][memory]") {
   install_counting_allocator();
-  // The step's high-water mark (both rank threads: one process) and rank 0's states.
+  // The step's high-water mark and the states, on one rank: the counting allocator sees the
+  // whole process, where two rank threads' phases would line up differently from run to run.
   auto measure = [](Mode mode, int batch_size, int m) {
     RuntimeOptions options;
     options.accumulation_steps = m;
     const Plan plan = uniform(OperatorChoice::whole(mode), batch_size);
-    std::int64_t peak_bytes = 0;
-    std::int64_t persistent_bytes = 0;
-    std::mutex mutex;
-    testing::run_rank_threads(2, [&](Communicator& comm) {
+    std::pair<std::int64_t, std::int64_t> peak_and_states;
+    testing::run_rank_threads(1, [&](Communicator& comm) {
       ShardedGpt model(tiny, plan, comm, initial_gpt_parameters(tiny, 5), options);
-      const int rows = batch_size * m;
-      const TokenBatch batch =
-          make_token_batch(tiny, 2 * rows, 3, 0).rows(comm.rank() * rows, rows);
-      comm.barrier();
+      const TokenBatch batch = make_token_batch(tiny, batch_size * m, 3, 0);
       const StepMetrics metrics = model.train_step(batch);
-      std::lock_guard lock(mutex);
-      peak_bytes = std::max(peak_bytes, metrics.peak_memory_bytes);
-      if (comm.rank() == 0) persistent_bytes = model.persistent_bytes();
+      peak_and_states = {metrics.peak_memory_bytes, model.persistent_bytes()};
     });
-    return std::pair{peak_bytes, persistent_bytes};
+    return peak_and_states;
   };
-  for (const Mode mode : {Mode::dp, Mode::zdp}) {
+  for (const Mode mode : {Mode::dp, Mode::zdp, Mode::z1}) {
     INFO("mode " << mode_name(mode));
     const auto [accumulated_peak, accumulated_states] = measure(mode, micro_batch, 3);
     const auto [micro_peak, micro_states] = measure(mode, micro_batch, 1);
     const auto [whole_peak, whole_states] = measure(mode, 3 * micro_batch, 1);
-    // The accumulated gradient is the gradient the mode keeps anyway (DP's whole, ZDP's shard).
+    // The accumulated gradient is the gradient the mode keeps anyway.
     CHECK(accumulated_states == micro_states);
     CHECK(whole_states == micro_states);
-    // One micro-batch's activations live at a time: the peak is micro-batch 2's, not batch 6's.
-    CHECK(accumulated_peak == Approx(micro_peak).epsilon(0.02));
-    CHECK(whole_peak > accumulated_peak + (whole_peak - micro_peak) / 2);
+    // One micro-batch's activations live at a time: the peak is micro-batch 2's, not batch 6's
+    // (up to the 6 rows of tokens and a few small tensors).
+    INFO("peak: accumulated " << accumulated_peak << " B, micro-batch " << micro_peak
+                              << " B, whole batch " << whole_peak << " B");
+    CHECK(whole_peak > micro_peak + 256 * 1024);
+    CHECK(std::abs(accumulated_peak - micro_peak) < 16 * 1024);
   }
 }
 
