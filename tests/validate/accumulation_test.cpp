@@ -265,11 +265,12 @@ TEST_CASE("accumulation: memory is one micro-batch's activations over the same s
     CHECK(accumulated_states == micro_states);
     CHECK(whole_states == micro_states);
     // One micro-batch's activations live at a time: the peak is micro-batch 2's, not batch 6's
-    // (up to the 6 rows of tokens and a few small tensors).
+    // (up to the 6 rows of tokens, and a gradient whose reduction on the communication thread
+    // ends a little earlier or later than the compute beside it: 32 KiB seen under load).
     INFO("peak: accumulated " << accumulated_peak << " B, micro-batch " << micro_peak
                               << " B, whole batch " << whole_peak << " B");
     CHECK(whole_peak > micro_peak + 256 * 1024);
-    CHECK(std::abs(accumulated_peak - micro_peak) < 16 * 1024);
+    CHECK(std::abs(accumulated_peak - micro_peak) < 64 * 1024);
   }
 }
 
