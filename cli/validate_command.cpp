@@ -178,10 +178,14 @@ int run(const ValidateOptions& options) {
                              options.plan_path.empty() ? plan.name : options.plan_path);
   }
   if (!options.json && !environment) {
+    const std::string accumulation =
+        validation.accumulation_steps > 1
+            ? fmt::format(" of {} micro-batches", validation.accumulation_steps)
+            : std::string();
     fmt::print(stderr,
-               "osdp validate: {} plan(s) on {} local ranks, {} measured iterations each in {} "
+               "osdp validate: {} plan(s) on {} local ranks, {} measured iterations{} each in {} "
                "rounds (plans take turns), {} warm-up\n",
-               plans.size(), ranks, validation.iterations, validation.rounds,
+               plans.size(), ranks, validation.iterations, accumulation, validation.rounds,
                validation.warmup_iterations);
   }
 

@@ -43,9 +43,13 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
                       {"tid", track},
                       {"args", std::move(args)}});
   };
-  for (std::size_t i = 0; i < metrics.operators.size(); ++i) {
-    const auto& op = metrics.operators[i];
-    const std::string name = operator_name(shape, static_cast<int>(i));
+  // One entry per operator and micro-batch (micro-batch u's operator i at u x n + i).
+  const std::size_t n = static_cast<std::size_t>(shape.operators());
+  const std::size_t micro_batches = metrics.operators.size() / n;
+  for (std::size_t e = 0; e < metrics.operators.size(); ++e) {
+    const auto& op = metrics.operators[e];
+    std::string name = operator_name(shape, static_cast<int>(e % n));
+    if (micro_batches > 1) name += fmt::format(" (micro-batch {})", e / n);
     complete(name + " forward", "compute", 0, op.forward_start_s, op.forward_s,
              {{"compute_s", op.forward_s}, {"peak_bytes", op.forward_peak_bytes}});
     complete(name + " backward", "compute", 0, op.backward_start_s, op.backward_s,
@@ -54,15 +58,15 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
   // The update's compute (its waits for the last gradient reductions come first): at the end.
   complete("optimizer step", "compute", 0, metrics.iteration_time_s - metrics.optimizer_step_s,
            metrics.optimizer_step_s, {{"compute_s", metrics.optimizer_step_s}});
-  // The live-memory counter: after each operator's forward and backward, in time order.
-  for (std::size_t i = 0; i < metrics.operators.size(); ++i) {
-    const auto& op = metrics.operators[i];
-    const std::size_t next = i + 1 < metrics.operators.size() ? i + 1 : i;
-    const double forward_end_s = i + 1 < metrics.operators.size()
-                                     ? metrics.operators[next].forward_start_s
-                                     : op.forward_start_s + op.forward_s;
+  // The live-memory counter: after each operator's forward and backward, in time order (a
+  // phase ends where the micro-batch's next one starts).
+  for (std::size_t e = 0; e < metrics.operators.size(); ++e) {
+    const auto& op = metrics.operators[e];
+    const std::size_t i = e % n;
+    const double forward_end_s =
+        i + 1 < n ? metrics.operators[e + 1].forward_start_s : op.forward_start_s + op.forward_s;
     const double backward_end_s =
-        i > 0 ? metrics.operators[i - 1].backward_start_s : op.backward_start_s + op.backward_s;
+        i > 0 ? metrics.operators[e - 1].backward_start_s : op.backward_start_s + op.backward_s;
     for (const auto& [at_s, bytes] : {std::pair{forward_end_s, op.forward_end_live_bytes},
                                       std::pair{backward_end_s, op.backward_end_live_bytes}}) {
       events.push_back({{"name", "live memory"},
@@ -108,6 +112,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   runtime.prefetch_depth = options.prefetch_depth;
   runtime.backward_prefetch = options.backward_prefetch;
   runtime.gpus_per_node = gpus_per_node;
+  runtime.accumulation_steps = options.accumulation_steps;
   // Rounds of plans taking turns: each round builds each plan's model afresh, warms it up and
   // measures its share of the iterations. Peak memory is the highest over all rounds.
   const int rounds = std::clamp(options.rounds, 1, options.iterations);
@@ -122,7 +127,8 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     const bool last_round = round + 1 == rounds;
     for (std::size_t p = 0; p < plans.size(); ++p) {
       const PlanRun& run = plans[p];
-      const int b = run.plan.batch_size;
+      // A rank's rows per step: its micro-batches one after another.
+      const int b = run.plan.batch_size * options.accumulation_steps;
       ShardedGpt model(shape, run.plan, communicator, initial_gpt_parameters(shape, options.seed),
                        runtime, device);
       const int total = warmup + measured;

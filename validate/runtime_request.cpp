@@ -23,11 +23,12 @@ GptShape gpt_shape_from_json(const JsonReader& reader) {
 }
 
 ValidationOptions validation_options_from_json(const JsonReader& reader) {
-  reader.require_only({"batch_size", "warmup_iterations", "iterations", "rounds", "seed",
-                       "learning_rate", "collective_timeout_s", "prefetch_depth",
+  reader.require_only({"batch_size", "accumulation_steps", "warmup_iterations", "iterations",
+                       "rounds", "seed", "learning_rate", "collective_timeout_s", "prefetch_depth",
                        "backward_prefetch", "device"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
+  options.accumulation_steps = static_cast<int>(reader.integer("accumulation_steps", 1, 1 << 16));
   options.warmup_iterations = static_cast<int>(reader.integer("warmup_iterations", 0, 1000));
   options.iterations = static_cast<int>(reader.integer("iterations", 1, 100000));
   options.rounds = static_cast<int>(reader.integer("rounds", 1, options.iterations));

@@ -62,6 +62,9 @@ struct Slice {
   CommHandle reduced;     // sharded: gradient reduction in flight
   int64_t dp_offset = 0;  // dp: offset in the operator's gradient bucket
   at::Tensor exp_avg, exp_avg_sq;
+  // From the mode's table: its gradient reduction runs in every micro-batch (it keeps only a
+  // shard), not only after the last one (it keeps the whole gradient and accumulates it).
+  bool reduces_every_micro_batch = true;
 
   int64_t shard_numel() const { return numel / static_cast<int64_t>(shard_group.size()); }
   // Whether the slice's parameters are gathered before use (not when its mode replicates them).
@@ -136,6 +139,21 @@ bool keeps_gather_for_backward(const Slice& slice, const OperatorChoice& choice,
          !frees_after(slice, choice, phase);
 }
 
+// Whether `mode`'s gradient reduction runs in every micro-batch (model/mode's table). The
+// runtime chains a mode's reductions after backward as one unit, so they must agree.
+bool reduces_every_micro_batch(Mode mode) {
+  const ModeDescription& description = describe_mode(mode);
+  std::optional<bool> every;
+  for (const ModeCollective& collective : description.collectives) {
+    if (collective.stage != Stage::after_backward) continue;
+    const bool runs = runs_every_micro_batch(description, collective);
+    TORCH_CHECK(!every || *every == runs, "mode ", std::string(description.name),
+                ": its gradient reductions disagree on running every micro-batch");
+    every = runs;
+  }
+  return every.value_or(false);
+}
+
 }  // namespace
 
 struct ShardedGpt::Impl {
@@ -149,6 +167,10 @@ struct ShardedGpt::Impl {
   int world = 1;
   int rank = 0;
   int adam_step = 0;
+  int micro_batches = 1;  // per optimizer step
+  int micro = 0;          // the micro-batch running
+  // The DP slices' all-reduce (their bucket), as the table has DP's reduction.
+  bool dp_reduces_every_micro_batch = false;
 
   // Gathers of one iteration in the order they are consumed, with the phase consuming each.
   struct GatherEvent {
@@ -156,6 +178,8 @@ struct ShardedGpt::Impl {
     int slice;
     Phase phase;
   };
+  // One micro-batch's; a step runs it micro_batches times, and the indices below count over
+  // the whole step (event e is gather_order[e % gather_order.size()]).
   std::vector<GatherEvent> gather_order;
   std::size_t forward_gathers = 0;  // the first ones in gather_order
   std::size_t next_gather = 0;      // next event to consume
@@ -173,11 +197,18 @@ struct ShardedGpt::Impl {
         float_options(at::TensorOptions().dtype(at::kFloat).device(device.device())),
         options(o),
         world(c.size()),
-        rank(c.rank()) {
+        rank(c.rank()),
+        micro_batches(o.accumulation_steps),
+        dp_reduces_every_micro_batch(reduces_every_micro_batch(Mode::dp)) {
+    if (micro_batches < 1) {
+      throw InputError("options", "accumulation_steps", std::to_string(micro_batches),
+                       "at least 1 micro-batch per optimizer step");
+    }
     check_runnable(shape, plan, world, options.gpus_per_node);
     ops.resize(shape.operators());
     for (int i = 0; i < shape.operators(); ++i) build_operator(i, plan.choices[i], initial);
     build_gather_order();
+    check_accumulation();
   }
 
   // ---- layout --------------------------------------------------------------------------------
@@ -268,6 +299,7 @@ struct ShardedGpt::Impl {
       // The first j slices run in the mode, the others in DP.
       slice.sharded = s < choice.sharded_slices;
       slice.mode = slice.sharded ? choice.mode : Mode::dp;
+      slice.reduces_every_micro_batch = reduces_every_micro_batch(slice.mode);
       at::Tensor flat = at::zeros({slice.numel}, float_options);
       for (const Piece& piece : slice.pieces) {
         flat.narrow(0, piece.offset, piece.numel())
@@ -317,6 +349,26 @@ struct ShardedGpt::Impl {
       }
     }
     if (dp_numel > 0) op.dp_grad = at::zeros({dp_numel}, float_options);
+  }
+
+  // The runtime accumulates a gradient either in the whole gradient it keeps, reducing it after
+  // the last micro-batch (dp's bucket, z1), or in the shard it keeps, reducing every
+  // micro-batch (the modes that gather): the mode table must say the same.
+  void check_accumulation() const {
+    if (micro_batches == 1) return;
+    TORCH_CHECK(
+        !dp_reduces_every_micro_batch,
+        "mode dp reduces every micro-batch, but the runtime accumulates its whole gradient");
+    for (const OperatorRuntime& op : ops) {
+      for (const Slice& slice : op.slices) {
+        if (!slice.sharded) continue;
+        const bool keeps_whole = slice.full_grad.defined();
+        TORCH_CHECK(keeps_whole != slice.reduces_every_micro_batch, "mode ",
+                    std::string(mode_name(slice.mode)), ": the table's gradient reduction ",
+                    slice.reduces_every_micro_batch ? "every micro-batch" : "after the last",
+                    " does not fit the gradient the runtime keeps");
+      }
+    }
   }
 
   // The order in which operators acquire their slices, per phase; the engine follows it.
@@ -376,9 +428,9 @@ struct ShardedGpt::Impl {
   // Issues the gathers the prefetch window admits, in order, never into a buffer still
   // allocated (that one is issued when the buffer is released).
   void issue_admitted_gathers() {
-    const std::size_t limit = std::min(issue_limit, gather_order.size());
+    const std::size_t limit = std::min(issue_limit, step_gathers());
     while (issued_gather < limit) {
-      const GatherEvent& event = gather_order[issued_gather];
+      const GatherEvent& event = gather_event(issued_gather);
       Slice& slice = ops[event.op].slices[event.slice];
       if (slice.present) return;
       issue_gather(slice);
@@ -389,16 +441,38 @@ struct ShardedGpt::Impl {
 
   void admit_gathers_up_to(std::size_t limit) { issue_limit = std::max(issue_limit, limit); }
 
+  std::size_t step_gathers() const { return micro_batches * gather_order.size(); }
+  const GatherEvent& gather_event(std::size_t e) const {
+    return gather_order[e % gather_order.size()];
+  }
+  // The first event of micro-batch u.
+  std::size_t micro_batch_start(int u) const { return u * gather_order.size(); }
+
   // Forward: `prefetch_depth` gathers ahead of the one in use, within the forward pass (the
   // backward policy decides when the first backward gather goes).
   void admit_forward_prefetch() {
+    admit_gathers_up_to(std::min(next_gather + static_cast<std::size_t>(options.prefetch_depth),
+                                 micro_batch_start(micro) + forward_gathers));
+  }
+
+  // Backward: the next gather, within this micro-batch (the next one's forward gathers are the
+  // forward prefetch's).
+  void admit_backward_prefetch() {
+    admit_gathers_up_to(std::min(next_gather + 1, micro_batch_start(micro + 1)));
+  }
+
+  // The last backward compute of a micro-batch before another: the next forward's prefetch
+  // window opens as it starts (the simulator's forward window runs on across micro-batches).
+  void admit_next_micro_batch_prefetch() {
+    if (micro + 1 >= micro_batches) return;
     admit_gathers_up_to(
-        std::min(next_gather + static_cast<std::size_t>(options.prefetch_depth), forward_gathers));
+        micro_batch_start(micro + 1) +
+        std::min(static_cast<std::size_t>(options.prefetch_depth), forward_gathers));
   }
 
   bool is_next_gather(int i, int s) const {
-    return next_gather < gather_order.size() && gather_order[next_gather].op == i &&
-           gather_order[next_gather].slice == s;
+    return next_gather < step_gathers() && gather_event(next_gather).op == i &&
+           gather_event(next_gather).slice == s;
   }
 
   // Waits for slice s of operator i to be gathered (issuing the gather if the window has not).
@@ -425,8 +499,9 @@ struct ShardedGpt::Impl {
       admit_forward_prefetch();
     } else if (options.backward_prefetch == BackwardPrefetch::pre &&
                !keeps_gather_for_backward(ops[i].slices[s], ops[i].choice, phase)) {
-      admit_gathers_up_to(next_gather + 1);
+      admit_backward_prefetch();
     }
+    if (phase == Phase::backward && i == 0 && s == 0) admit_next_micro_batch_prefetch();
     issue_admitted_gathers();
   }
 
@@ -440,7 +515,7 @@ struct ShardedGpt::Impl {
     }
     if (phase != Phase::forward && options.backward_prefetch == BackwardPrefetch::post &&
         !keeps_gather_for_backward(slice, ops[i].choice, phase)) {
-      admit_gathers_up_to(next_gather + 1);
+      admit_backward_prefetch();
     }
     issue_admitted_gathers();
   }
@@ -572,7 +647,9 @@ struct ShardedGpt::Impl {
     const int k = op.choice.slices;
     if (is_checkpointed(op.choice)) run_forward(i, Phase::recompute, true, targets);
     if (op.kind == OperatorKind::head) {
-      grad_output = torch::autograd::grad({op.loss}, {op.logits_leaf})[0];
+      // m micro-batches of b are one batch of m x b: each micro-batch's mean loss counts 1/m.
+      const at::Tensor loss = micro_batches > 1 ? op.loss / micro_batches : op.loss;
+      grad_output = torch::autograd::grad({loss}, {op.logits_leaf})[0];
       op.loss = op.loss.detach();
       op.logits_leaf = at::Tensor();
     }
@@ -601,7 +678,7 @@ struct ShardedGpt::Impl {
     op.partials.clear();
     release(i, 0, Phase::backward);
     reduce_gradient(i, 0, grads[0]);
-    if (op.dp_grad.defined()) {
+    if (op.dp_grad.defined() && (dp_reduces_every_micro_batch || last_micro_batch())) {
       op.dp_grad.div_(world);
       op.dp_reduced = comm.start(CollectiveKind::all_reduce, op.dp_grad);
       schedule.push_back({ScheduleEntry::Action::reduce, i, -1});
@@ -609,34 +686,55 @@ struct ShardedGpt::Impl {
     return input_grad ? grads[1] : at::Tensor();
   }
 
+  bool last_micro_batch() const { return micro + 1 == micro_batches; }
+
+  // Adds (after the first micro-batch: copies) a micro-batch's gradient into what accumulates it.
+  void accumulate(at::Tensor destination, const at::Tensor& gradient) const {
+    if (micro == 0) {
+      destination.copy_(gradient);
+    } else {
+      destination.add_(gradient);
+    }
+  }
+
   void reduce_gradient(int op_index, int s, at::Tensor grad) {
     OperatorRuntime& op = ops[op_index];
     Slice& slice = op.slices[s];
     if (!grad.defined()) grad = at::zeros({slice.numel}, float_options);
     if (!slice.sharded) {
-      if (op.dp_reduced.valid()) wait(op.dp_reduced);  // previous step's all-reduce
-      op.dp_grad.narrow(0, slice.dp_offset, slice.numel).copy_(grad);
-      return;
+      if (micro == 0 && op.dp_reduced.valid()) wait(op.dp_reduced);  // previous step's
+      accumulate(op.dp_grad.narrow(0, slice.dp_offset, slice.numel), grad);
+      return;  // the operator's bucket is all-reduced after its backward (run_backward)
     }
     if (slice.full_grad.defined()) {
       // ZeRO-1 keeps the whole gradient; it is reduce-scattered in place.
-      if (slice.reduced.valid()) wait(slice.reduced);
-      slice.full_grad.copy_(grad);
+      if (micro == 0 && slice.reduced.valid()) wait(slice.reduced);
+      accumulate(slice.full_grad, grad);
       grad = slice.full_grad;
     }
+    if (!slice.reduces_every_micro_batch && !last_micro_batch()) return;
     grad.div_(world);
     schedule.push_back({ScheduleEntry::Action::reduce, op_index, s});
     at::Tensor chunk = grad.narrow(0, slice.shard_index * slice.shard_numel(), slice.shard_numel());
     at::Tensor destination = slice.shard_grad;
+    // The reduced chunk goes into the shard the rank keeps, added to the earlier micro-batches'
+    // (the callbacks run in issue order, so one micro-batch's add follows the previous one's).
+    std::function<void()> keep = [chunk, destination, first = micro == 0]() mutable {
+      if (first) {
+        destination.copy_(chunk);
+      } else {
+        destination.add_(chunk);
+      }
+    };
     if (slice.full_grad.defined()) {
       slice.reduced = comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group);
     } else if (slice.replica_group.empty()) {
-      slice.reduced = comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group,
-                                 [chunk, destination]() mutable { destination.copy_(chunk); });
+      slice.reduced =
+          comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group, std::move(keep));
     } else {
       comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group);
-      slice.reduced = comm.start(CollectiveKind::all_reduce, chunk, slice.replica_group,
-                                 [chunk, destination]() mutable { destination.copy_(chunk); });
+      slice.reduced =
+          comm.start(CollectiveKind::all_reduce, chunk, slice.replica_group, std::move(keep));
     }
   }
 
@@ -668,19 +766,26 @@ struct ShardedGpt::Impl {
   }
 
   StepMetrics train_step(const TokenBatch& host_batch) {
+    const int64_t rows = host_batch.inputs.size(0);
+    if (rows % micro_batches != 0) {
+      throw InputError("batch", "rows", std::to_string(rows),
+                       fmt::format("a multiple of the {} micro-batches per step", micro_batches));
+    }
+    const int64_t micro_rows = rows / micro_batches;
     const TokenBatch batch{host_batch.inputs.to(device.device()),
                            host_batch.targets.to(device.device())};
     const auto start = synchronized_now();
     device.reset_peak_memory();
     exposed_s = 0;
     next_gather = issued_gather = issue_limit = 0;
+    micro = 0;
     schedule.clear();
     admit_forward_prefetch();
     issue_admitted_gathers();
     const int n = static_cast<int>(ops.size());
     StepMetrics metrics;
     metrics.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
-    metrics.operators.resize(n);
+    metrics.operators.resize(static_cast<std::size_t>(n) * micro_batches);
     // The step's high-water mark is the highest of its phases' (each phase restarts the mark
     // at the bytes live then, so nothing allocated in the step escapes).
     std::int64_t step_peak_bytes = device.memory_counts().peak_bytes;
@@ -699,26 +804,36 @@ struct ShardedGpt::Impl {
       end_live_bytes = counts.live_bytes;
       peak_bytes = counts.peak_bytes;
     };
-    at::Tensor x = batch.inputs;
-    for (int i = 0; i < n; ++i) {
-      OperatorRuntime& op = ops[i];
-      const bool checkpointed = is_checkpointed(op.choice);
-      op.input = i == 0 ? x : x.detach().requires_grad_(!checkpointed);
-      timed(metrics.operators[i].forward_start_s, metrics.operators[i].forward_s,
-            metrics.operators[i].forward_end_live_bytes, metrics.operators[i].forward_peak_bytes,
-            [&] { x = run_forward(i, Phase::forward, !checkpointed, batch.targets); });
+    // Each micro-batch: the whole forward and backward on its rows, its activations freed
+    // before the next one starts.
+    double loss_sum = 0;
+    for (micro = 0; micro < micro_batches; ++micro) {
+      const TokenBatch rows_of_micro =
+          micro_batches == 1 ? batch : batch.rows(micro * micro_rows, micro_rows);
+      StepMetrics::OperatorTiming* timing = metrics.operators.data() + micro * n;
+      at::Tensor x = rows_of_micro.inputs;
+      for (int i = 0; i < n; ++i) {
+        OperatorRuntime& op = ops[i];
+        const bool checkpointed = is_checkpointed(op.choice);
+        op.input = i == 0 ? x : x.detach().requires_grad_(!checkpointed);
+        timed(timing[i].forward_start_s, timing[i].forward_s, timing[i].forward_end_live_bytes,
+              timing[i].forward_peak_bytes,
+              [&] { x = run_forward(i, Phase::forward, !checkpointed, rows_of_micro.targets); });
+      }
+      loss_sum += ops.back().loss.item<double>();
+      at::Tensor grad;
+      for (int i = n - 1; i >= 0; --i) {
+        if (is_checkpointed(ops[i].choice) && i > 0) ops[i].input.requires_grad_(true);
+        timed(timing[i].backward_start_s, timing[i].backward_s, timing[i].backward_end_live_bytes,
+              timing[i].backward_peak_bytes,
+              [&] { grad = run_backward(i, grad, rows_of_micro.targets); });
+      }
     }
-    metrics.loss = ops.back().loss.item<double>();
-    at::Tensor grad;
-    for (int i = n - 1; i >= 0; --i) {
-      if (is_checkpointed(ops[i].choice) && i > 0) ops[i].input.requires_grad_(true);
-      timed(metrics.operators[i].backward_start_s, metrics.operators[i].backward_s,
-            metrics.operators[i].backward_end_live_bytes, metrics.operators[i].backward_peak_bytes,
-            [&] { grad = run_backward(i, grad, batch.targets); });
-    }
+    micro = micro_batches - 1;
+    metrics.loss = loss_sum / micro_batches;
     const auto optimizer_start = synchronized_now();
     const double exposed_before_step = exposed_s;
-    TORCH_CHECK(next_gather == gather_order.size(), "not every planned gather was consumed");
+    TORCH_CHECK(next_gather == step_gathers(), "not every planned gather was consumed");
     {
       torch::autograd::AutoGradMode no_grad(false);
       ++adam_step;
@@ -784,6 +899,8 @@ struct ShardedGpt::Impl {
     return result;
   }
 
+  // The gradients counted here are also what accumulation adds micro-batches into (the whole
+  // gradient of dp and z1, the kept shard of the others): it needs no buffer of its own.
   std::int64_t persistent_bytes() const {
     std::int64_t bytes = 0;
     for (const OperatorRuntime& op : ops) {

@@ -35,7 +35,8 @@ struct RuntimeOptions {
   AdamSettings adam;
   int prefetch_depth = 1;  // forward; 0: gather on demand
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
-  int gpus_per_node = 1;  // the HSDP shard group
+  int gpus_per_node = 1;       // the HSDP shard group
+  int accumulation_steps = 1;  // micro-batches per optimizer step
 };
 
 // One thing the compute thread did, in order: the issue order of collectives relative to the
@@ -59,7 +60,7 @@ struct StepMetrics {
   // Time the compute thread waited for collectives (gathers, gradient reductions before the
   // optimizer step).
   double exposed_communication_s = 0;
-  double loss = 0;  // this rank's mean loss on its local batch
+  double loss = 0;  // this rank's mean loss on its local batch (over its micro-batches)
   // High-water mark of the rank's device allocations during the step (the counting allocator on
   // the CPU: the whole process; the caching allocator's allocated bytes on CUDA).
   std::int64_t peak_memory_bytes = 0;
@@ -77,6 +78,7 @@ struct StepMetrics {
     std::int64_t forward_peak_bytes = 0;
     std::int64_t backward_peak_bytes = 0;
   };
+  // One per operator and micro-batch: micro-batch u's operator i at u x operators + i.
   std::vector<OperatorTiming> operators;
   double optimizer_step_s = 0;
   std::vector<ScheduleEntry> schedule;
@@ -95,7 +97,9 @@ class ShardedGpt {
   ShardedGpt(const ShardedGpt&) = delete;
   ShardedGpt& operator=(const ShardedGpt&) = delete;
 
-  // Forward, backward and Adam step on this rank's rows of the global batch.
+  // Forward, backward and Adam step on this rank's rows of the global batch: with gradient
+  // accumulation, its rows are the micro-batches one after another (their count must divide
+  // the rows; throws InputError otherwise).
   StepMetrics train_step(const TokenBatch& local_batch);
   // The full parameters in canonical layout (a collective: every rank calls it).
   NamedTensors full_parameters();

@@ -62,6 +62,7 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   options.prefetch_depth = static_cast<int>(
       reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));
   options.backward_prefetch = backward_prefetch_of(scenario);
+  options.accumulation_steps = scenario.training.accumulation_steps;
   if (reader.has("device")) {
     options.device =
         reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
@@ -76,6 +77,7 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
 
 Json validation_options_to_json(const ValidationOptions& options) {
   return {{"batch_size", options.batch_size},
+          {"accumulation_steps", options.accumulation_steps},
           {"warmup_iterations", options.warmup_iterations},
           {"iterations", options.iterations},
           {"rounds", options.rounds},

@@ -5,7 +5,9 @@
 // scenario's "simulation"."forward_prefetch" when that is set (else 1). The backward prefetch
 // policy is the simulator's "simulation"."backward_prefetch" ("pre", "post" or "none"; default
 // "pre"), with no key of its own here: one setting drives both sides. "device": "cuda" runs
-// each rank on cuda:LOCAL_RANK over NCCL (a build with -DOSDP_WITH_CUDA=ON).
+// each rank on cuda:LOCAL_RANK over NCCL (a build with -DOSDP_WITH_CUDA=ON). Gradient
+// accumulation is the scenario's "training"."accumulation_steps", with no key here either: the
+// runtime runs that many micro-batches of batch_size per optimizer step, as the simulator does.
 #pragma once
 
 #include <chrono>
@@ -18,7 +20,9 @@
 namespace osdp::validate {
 
 struct ValidationOptions {
-  int batch_size = 4;  // per rank, for strategies and the search (a --plan file brings its own)
+  // One micro-batch per rank, for strategies and the search (a --plan file brings its own).
+  int batch_size = 4;
+  int accumulation_steps = 1;  // micro-batches per optimizer step (training.accumulation_steps)
   int warmup_iterations = 2;
   // Measured iterations per plan, the median and middle half reported. The plans take turns
   // in `rounds` rounds (A B C .. A B C ..), each round a fresh model, its first iteration(s)

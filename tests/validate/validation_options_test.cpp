@@ -4,13 +4,15 @@
 
 #include "model/input_error.hpp"
 #include "validate/gpt_shape.hpp"
+#include "validate/runtime_request.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;
 
 namespace {
 
-Scenario tiny_scenario(const Json& validation, const Json& simulation = Json::object()) {
+Scenario tiny_scenario(const Json& validation, const Json& simulation = Json::object(),
+                       const Json& training = Json::object()) {
   Json document = {{"model",
                     {{"family", "gpt"},
                      {"layers", 2},
@@ -24,6 +26,7 @@ Scenario tiny_scenario(const Json& validation, const Json& simulation = Json::ob
                      {"collective", {{"alpha_s", 1e-5}, {"beta_s_per_byte", 1e-9}}}}},
                    {"validation", validation},
                    {"simulation", simulation}};
+  if (!training.empty()) document["training"] = training;
   return scenario_from_json(document, "test.json");
 }
 
@@ -93,4 +96,24 @@ TEST_CASE("the device: cpu, or cuda in a build with the device path", "[validate
   } else {
     CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"device", "cuda"}})), InputError);
   }
+}
+
+TEST_CASE("gradient accumulation is the training's, and reaches the runtime",
+          "[validate][options]") {
+  CHECK(read_validation_options(tiny_scenario(Json::object())).accumulation_steps == 1);
+  const ValidationOptions options = read_validation_options(
+      tiny_scenario({{"batch_size", 2}}, Json::object(), {{"accumulation_steps", 3}}));
+  CHECK(options.accumulation_steps == 3);
+  CHECK(options.batch_size == 2);
+  // No key of its own in "validation": the planner, simulator and runtime share one setting.
+  CHECK_THROWS_AS(read_validation_options(tiny_scenario({{"accumulation_steps", 3}})), InputError);
+  // The request osdp-runtime reads carries it.
+  MeasureRequest request;
+  request.shape = GptShape{2, 64, 4, 16, 128};
+  request.options = options;
+  const MeasureRequest read = measure_request_from_json(measure_request_to_json(request), "r.json");
+  CHECK(read.options.accumulation_steps == 3);
+  Json bad = measure_request_to_json(request);
+  bad["options"]["accumulation_steps"] = 0;
+  CHECK_THROWS_AS(measure_request_from_json(bad, "r.json"), InputError);
 }
