@@ -12,12 +12,15 @@
 // and fused recompute gathers, Z2 and HSDP, and the optimizer step.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/cluster.hpp"
 #include "model/mode.hpp"
 #include "model/plan.hpp"
+#include "model/prefetch_policy.hpp"
 #include "model/training.hpp"
 #include "model/workload.hpp"
 
@@ -32,6 +35,16 @@ struct CostSettings {
   // an operator runs (prefetch). The peak adds (units_in_flight - 1) x the largest gather buffer
   // of the plan to the largest transient term: never below the true max_i (t_i + buf_i+-1).
   int units_in_flight = 2;
+  // The schedule the simulator runs (the scenario's "simulation" object), so that the extended
+  // model predicts the iteration it simulates.
+  struct Overlap {
+    bool forward_prefetch = true;  // "forward_prefetch" > 0: a gather hides behind the compute
+    BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+    bool separate_reduction_lane = false;    // "separate_reduce_scatter_lane"
+    bool all_reduce_after_backward = false;  // "gradient_all_reduce": "after_backward"
+    std::optional<double> slowdown;          // overrides the GPU's overlap_slowdown
+    std::optional<double> kernel_launch_s;   // overrides the GPU's kernel_launch
+  } overlap{};
 };
 
 // A quantity linear in the batch size: fixed + b * per_sample.
@@ -44,13 +57,49 @@ struct Linear {
     per_sample += other.per_sample;
     return *this;
   }
+  friend Linear operator+(Linear a, const Linear& b) { return a += b; }
 };
+
+// A stretch of the iteration where compute runs beside communication on the lanes (prefetched
+// gathers, reductions of the previous operator): compute is slowed by `slowdown` while a
+// collective is in flight, so the stretch lasts
+//   max(communication, compute + communication x (1 - 1/slowdown)),
+// i.e. the communication when it is the longer (compute-bound otherwise).
+struct OverlappedPhase {
+  Linear compute_s;            // at full speed
+  double communication_s = 0;  // the busiest lane's work beside it
+  double slowdown = 1;
+  double at(int batch) const;
+  // The part of the communication the compute does not hide (the stream waits).
+  double exposed_s(int batch) const;
+  // The batch size where it turns from communication- to compute-bound (may be < 1 or inf).
+  double break_even_batch() const;
+};
+
+// The time of one option at batch size b: a serial part plus overlapped phases. It is convex
+// and piecewise linear in b; every consumer evaluates it at b.
+struct OptionTime {
+  static constexpr int max_phases = 5;
+  Linear serial_s;                      // nothing overlaps it
+  double serial_communication_s = 0;    // of which exposed communication
+  std::array<OverlappedPhase, max_phases> phases{};
+  int phase_count = 0;
+  double at(int batch) const;
+  double exposed_communication_s(int batch) const;
+  void add_phase(const OverlappedPhase& phase);
+  // Values that identify the function (for grouping identical operators).
+  void append_key(std::vector<double>& key) const;
+};
+
+// Whether a takes no longer than b at every batch size >= 1 (exact for piecewise-linear times:
+// compared at b = 1, at every break-even point and in the slope beyond).
+bool no_slower(const OptionTime& a, const OptionTime& b);
 
 // Cost of one operator under one choice.
 // Time figures cover one iteration: all m micro-batches of the training's accumulation and the
 // optimizer step; memory is per micro-batch (activations live for one micro-batch at a time).
 struct OptionCost {
-  Linear time_s;                   // compute + communication + slicing overhead
+  OptionTime time_s;  // compute, communication (overlapped or exposed), slicing, optimizer
   Linear persistent_bytes;         // live for the whole iteration: model states, saved activations
   Linear transient_bytes;          // live only while this operator runs; peak adds the largest one
   double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
@@ -77,6 +126,8 @@ struct PlanCost {
   double iteration_time_s = 0;
   double compute_s = 0;
   double communication_s = 0;
+  // The part of the communication no compute hides (the compute stream waits for it).
+  double exposed_communication_s = 0;
   double optimizer_step_s = 0;
   double peak_memory_bytes = 0;
   // All ranks: ranks * b * accumulation steps / iteration time.
@@ -137,6 +188,10 @@ class CostModel {
   // One slice's collectives in `mode` over the iteration's micro-batches (DP: the DP slices'
   // all-reduce), as model/mode describes them.
   double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint) const;
+  // The extended model's time: phases of overlap as the simulator schedules them (sim/program).
+  OptionTime overlapped_time(int op, const OperatorChoice& choice, const Linear& slicing) const;
+  double overlap_slowdown() const;
+  double kernel_launch_s() const;
 
   const Workload* workload_;
   const Cluster* cluster_;

@@ -13,6 +13,23 @@
 namespace osdp {
 namespace {
 
+// The schedule keys of a scenario's "simulation" object, for the cost model to predict the
+// iteration the simulator runs (sim/options reads the whole object strictly).
+CostSettings::Overlap read_overlap_schedule(const JsonReader& reader) {
+  CostSettings::Overlap schedule;
+  schedule.forward_prefetch = reader.optional_integer("forward_prefetch", 0, 64).value_or(1) > 0;
+  schedule.backward_prefetch = read_backward_prefetch(reader, "backward_prefetch");
+  schedule.separate_reduction_lane =
+      reader.optional_boolean("separate_reduce_scatter_lane").value_or(false);
+  schedule.all_reduce_after_backward =
+      reader.has("gradient_all_reduce") &&
+      reader.choice("gradient_all_reduce", {"per_operator", "after_backward"}) == "after_backward";
+  schedule.slowdown = reader.optional_number("overlap_slowdown", limits::slowdown);
+  schedule.kernel_launch_s =
+      reader.optional_quantity("kernel_launch", units::Dimension::seconds, false);
+  return schedule;
+}
+
 namespace fs = std::filesystem;
 using units::Dimension;
 
@@ -659,8 +676,10 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     }
   }
   if (reader.has("simulation")) {
-    (void)reader.object("simulation");  // must be an object; sim/ checks its keys
+    // Must be an object; sim/ checks its keys. The cost model reads the schedule it predicts.
+    const JsonReader simulation = reader.object("simulation");
     scenario.simulation = document["simulation"];
+    scenario.cost.overlap = read_overlap_schedule(simulation);
   }
   if (reader.has("measured_runs")) {
     (void)reader.object("measured_runs");  // must be an object; measured_runs.cpp checks its keys
@@ -718,7 +737,7 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
                        "cost_model",
                        "ranks",
                        "compute_s",
-                       "communication_s",
+                       "communication_s", "exposed_communication_s",
                        "baselines",
                        "search_time_s",
                        "search_proven_gap",

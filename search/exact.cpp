@@ -55,7 +55,8 @@ std::vector<OperatorClass> group_into_classes(const CostModel& model, const Sear
     key.reserve(options.size() * 10);
     for (const auto& option : options) {
       const OptionCost& c = option.cost;
-      key.insert(key.end(), {c.time_s.fixed, c.time_s.per_sample, c.persistent_bytes.fixed,
+      c.time_s.append_key(key);
+      key.insert(key.end(), {c.persistent_bytes.fixed,
                              c.persistent_bytes.per_sample, c.transient_bytes.fixed,
                              c.transient_bytes.per_sample, static_cast<double>(option.choice.mode),
                              static_cast<double>(option.choice.slices),
