@@ -321,7 +321,15 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
           break;
         case Stage::after_backward:
           if (dp_slices && schedule.all_reduce_after_backward) {
-            calls.after_backward_s += time_s;
+            // One all-reduce of the whole bucket: each operator adds its bytes, the latency
+            // counts once (charged to the first operator in execution order).
+            const double latency_s =
+                group_timing(collective.group, *cluster_)
+                    .time_s(collective.kind, 0.0, group_ranks(collective.group, *cluster_));
+            calls.after_backward_s += time_s - latency_s;
+            if (index == workload_->execution_order().front()) {
+              calls.after_backward_s += latency_s;
+            }
           } else if (runs_every_micro_batch(description, collective)) {
             calls.reductions.add(lane, time_s);
           } else {
