@@ -139,9 +139,8 @@ double CostModel::sharded_communication_s(Mode mode, double slice_bytes,
                        ? slice_bytes
                        : slice_bytes * gradient_reduce_ratio();
     if (collective.node_shard_bytes) bytes /= cluster_->gpus_per_node;
-    const int runs = runs_every_micro_batch(description, collective)
-                         ? training_->accumulation_steps
-                         : 1;
+    const int runs =
+        runs_every_micro_batch(description, collective) ? training_->accumulation_steps : 1;
     time_s += runs * group_timing(collective.group, *cluster_)
                          .time_s(collective.kind, bytes, group_ranks(collective.group, *cluster_));
   }
@@ -198,8 +197,8 @@ void OptionTime::append_key(std::vector<double>& key) const {
                          static_cast<double>(phase_count)});
   for (int p = 0; p < phase_count; ++p) {
     const OverlappedPhase& phase = phases[p];
-    key.insert(key.end(), {phase.compute_s.fixed, phase.compute_s.per_sample,
-                           phase.communication_s, phase.slowdown});
+    key.insert(key.end(), {phase.compute_s.fixed, phase.compute_s.per_sample, phase.communication_s,
+                           phase.slowdown});
   }
 }
 
@@ -276,12 +275,12 @@ struct LaneLoads {
 
 // What one micro-batch of an operator puts on the lanes, by where it runs (sim/program).
 struct OperatorCollectives {
-  LaneLoads forward_gathers;      // before each forward slice
-  LaneLoads backward_gathers;     // before the recomputes and backwards
-  LaneLoads reductions;           // after each backward (every micro-batch)
-  LaneLoads last_reductions;      // after the backward of the last micro-batch only
-  double after_backward_s = 0;    // DP all-reduce in one bucket after the whole backward
-  double after_step_s = 0;        // after the optimizer step
+  LaneLoads forward_gathers;           // before each forward slice
+  LaneLoads backward_gathers;          // before the recomputes and backwards
+  LaneLoads reductions;                // after each backward (every micro-batch)
+  LaneLoads last_reductions;           // after the backward of the last micro-batch only
+  double after_backward_s = 0;         // DP all-reduce in one bucket after the whole backward
+  double after_step_s = 0;             // after the optimizer step
   double backward_slice_gather_s = 0;  // one sharded slice's backward gather
 };
 
@@ -391,8 +390,8 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   // must stay a sum over operators): it is assumed split and checkpointed as this operator is,
   // which holds along a chain of alike operators.
   auto neighbour = [&](int other, bool backward) {
-    Linear compute = scaled(backward ? backward_compute_s(other) : forward_compute_s(other),
-                            1.0 / k);
+    Linear compute =
+        scaled(backward ? backward_compute_s(other) : forward_compute_s(other), 1.0 / k);
     compute.fixed += (backward ? 2 : 1) * launch_s;
     if (backward && checkpointed) {
       compute += scaled(forward_compute_s(other), 1.0 / k);
@@ -463,8 +462,8 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
                              backward_phase.per_sample - recompute_phase.per_sample};
   const Linear next_step = !last ? neighbour(next, true) : Linear{};
   Linear recompute_hidden = scaled(recompute_phase, (k - 1.0) / k) + next_step;
-  Linear backward_hidden = checkpointed ? backward_only
-                                        : scaled(backward_only, (k - 1.0) / k) + next_step;
+  Linear backward_hidden =
+      checkpointed ? backward_only : scaled(backward_only, (k - 1.0) / k) + next_step;
   if (last && !first && !checkpointed) backward_hidden += neighbour(previous, true);
   auto backward_micro_batches = [&](int count, bool with_last_reductions) {
     if (count <= 0) return;
@@ -476,9 +475,9 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
     } else {
       // The gathers' lane carries the reductions too unless they have their own.
       LaneLoads lanes = reductions;
-      lanes.add(static_cast<int>(describe_mode(choice.mode).shard_group.value_or(
-                    RankGroup::world)) * 2,
-                backward_gathers_s);
+      lanes.add(
+          static_cast<int>(describe_mode(choice.mode).shard_group.value_or(RankGroup::world)) * 2,
+          backward_gathers_s);
       beside_backward_s = lanes.busiest_s();
     }
     exposed(count * refills_s);
@@ -526,8 +525,8 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   // which run every micro-batch (model/mode: DP's all-reduce once, after the last one).
   double communication_s = 0.0;
   if (j < k) {
-    communication_s += sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k,
-                                               choice.checkpoint);
+    communication_s +=
+        sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k, choice.checkpoint);
   }
   if (j > 0) {
     communication_s += j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);

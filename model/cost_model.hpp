@@ -1,6 +1,6 @@
 // Analytic cost models: the time and memory of one operator under one choice, and of a whole
-// plan. Costs are linear in the batch size b, so they are kept as (fixed, per-sample) pairs that
-// the search evaluates for every b without recomputing.
+// plan. Memory is linear in the batch size b, kept as (fixed, per-sample) pairs; time is a sum of
+// such pairs and of maxima of two (OptionTime); the search evaluates both at every b.
 //
 // `paper` is DESIGN section 1 exactly:
 //   M_i(DP,b)  = M_i^model + b*M_i^act + M_i^extra      T_i(DP,b)  = 2(N-1)(a + S_i/N*beta) + b*g_i
@@ -9,7 +9,9 @@
 // `extended` adds: the transient peak while an operator runs (its gathered slice, the prefetched
 // next unit, its full-size gradient before reduce-scatter, recomputed activations, workspace),
 // the cost of each extra slice (kernel launches + partial-sum adds), checkpointing with unfused
-// and fused recompute gathers, Z2 and HSDP, and the optimizer step.
+// and fused recompute gathers, Z2 and HSDP, the optimizer step, and the overlap of compute and
+// communication the simulator schedules (OverlappedPhase): the time is then a convex piecewise
+// linear function of b, still a sum over operators.
 #pragma once
 
 #include <array>
@@ -80,8 +82,8 @@ struct OverlappedPhase {
 // and piecewise linear in b; every consumer evaluates it at b.
 struct OptionTime {
   static constexpr int max_phases = 5;
-  Linear serial_s;                      // nothing overlaps it
-  double serial_communication_s = 0;    // of which exposed communication
+  Linear serial_s;                    // nothing overlaps it
+  double serial_communication_s = 0;  // of which exposed communication
   std::array<OverlappedPhase, max_phases> phases{};
   int phase_count = 0;
   double at(int batch) const;
@@ -99,9 +101,9 @@ bool no_slower(const OptionTime& a, const OptionTime& b);
 // Time figures cover one iteration: all m micro-batches of the training's accumulation and the
 // optimizer step; memory is per micro-batch (activations live for one micro-batch at a time).
 struct OptionCost {
-  OptionTime time_s;  // compute, communication (overlapped or exposed), slicing, optimizer
-  Linear persistent_bytes;         // live for the whole iteration: model states, saved activations
-  Linear transient_bytes;          // live only while this operator runs; peak adds the largest one
+  OptionTime time_s;        // compute, communication (overlapped or exposed), slicing, optimizer
+  Linear persistent_bytes;  // live for the whole iteration: model states, saved activations
+  Linear transient_bytes;   // live only while this operator runs; peak adds the largest one
   double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
   // Breakdown, for explanations.
   Linear compute_s;

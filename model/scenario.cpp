@@ -1,7 +1,5 @@
 #include "model/scenario.hpp"
 
-#include "model/mode.hpp"
-
 #include <fmt/format.h>
 
 #include <array>
@@ -9,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "model/mode.hpp"
 
 namespace osdp {
 namespace {
@@ -563,7 +563,8 @@ Training load_training(const JsonReader& reader) {
     training.optimizer =
         reader.choice("optimizer", {"adam", "sgd"}) == "adam" ? Optimizer::adam : Optimizer::sgd;
   }
-  training.memory_limit_bytes = reader.optional_quantity("memory_limit", Dimension::bytes, limits::memory_limit_bytes);
+  training.memory_limit_bytes =
+      reader.optional_quantity("memory_limit", Dimension::bytes, limits::memory_limit_bytes);
   if (reader.has("micro_batch_size")) {
     // A fixed micro-batch: the scheduler tries only it.
     for (const char* key : {"min_batch_size", "max_batch_size"}) {
@@ -711,9 +712,9 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   check_figures_finite(scenario, costs, file);
   for (Mode mode : scenario.search.modes) {
     if (!mode_fits_cluster(mode, scenario.cluster)) {
-      throw InputError(file, "$.search.modes", fmt::format("\"{}\"", mode_name(mode)),
-                       fmt::format("{} only on {}", mode_name(mode),
-                                   mode_cluster_requirement(mode)));
+      throw InputError(
+          file, "$.search.modes", fmt::format("\"{}\"", mode_name(mode)),
+          fmt::format("{} only on {}", mode_name(mode), mode_cluster_requirement(mode)));
     }
   }
   return scenario;
@@ -737,7 +738,8 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
                        "cost_model",
                        "ranks",
                        "compute_s",
-                       "communication_s", "exposed_communication_s",
+                       "communication_s",
+                       "exposed_communication_s",
                        "baselines",
                        "search_time_s",
                        "search_proven_gap",

@@ -56,12 +56,12 @@ std::vector<OperatorClass> group_into_classes(const CostModel& model, const Sear
     for (const auto& option : options) {
       const OptionCost& c = option.cost;
       c.time_s.append_key(key);
-      key.insert(key.end(), {c.persistent_bytes.fixed,
-                             c.persistent_bytes.per_sample, c.transient_bytes.fixed,
-                             c.transient_bytes.per_sample, static_cast<double>(option.choice.mode),
-                             static_cast<double>(option.choice.slices),
-                             static_cast<double>(option.choice.sharded_slices),
-                             static_cast<double>(option.choice.checkpoint)});
+      key.insert(key.end(),
+                 {c.persistent_bytes.fixed, c.persistent_bytes.per_sample, c.transient_bytes.fixed,
+                  c.transient_bytes.per_sample, static_cast<double>(option.choice.mode),
+                  static_cast<double>(option.choice.slices),
+                  static_cast<double>(option.choice.sharded_slices),
+                  static_cast<double>(option.choice.checkpoint)});
     }
     auto [it, inserted] = index_of_key.emplace(std::move(key), static_cast<int>(classes.size()));
     if (inserted) classes.push_back({{}, std::move(options)});

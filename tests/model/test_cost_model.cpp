@@ -224,8 +224,9 @@ TEST_CASE("ZeRO-1: whole parameters and gradients, sharded optimizer states, DP'
   CHECK(model.optimizer_step_s(0, z1) ==
         Approx(model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp)) / n));
   // Checkpointing adds no gather: ZeRO-1 holds the parameters.
-  CHECK(model.option_cost(0, OperatorChoice::whole(Mode::z1, Checkpoint::unfused)).communication_s ==
-        Approx(cost.communication_s).epsilon(1e-12));
+  CHECK(
+      model.option_cost(0, OperatorChoice::whole(Mode::z1, Checkpoint::unfused)).communication_s ==
+      Approx(cost.communication_s).epsilon(1e-12));
 }
 
 TEST_CASE("an overlapped phase lasts its communication or its slowed compute, whichever is longer",
@@ -254,9 +255,10 @@ TEST_CASE("an overlapped phase lasts its communication or its slowed compute, wh
   CHECK_FALSE(no_slower(c, a));
 }
 
-TEST_CASE("a chain of FSDP operators: compute plus the first gather, or communication plus the "
-          "last compute",
-          "[model][cost][overlap]") {
+TEST_CASE(
+    "a chain of FSDP operators: compute plus the first gather, or communication plus the "
+    "last compute",
+    "[model][cost][overlap]") {
   // Four identical operators, one gather per phase each (forward, backward) and a
   // reduce-scatter after backward;
   // cost, no launch gaps, no slowdown; the optimizer step (serial) is left out.

@@ -93,8 +93,8 @@ inline std::vector<Operator> random_operators(Random& random, int count,
     // Copies repeat the templates in order, as a model's layers do: an operator's time
     // depends on its neighbours' compute (what hides its gathers), so identical operators
     // with alike neighbours form one class, as in a GPT.
-    Operator op = random.chance(copy_share) ? templates[i % template_count]
-                                            : random_operator(random, "");
+    Operator op =
+        random.chance(copy_share) ? templates[i % template_count] : random_operator(random, "");
     op.name = "op" + std::to_string(i);
     operators.push_back(op);
   }

@@ -1,7 +1,6 @@
 // The extended cost model predicts the iteration the simulator runs: compute and communication
 // overlap, and only what the compute does not hide counts.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "model/scenario.hpp"
