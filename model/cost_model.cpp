@@ -387,11 +387,13 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
     time.serial_s += scaled(hidden, -count);
   };
   // The compute a neighbour's slice does in a phase. Its choice is not known here (the time
-  // must stay a sum over operators): it is assumed split and checkpointed as this operator is,
-  // which holds along a chain of alike operators.
+  // must stay a sum over operators): it is assumed checkpointed as this operator is and split
+  // as finely as the search may split it (finest_split), so that no plan gains by pairing a
+  // whole operator with a finely split neighbour whose last slice hides little.
   auto neighbour = [&](int other, bool backward) {
+    const int slices = workload_->op(other).splittable ? std::max(k, settings_.finest_split) : k;
     Linear compute =
-        scaled(backward ? backward_compute_s(other) : forward_compute_s(other), 1.0 / k);
+        scaled(backward ? backward_compute_s(other) : forward_compute_s(other), 1.0 / slices);
     compute.fixed += (backward ? 2 : 1) * launch_s;
     if (backward && checkpointed) {
       compute += scaled(forward_compute_s(other), 1.0 / k);

@@ -37,6 +37,9 @@ struct CostSettings {
   // an operator runs (prefetch). The peak adds (units_in_flight - 1) x the largest gather buffer
   // of the plan to the largest transient term: never below the true max_i (t_i + buf_i+-1).
   int units_in_flight = 2;
+  // The finest split the search may give an operator: a neighbour's slice, which hides this
+  // operator's first gather, is assumed that small (1: split as this operator is).
+  int finest_split = 1;
   // The schedule the simulator runs (the scenario's "simulation" object), so that the extended
   // model predicts the iteration it simulates.
   struct Overlap {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
@@ -602,6 +603,12 @@ Workload load_model(const JsonReader& reader, const Training& training) {
   reader.fail("family",
               "a generator (\"family\": \"gpt\", layers, hidden, heads, ...) or an "
               "\"operators\" list");
+}
+
+CostModel Scenario::cost_model() const {
+  CostSettings settings = cost;
+  for (int k : search.granularities) settings.finest_split = std::max(settings.finest_split, k);
+  return CostModel(*workload, cluster, training, settings);
 }
 
 Scenario scenario_from_json(const Json& document, const std::string& file) {
