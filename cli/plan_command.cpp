@@ -78,6 +78,7 @@ Json plan_json(const Scenario& scenario, const CostModel& model, const Compariso
   document["peak_memory_cause"] = peak_cause_json(best.cost.peak, workload);
   document["compute_s"] = best.cost.compute_s;
   document["communication_s"] = best.cost.communication_s;
+  document["exposed_communication_s"] = best.cost.exposed_communication_s;
   document["search_time_s"] = comparison.search_time_s;
   // How far the plan may be from the optimum (relative throughput), as proven by the search.
   document["search_proven_gap"] = comparison.osdp.proven_gap;
@@ -121,10 +122,11 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
   std::string text = fmt::format("\nOSDP plan: batch size {} per rank ({} in all)\n",
                                  cost.batch_size, cost.batch_size * scenario.cluster.ranks);
   text += fmt::format("  throughput      {}\n", format_throughput(cost.throughput_samples_per_s));
-  text += fmt::format("  iteration time  {} (compute {}, communication {}",
+  text += fmt::format("  iteration time  {} (compute {}, communication {}, {} exposed",
                       units::format_seconds(cost.iteration_time_s),
                       units::format_seconds(cost.compute_s),
-                      units::format_seconds(cost.communication_s));
+                      units::format_seconds(cost.communication_s),
+                      units::format_seconds(cost.exposed_communication_s));
   if (cost.optimizer_step_s > 0) {
     text += fmt::format(", optimizer step {}", units::format_seconds(cost.optimizer_step_s));
   }

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
 
 #include "model/input_error.hpp"
 
@@ -168,6 +172,381 @@ double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) cons
   return 2.0 * owned_state_bytes(index, choice) / *bandwidth * straggler_slowdown();
 }
 
+double OverlappedPhase::at(int batch) const {
+  const double compute = compute_s.at(batch);
+  return std::max(communication_s, compute + communication_s * (1.0 - 1.0 / slowdown));
+}
+
+double OverlappedPhase::exposed_s(int batch) const {
+  return std::max(0.0, communication_s - compute_s.at(batch) * slowdown);
+}
+
+double OverlappedPhase::break_even_batch() const {
+  if (compute_s.per_sample <= 0) return std::numeric_limits<double>::infinity();
+  const double target = communication_s / slowdown;
+  if (compute_s.floors.empty()) return (target - compute_s.fixed) / compute_s.per_sample;
+  // Host floors make the compute convex piecewise linear and still increasing: bisect.
+  double low = 0.0;
+  double high = 1.0;
+  while (compute_s.at_real(high) < target && high < 1e12) high *= 2.0;
+  if (compute_s.at_real(low) >= target) return 0.0;
+  for (int i = 0; i < 100; ++i) {
+    const double middle = 0.5 * (low + high);
+    (compute_s.at_real(middle) < target ? low : high) = middle;
+  }
+  return high;
+}
+
+double OptionTime::at(int batch) const {
+  double total = serial_s.at(batch);
+  for (int p = 0; p < phase_count; ++p) total += phases[p].at(batch);
+  return total;
+}
+
+double OptionTime::exposed_communication_s(int batch) const {
+  double total = serial_communication_s;
+  for (int p = 0; p < phase_count; ++p) total += phases[p].exposed_s(batch);
+  return total;
+}
+
+void OptionTime::add_phase(const OverlappedPhase& phase) {
+  if (phase.communication_s <= 0) {
+    serial_s += phase.compute_s;  // nothing beside it: plain compute
+    return;
+  }
+  if (phase_count == max_phases) throw std::logic_error("cost model: too many overlapped phases");
+  phases[phase_count++] = phase;
+}
+
+namespace {
+
+// A Linear's host floors, which bend it: identical operators have identical floors too.
+void append_floors(const Linear& linear, std::vector<double>& key) {
+  key.push_back(static_cast<double>(linear.floors.size()));
+  for (const HostFloor& f : linear.floors) {
+    key.insert(key.end(), {f.weight, f.floor_s, f.call_fixed, f.call_per_sample});
+  }
+}
+
+// Where a host floor meets its call's law (the Linear bends there); none without floors.
+void append_bends(const Linear& linear, std::vector<double>& points) {
+  for (const HostFloor& floor : linear.floors) {
+    if (floor.call_per_sample <= 0) continue;
+    points.push_back((floor.floor_s - floor.call_fixed) / floor.call_per_sample);
+  }
+}
+
+}  // namespace
+
+void OptionTime::append_key(std::vector<double>& key) const {
+  key.insert(key.end(), {serial_s.fixed, serial_s.per_sample, serial_communication_s,
+                         static_cast<double>(phase_count)});
+  append_floors(serial_s, key);
+  for (int p = 0; p < phase_count; ++p) {
+    const OverlappedPhase& phase = phases[p];
+    key.insert(key.end(), {phase.compute_s.fixed, phase.compute_s.per_sample, phase.communication_s,
+                           phase.slowdown});
+    append_floors(phase.compute_s, key);
+  }
+}
+
+namespace {
+
+// The time at a real batch size (break-even points fall between integers).
+double time_at(const OptionTime& time, double batch) {
+  double total = time.serial_s.at_real(batch);
+  for (int p = 0; p < time.phase_count; ++p) {
+    const OverlappedPhase& phase = time.phases[p];
+    const double compute = phase.compute_s.at_real(batch);
+    total += std::max(phase.communication_s,
+                      compute + phase.communication_s * (1.0 - 1.0 / phase.slowdown));
+  }
+  return total;
+}
+
+// d time / d b once every phase is compute-bound and every host floor is left behind.
+double final_slope(const OptionTime& time) {
+  double slope = time.serial_s.per_sample;
+  for (int p = 0; p < time.phase_count; ++p) {
+    slope += std::max(0.0, time.phases[p].compute_s.per_sample);
+  }
+  return slope;
+}
+
+}  // namespace
+
+bool no_slower(const OptionTime& a, const OptionTime& b) {
+  // a - b is piecewise linear with kinks only at the phases' break-even points: comparing at
+  // b = 1, at every kink beyond and in the final slope decides it for every b >= 1.
+  std::vector<double> points{1.0};
+  for (const OptionTime* time : {&a, &b}) {
+    append_bends(time->serial_s, points);
+    for (int p = 0; p < time->phase_count; ++p) {
+      points.push_back(time->phases[p].break_even_batch());
+      append_bends(time->phases[p].compute_s, points);
+    }
+  }
+  for (double x : points) {
+    if (std::isfinite(x) && x >= 1.0 && time_at(a, x) > time_at(b, x)) return false;
+  }
+  return final_slope(a) <= final_slope(b);
+}
+
+double CostModel::overlap_slowdown() const {
+  return settings_.overlap.slowdown.value_or(cluster_->gpu.overlap_slowdown);
+}
+
+double CostModel::kernel_launch_s() const {
+  return settings_.overlap.kernel_launch_s.value_or(cluster_->gpu.kernel_launch_s);
+}
+
+namespace {
+
+// Communication of one operator's phase, per lane: collectives on one lane run one after the
+// other (NCCL order), lanes run side by side.
+struct LaneLoads {
+  std::map<int, double> lane_s;
+  void add(int lane, double seconds) { lane_s[lane] += seconds; }
+  void add(const LaneLoads& other) {
+    for (const auto& [lane, seconds] : other.lane_s) lane_s[lane] += seconds;
+  }
+  double busiest_s() const {
+    double busiest = 0.0;
+    for (const auto& [lane, seconds] : lane_s) busiest = std::max(busiest, seconds);
+    return busiest;
+  }
+  double total_s() const {
+    double total = 0.0;
+    for (const auto& [lane, seconds] : lane_s) total += seconds;
+    return total;
+  }
+};
+
+// What one micro-batch of an operator puts on the lanes, by where it runs (sim/program).
+struct OperatorCollectives {
+  LaneLoads forward_gathers;           // before each forward slice
+  LaneLoads backward_gathers;          // before the recomputes and backwards
+  LaneLoads reductions;                // after each backward (every micro-batch)
+  LaneLoads last_reductions;           // after the backward of the last micro-batch only
+  double after_backward_s = 0;         // DP all-reduce in one bucket after the whole backward
+  double after_step_s = 0;             // after the optimizer step
+  double backward_slice_gather_s = 0;  // one sharded slice's backward gather
+};
+
+}  // namespace
+
+OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
+                                      const Linear& slicing) const {
+  const Operator& op = workload_->op(index);
+  const CostSettings::Overlap& schedule = settings_.overlap;
+  const int k = choice.slices;
+  const int j = choice.sharded_slices;
+  const int m = training_->accumulation_steps;
+  const bool checkpointed = choice.checkpoint != Checkpoint::none;
+
+  // The lanes (sim/program): one per process group, reductions on a second one when separate.
+  OperatorCollectives calls;
+  auto gather_into = [&](Mode mode, double slice_bytes, int count, bool dp_slices) {
+    const ModeDescription& description = describe_mode(mode);
+    for (const ModeCollective& collective : description.collectives) {
+      if (!collective_runs(collective, choice.checkpoint)) continue;
+      const bool reduction = collective.kind != CollectiveKind::all_gather;
+      double bytes = reduction ? slice_bytes * gradient_reduce_ratio() : slice_bytes;
+      if (collective.node_shard_bytes) bytes /= cluster_->gpus_per_node;
+      const double time_s =
+          count * group_timing(collective.group, *cluster_)
+                      .time_s(collective.kind, bytes, group_ranks(collective.group, *cluster_));
+      const int lane = static_cast<int>(collective.group) * 2 +
+                       (reduction && schedule.separate_reduction_lane ? 1 : 0);
+      switch (collective.stage) {
+        case Stage::forward:
+          calls.forward_gathers.add(lane, time_s);
+          break;
+        case Stage::recompute:
+        case Stage::backward:
+          calls.backward_gathers.add(lane, time_s);
+          if (collective.stage == Stage::backward) calls.backward_slice_gather_s += time_s / count;
+          break;
+        case Stage::after_backward:
+          if (dp_slices && schedule.all_reduce_after_backward) {
+            // One all-reduce of the whole bucket: each operator adds its bytes, the latency
+            // counts once (charged to the first operator in execution order).
+            const double latency_s =
+                group_timing(collective.group, *cluster_)
+                    .time_s(collective.kind, 0.0, group_ranks(collective.group, *cluster_));
+            calls.after_backward_s += time_s - latency_s;
+            if (index == workload_->execution_order().front()) {
+              calls.after_backward_s += latency_s;
+            }
+          } else if (runs_every_micro_batch(description, collective)) {
+            calls.reductions.add(lane, time_s);
+          } else {
+            calls.last_reductions.add(lane, time_s);
+          }
+          break;
+        case Stage::after_step:
+          calls.after_step_s += time_s;
+          break;
+      }
+    }
+  };
+  if (j < k) gather_into(Mode::dp, op.parameter_bytes * (k - j) / k, 1, true);
+  if (j > 0) gather_into(choice.mode, op.parameter_bytes / k, j, false);
+
+  // Compute of one micro-batch, as the simulator runs it: every slice launches its forward
+  // (and recompute) kernel once and its backward kernels twice; the extra slices add their
+  // partial sums (slicing).
+  const double launch_s = kernel_launch_s();
+  const int forward_calls = checkpointed ? 2 : 1;
+  Linear forward = forward_compute_s(index);
+  forward.fixed += k * launch_s;
+  Linear backward = backward_compute_s(index);
+  backward.fixed += 2 * k * launch_s;
+  Linear backward_phase = backward;  // with the recompute, between the backward gathers
+  if (checkpointed) backward_phase += forward;
+  const Linear slicing_per_micro{slicing.fixed / m, slicing.per_sample / m};
+  // The partial-sum adds split between the phases as the calls do.
+  auto share = [&](double calls_in_phase) {
+    const double fraction = calls_in_phase / (forward_calls + 1);
+    return Linear{slicing_per_micro.fixed * fraction, slicing_per_micro.per_sample * fraction};
+  };
+  forward += share(1);
+  backward_phase += share(forward_calls);
+
+  const auto& order = workload_->execution_order();
+  const auto position = std::find(order.begin(), order.end(), index);
+  const bool first = position == order.begin();
+  const bool last = position == order.end() || std::next(position) == order.end();
+  const double slowdown = overlap_slowdown();
+  OptionTime time;
+  // Host floors scale with the calls they stand under (a slice's call is 1/k of the law).
+  auto scaled = [](Linear value, double factor) {
+    Linear result{value.fixed * factor, value.per_sample * factor, value.floors};
+    for (HostFloor& floor : result.floors) floor.weight *= factor;
+    return result;
+  };
+  auto exposed = [&](double communication_s) {
+    time.serial_s.fixed += communication_s;
+    time.serial_communication_s += communication_s;
+  };
+  // Communication beside compute `hidden` (per micro-batch, `count` of them): the operator is
+  // charged what it adds to that compute, max(comm, hidden + comm (1 - 1/slowdown)) - hidden,
+  // so that summed over the chain every compute counts once (it is charged by its own
+  // operator) and every collective adds only what the compute beside it does not hide.
+  auto beside = [&](Linear hidden, double communication_s, int count) {
+    if (communication_s <= 0) return;
+    time.add_phase({scaled(hidden, count), count * communication_s, slowdown});
+    time.serial_s += scaled(hidden, -count);
+  };
+  // The compute a neighbour's slice does in a phase. Its choice is not known here (the time
+  // must stay a sum over operators): it is assumed checkpointed as this operator is and split
+  // as finely as the search may split it (finest_split), so that no plan gains by pairing a
+  // whole operator with a finely split neighbour whose last slice hides little.
+  auto neighbour = [&](int other, bool backward) {
+    const int slices = workload_->op(other).splittable ? std::max(k, settings_.finest_split) : k;
+    Linear compute =
+        scaled(backward ? backward_compute_s(other) : forward_compute_s(other), 1.0 / slices);
+    compute.fixed += (backward ? 2 : 1) * launch_s;
+    if (backward && checkpointed) {
+      compute += scaled(forward_compute_s(other), 1.0 / k);
+      compute.fixed += launch_s;
+    }
+    return compute;
+  };
+  const int previous = first ? -1 : *std::prev(position);
+  const int next = last ? -1 : *std::next(position);
+
+  // Every compute of the operator, on the stream.
+  time.serial_s += scaled(forward, m);
+  time.serial_s += scaled(backward_phase, m);
+
+  // Forward: a gather runs while the slice before it computes (prefetch of depth one: the
+  // rate limiter's two units in flight allow no deeper): the first slice's behind the previous
+  // operator's last, the others behind this operator's. The first operator's first gather has
+  // nothing to hide behind.
+  const double forward_gathers_s = calls.forward_gathers.total_s();
+  if (forward_gathers_s > 0) {
+    if (!schedule.forward_prefetch) {
+      exposed(m * forward_gathers_s);
+    } else {
+      Linear hidden = scaled(forward, (j - 1.0) / k);
+      double hidden_gathers_s = forward_gathers_s;
+      if (first) {
+        exposed(m * forward_gathers_s / j);
+        hidden_gathers_s -= forward_gathers_s / j;
+      } else {
+        hidden += neighbour(previous, false);
+      }
+      beside(hidden, hidden_gathers_s, m);
+    }
+  }
+
+  // Backward, step by step as sim/program issues it: a checkpointed operator first recomputes
+  // its slices, then runs their backwards. A prefetched (pre) gather runs beside the compute of
+  // the step before it (the next operator's last step, then this operator's), the reductions
+  // after a backward beside the steps after it; one lane carries both, in issue order. The
+  // recomputes (a third of the compute) and the backwards are charged apart: a phase's slack
+  // does not hide another's communication. Exposed: the first backward unit's gathers (the
+  // last operator's), the last unit's reductions (the first operator's), gathers without
+  // prefetch, and a gather that refills a buffer still in use (an unfused recompute's last
+  // slice, a fused recompute's later slices).
+  const bool fused = choice.checkpoint == Checkpoint::fused;
+  const bool prefetched = !last && schedule.backward_prefetch == BackwardPrefetch::pre;
+  const double gathers_s = calls.backward_gathers.total_s();
+  const double slice_gather_s = calls.backward_slice_gather_s;
+  double recompute_gathers_s = 0.0;  // beside the recomputes
+  double backward_gathers_s = 0.0;   // beside the backwards
+  double refills_s = 0.0;
+  if (fused) {
+    refills_s = std::max(0, j - 1) * slice_gather_s;
+    recompute_gathers_s = gathers_s - refills_s;
+  } else if (checkpointed) {
+    refills_s = j == k ? slice_gather_s : 0.0;
+    recompute_gathers_s = j * slice_gather_s;
+    backward_gathers_s = gathers_s - recompute_gathers_s - refills_s;
+  } else {
+    backward_gathers_s = gathers_s;
+  }
+  if (!prefetched) {
+    refills_s = gathers_s;
+    recompute_gathers_s = backward_gathers_s = 0.0;
+  }
+  Linear recompute_phase = checkpointed ? forward : Linear{};
+  const Linear backward_only{backward_phase.fixed - recompute_phase.fixed,
+                             backward_phase.per_sample - recompute_phase.per_sample};
+  const Linear next_step = !last ? neighbour(next, true) : Linear{};
+  Linear recompute_hidden = scaled(recompute_phase, (k - 1.0) / k) + next_step;
+  Linear backward_hidden =
+      checkpointed ? backward_only : scaled(backward_only, (k - 1.0) / k) + next_step;
+  if (last && !first && !checkpointed) backward_hidden += neighbour(previous, true);
+  auto backward_micro_batches = [&](int count, bool with_last_reductions) {
+    if (count <= 0) return;
+    LaneLoads reductions = calls.reductions;
+    if (with_last_reductions) reductions.add(calls.last_reductions);
+    double beside_backward_s = backward_gathers_s;
+    if (first) {
+      exposed(count * reductions.total_s());
+    } else {
+      // The gathers' lane carries the reductions too unless they have their own.
+      LaneLoads lanes = reductions;
+      lanes.add(
+          static_cast<int>(describe_mode(choice.mode).shard_group.value_or(RankGroup::world)) * 2,
+          backward_gathers_s);
+      beside_backward_s = lanes.busiest_s();
+    }
+    exposed(count * refills_s);
+    if (checkpointed) beside(recompute_hidden, recompute_gathers_s, count);
+    beside(backward_hidden, beside_backward_s, count);
+  };
+  backward_micro_batches(m - 1, false);
+  backward_micro_batches(1, true);
+
+  // After the backward: the bucketed DP all-reduce, the optimizer step, what follows it.
+  exposed(calls.after_backward_s + calls.after_step_s);
+  time.serial_s.fixed += optimizer_step_s(index, choice);
+  return time;
+}
+
 OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const {
   if (!valid(index, choice)) {
     throw InputError("", fmt::format("operator {}", workload_->op(index).name), describe(choice),
@@ -210,31 +589,32 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
   }
   cost.communication_s = communication_s;
 
+  // What the extra slices add: measured on this hardware for the operator's kind (a recompute
+  // repeats the forward's), or their partial sums into the output (forward, recompute) and the
+  // input gradient (backward), reading two operands and writing one. Their kernel launches
+  // count with every slice's in the overlapped time.
   Linear slicing;
   const std::optional<double> measured_forward = calibrated_extra_slice_s(index, false);
   const std::optional<double> measured_backward = calibrated_extra_slice_s(index, true);
   if (extended && k > 1 && (measured_forward || measured_backward)) {
-    // Measured on this hardware for the operator's kind (a recompute repeats the forward's).
     slicing.fixed = (k - 1) * (forward_calls * measured_forward.value_or(0.0) +
                                measured_backward.value_or(0.0));
-  } else if (extended && k > 1) {
-    // Each extra slice launches its forward, backward-data and backward-weight kernels again
-    // and adds its partial sums into the output (forward) and input gradient (backward):
-    // read two operands, write one.
-    slicing.fixed = (k - 1) * 3.0 * cluster_->gpu.kernel_launch_s;
-    if (cluster_->gpu.memory_bandwidth_Bps) {
-      slicing.per_sample =
-          (k - 1) * 2.0 * 3.0 * op.output_bytes_per_sample / *cluster_->gpu.memory_bandwidth_Bps;
-    }
+  } else if (extended && k > 1 && cluster_->gpu.memory_bandwidth_Bps) {
+    slicing.per_sample = (k - 1) * (forward_calls + 1) * 3.0 * op.output_bytes_per_sample /
+                         *cluster_->gpu.memory_bandwidth_Bps;
   }
   slicing.fixed *= m;
   slicing.per_sample *= m;
-  cost.slicing_overhead_s = slicing.fixed;
+  cost.slicing_overhead_s =
+      slicing.fixed + (extended ? m * (k - 1) * (forward_calls + 2) * kernel_launch_s() : 0.0);
 
-  cost.time_s.fixed =
-      cost.compute_s.fixed + communication_s + slicing.fixed + optimizer_step_s(index, choice);
-  cost.time_s.per_sample = cost.compute_s.per_sample + slicing.per_sample;
-  cost.time_s.floors = cost.compute_s.floors;
+  if (extended) {
+    cost.time_s = overlapped_time(index, choice, slicing);
+  } else {
+    // The paper's sum: compute plus every collective, nothing overlapped.
+    cost.time_s.serial_s = {communication_s, cost.compute_s.per_sample};
+    cost.time_s.serial_communication_s = communication_s;
+  }
 
   if (extended) {
     const ModeDescription& mode = describe_mode(choice.mode);
@@ -327,6 +707,7 @@ PlanCost CostModel::plan_cost(const Plan& plan) const {
     const OperatorChoice& choice = plan.choices.at(i);
     const OptionCost cost = option_cost(i, choice);
     result.iteration_time_s += cost.time_s.at(b);
+    result.exposed_communication_s += cost.time_s.exposed_communication_s(b);
     result.compute_s += cost.compute_s.at(b);
     result.communication_s += cost.communication_s;
     result.optimizer_step_s += optimizer_step_s(i, choice);

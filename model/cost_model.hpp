@@ -1,6 +1,6 @@
 // Analytic cost models: the time and memory of one operator under one choice, and of a whole
-// plan. Costs are linear in the batch size b, so they are kept as (fixed, per-sample) pairs that
-// the search evaluates for every b without recomputing.
+// plan. Memory is linear in the batch size b, kept as (fixed, per-sample) pairs; time is a sum of
+// such pairs and of maxima of two (OptionTime); the search evaluates both at every b.
 //
 // `paper` is DESIGN section 1 exactly:
 //   M_i(DP,b)  = M_i^model + b*M_i^act + M_i^extra      T_i(DP,b)  = 2(N-1)(a + S_i/N*beta) + b*g_i
@@ -9,16 +9,21 @@
 // `extended` adds: the transient peak while an operator runs (its gathered slice, the prefetched
 // next unit, its full-size gradient before reduce-scatter, recomputed activations, workspace),
 // the cost of each extra slice (kernel launches + partial-sum adds), checkpointing with unfused
-// and fused recompute gathers, Z2 and HSDP, and the optimizer step.
+// and fused recompute gathers, Z2 and HSDP, the optimizer step, and the overlap of compute and
+// communication the simulator schedules (OverlappedPhase): the time is then a convex piecewise
+// linear function of b, still a sum over operators.
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/cluster.hpp"
 #include "model/mode.hpp"
 #include "model/plan.hpp"
+#include "model/prefetch_policy.hpp"
 #include "model/training.hpp"
 #include "model/workload.hpp"
 
@@ -33,6 +38,19 @@ struct CostSettings {
   // an operator runs (prefetch). The peak adds (units_in_flight - 1) x the largest gather buffer
   // of the plan to the largest transient term: never below the true max_i (t_i + buf_i+-1).
   int units_in_flight = 2;
+  // The finest split the search may give an operator: a neighbour's slice, which hides this
+  // operator's first gather, is assumed that small (1: split as this operator is).
+  int finest_split = 1;
+  // The schedule the simulator runs (the scenario's "simulation" object), so that the extended
+  // model predicts the iteration it simulates.
+  struct Overlap {
+    bool forward_prefetch = true;  // "forward_prefetch" > 0: a gather hides behind the compute
+    BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+    bool separate_reduction_lane = false;    // "separate_reduce_scatter_lane"
+    bool all_reduce_after_backward = false;  // "gradient_all_reduce": "after_backward"
+    std::optional<double> slowdown;          // overrides the GPU's overlap_slowdown
+    std::optional<double> kernel_launch_s;   // overrides the GPU's kernel_launch
+  } overlap{};
 };
 
 // A host floor under `weight` compute calls whose law is call_fixed + b * call_per_sample: each
@@ -66,15 +84,51 @@ struct Linear {
     floors.insert(floors.end(), other.floors.begin(), other.floors.end());
     return *this;
   }
+  friend Linear operator+(Linear a, const Linear& b) { return a += b; }
 };
+
+// A stretch of the iteration where compute runs beside communication on the lanes (prefetched
+// gathers, reductions of the previous operator): compute is slowed by `slowdown` while a
+// collective is in flight, so the stretch lasts
+//   max(communication, compute + communication x (1 - 1/slowdown)),
+// i.e. the communication when it is the longer (compute-bound otherwise).
+struct OverlappedPhase {
+  Linear compute_s;            // at full speed
+  double communication_s = 0;  // the busiest lane's work beside it
+  double slowdown = 1;
+  double at(int batch) const;
+  // The part of the communication the compute does not hide (the stream waits).
+  double exposed_s(int batch) const;
+  // The batch size where it turns from communication- to compute-bound (may be < 1 or inf).
+  double break_even_batch() const;
+};
+
+// The time of one option at batch size b: a serial part plus overlapped phases. It is convex
+// and piecewise linear in b; every consumer evaluates it at b.
+struct OptionTime {
+  static constexpr int max_phases = 5;
+  Linear serial_s;                    // nothing overlaps it
+  double serial_communication_s = 0;  // of which exposed communication
+  std::array<OverlappedPhase, max_phases> phases{};
+  int phase_count = 0;
+  double at(int batch) const;
+  double exposed_communication_s(int batch) const;
+  void add_phase(const OverlappedPhase& phase);
+  // Values that identify the function (for grouping identical operators).
+  void append_key(std::vector<double>& key) const;
+};
+
+// Whether a takes no longer than b at every batch size >= 1 (exact for piecewise-linear times:
+// compared at b = 1, at every break-even point and in the slope beyond).
+bool no_slower(const OptionTime& a, const OptionTime& b);
 
 // Cost of one operator under one choice.
 // Time figures cover one iteration: all m micro-batches of the training's accumulation and the
 // optimizer step; memory is per micro-batch (activations live for one micro-batch at a time).
 struct OptionCost {
-  Linear time_s;                   // compute + communication + slicing overhead
-  Linear persistent_bytes;         // live for the whole iteration: model states, saved activations
-  Linear transient_bytes;          // live only while this operator runs; peak adds the largest one
+  OptionTime time_s;        // compute, communication (overlapped or exposed), slicing, optimizer
+  Linear persistent_bytes;  // live for the whole iteration: model states, saved activations
+  Linear transient_bytes;   // live only while this operator runs; peak adds the largest one
   double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
   // Its own next sharded slice, gathered while one runs (0 with fewer than two sharded slices).
   double next_slice_buffer_bytes = 0;
@@ -126,6 +180,8 @@ struct PlanCost {
   double iteration_time_s = 0;
   double compute_s = 0;
   double communication_s = 0;
+  // The part of the communication no compute hides (the compute stream waits for it).
+  double exposed_communication_s = 0;
   double optimizer_step_s = 0;
   double peak_memory_bytes = 0;
   // All ranks: ranks * b * accumulation steps / iteration time.
@@ -200,6 +256,10 @@ class CostModel {
   // One slice's collectives in `mode` over the iteration's micro-batches (DP: the DP slices'
   // all-reduce), as model/mode describes them.
   double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint) const;
+  // The extended model's time: phases of overlap as the simulator schedules them (sim/program).
+  OptionTime overlapped_time(int op, const OperatorChoice& choice, const Linear& slicing) const;
+  double overlap_slowdown() const;
+  double kernel_launch_s() const;
 
   const Workload* workload_;
   const Cluster* cluster_;

@@ -1,17 +1,35 @@
 #include "model/scenario.hpp"
 
-#include "model/mode.hpp"
-
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "model/mode.hpp"
+
 namespace osdp {
 namespace {
+
+// The schedule keys of a scenario's "simulation" object, for the cost model to predict the
+// iteration the simulator runs (sim/options reads the whole object strictly).
+CostSettings::Overlap read_overlap_schedule(const JsonReader& reader) {
+  CostSettings::Overlap schedule;
+  schedule.forward_prefetch = reader.optional_integer("forward_prefetch", 0, 64).value_or(1) > 0;
+  schedule.backward_prefetch = read_backward_prefetch(reader, "backward_prefetch");
+  schedule.separate_reduction_lane =
+      reader.optional_boolean("separate_reduce_scatter_lane").value_or(false);
+  schedule.all_reduce_after_backward =
+      reader.has("gradient_all_reduce") &&
+      reader.choice("gradient_all_reduce", {"per_operator", "after_backward"}) == "after_backward";
+  schedule.slowdown = reader.optional_number("overlap_slowdown", limits::slowdown);
+  schedule.kernel_launch_s =
+      reader.optional_quantity("kernel_launch", units::Dimension::seconds, false);
+  return schedule;
+}
 
 namespace fs = std::filesystem;
 using units::Dimension;
@@ -566,7 +584,8 @@ Training load_training(const JsonReader& reader) {
     training.optimizer =
         reader.choice("optimizer", {"adam", "sgd"}) == "adam" ? Optimizer::adam : Optimizer::sgd;
   }
-  training.memory_limit_bytes = reader.optional_quantity("memory_limit", Dimension::bytes, limits::memory_limit_bytes);
+  training.memory_limit_bytes =
+      reader.optional_quantity("memory_limit", Dimension::bytes, limits::memory_limit_bytes);
   if (reader.has("micro_batch_size")) {
     // A fixed micro-batch: the scheduler tries only it.
     for (const char* key : {"min_batch_size", "max_batch_size"}) {
@@ -604,6 +623,12 @@ Workload load_model(const JsonReader& reader, const Training& training) {
   reader.fail("family",
               "a generator (\"family\": \"gpt\", layers, hidden, heads, ...) or an "
               "\"operators\" list");
+}
+
+CostModel Scenario::cost_model() const {
+  CostSettings settings = cost;
+  for (int k : search.granularities) settings.finest_split = std::max(settings.finest_split, k);
+  return CostModel(*workload, cluster, training, settings);
 }
 
 Scenario scenario_from_json(const Json& document, const std::string& file) {
@@ -679,8 +704,10 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     }
   }
   if (reader.has("simulation")) {
-    (void)reader.object("simulation");  // must be an object; sim/ checks its keys
+    // Must be an object; sim/ checks its keys. The cost model reads the schedule it predicts.
+    const JsonReader simulation = reader.object("simulation");
     scenario.simulation = document["simulation"];
+    scenario.cost.overlap = read_overlap_schedule(simulation);
   }
   if (reader.has("measured_runs")) {
     (void)reader.object("measured_runs");  // must be an object; measured_runs.cpp checks its keys
@@ -712,9 +739,9 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   check_figures_finite(scenario, costs, file);
   for (Mode mode : scenario.search.modes) {
     if (!mode_fits_cluster(mode, scenario.cluster)) {
-      throw InputError(file, "$.search.modes", fmt::format("\"{}\"", mode_name(mode)),
-                       fmt::format("{} only on {}", mode_name(mode),
-                                   mode_cluster_requirement(mode)));
+      throw InputError(
+          file, "$.search.modes", fmt::format("\"{}\"", mode_name(mode)),
+          fmt::format("{} only on {}", mode_name(mode), mode_cluster_requirement(mode)));
     }
   }
   return scenario;
@@ -739,6 +766,7 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
                        "ranks",
                        "compute_s",
                        "communication_s",
+                       "exposed_communication_s",
                        "baselines",
                        "search_time_s",
                        "search_proven_gap",

@@ -50,7 +50,8 @@ struct Scenario {
   // How the runs of a measured table ran (mode, checkpointed kinds), read by measured_runs.cpp.
   Json measured_runs = Json::object();
 
-  CostModel cost_model() const { return CostModel(*workload, cluster, training, cost); }
+  // The cost model, told the finest split the search may choose (see CostSettings).
+  CostModel cost_model() const;
 };
 
 Scenario load_scenario(const std::string& path);

@@ -69,17 +69,13 @@ std::vector<OperatorClass> group_into_classes(const CostModel& model, const Sear
     if (role != Role::other) key.insert(key.end(), {-1.0, static_cast<double>(op)});
     for (const auto& option : options) {
       const OptionCost& c = option.cost;
-      key.insert(key.end(), {c.time_s.fixed, c.time_s.per_sample, c.persistent_bytes.fixed,
-                             c.persistent_bytes.per_sample, c.transient_bytes.fixed,
-                             c.transient_bytes.per_sample, static_cast<double>(option.choice.mode),
-                             static_cast<double>(option.choice.slices),
-                             static_cast<double>(option.choice.sharded_slices),
-                             static_cast<double>(option.choice.checkpoint)});
-      // Host floors bend the time: identical operators have identical floors too.
-      for (const HostFloor& f : c.time_s.floors) {
-        key.insert(key.end(), {f.weight, f.floor_s, f.call_fixed, f.call_per_sample});
-      }
-      key.push_back(static_cast<double>(c.time_s.floors.size()));
+      c.time_s.append_key(key);
+      key.insert(key.end(),
+                 {c.persistent_bytes.fixed, c.persistent_bytes.per_sample, c.transient_bytes.fixed,
+                  c.transient_bytes.per_sample, static_cast<double>(option.choice.mode),
+                  static_cast<double>(option.choice.slices),
+                  static_cast<double>(option.choice.sharded_slices),
+                  static_cast<double>(option.choice.checkpoint)});
     }
     auto [it, inserted] = index_of_key.emplace(std::move(key), static_cast<int>(classes.size()));
     if (inserted) classes.push_back({{}, std::move(options), role});

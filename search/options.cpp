@@ -32,7 +32,7 @@ bool dominates(const Linear& a, const Linear& b) {
 
 // a is no worse than b in time and every memory term, for every batch size.
 bool dominates(const OptionCost& a, const OptionCost& b) {
-  return dominates(a.time_s, b.time_s) && dominates(a.persistent_bytes, b.persistent_bytes) &&
+  return no_slower(a.time_s, b.time_s) && dominates(a.persistent_bytes, b.persistent_bytes) &&
          dominates(a.transient_bytes, b.transient_bytes) &&
          a.gather_buffer_bytes <= b.gather_buffer_bytes &&
          a.next_slice_buffer_bytes <= b.next_slice_buffer_bytes;

@@ -69,9 +69,14 @@ Plan strategy_plan(const CostModel& model, const Strategy& strategy, int batch) 
   return plan;
 }
 
-StrategyResult schedule_strategy(const CostModel& model, const Strategy& strategy,
+StrategyResult schedule_strategy(const CostModel& search_model, const Strategy& strategy,
                                  std::optional<double> memory_limit_bytes) {
   StrategyResult result{strategy, std::nullopt};
+  // A strategy splits no operator: its neighbours' slices are whole (CostSettings).
+  CostSettings settings = search_model.settings();
+  settings.finest_split = 1;
+  const CostModel model(search_model.workload(), search_model.cluster(), search_model.training(),
+                        settings);
   const double limit_bytes = memory_limit_bytes.value_or(model.memory_limit_bytes());
   const Training& training = model.training();
   if (!strategy_valid(model, strategy_plan(model, strategy, training.min_batch_size))) {

@@ -74,9 +74,16 @@ TEST_CASE("extended model: gather buffers shrink with slices", "[model][cost]") 
   CHECK(plan.peak.prefetch_bytes == Approx(50331648.0 / 4));
   CHECK(plan.peak_memory_bytes ==
         Approx(sliced.persistent_bytes.at(1) + sliced.transient_bytes.at(1) + 50331648.0 / 4));
-  // Slicing is not free: more latency and the per-slice overhead.
-  CHECK(sliced.time_s.at(1) > whole.time_s.at(1));
   CHECK(sliced.slicing_overhead_s > 0);
+  // With prefetch, the slices' own compute hides their later gathers; without, slicing is not
+  // free: more latency and the per-slice overhead.
+  CHECK(sliced.time_s.at(1) < whole.time_s.at(1));
+  CostSettings serial{CostModelKind::extended, 2};
+  serial.overlap.forward_prefetch = false;
+  serial.overlap.backward_prefetch = BackwardPrefetch::none;
+  const CostModel unprefetched(f.workload, f.cluster, f.training, serial);
+  CHECK(unprefetched.option_cost(0, {Mode::zdp, 4, 4, Checkpoint::none}).time_s.at(1) >
+        unprefetched.option_cost(0, {Mode::zdp, 1, 1, Checkpoint::none}).time_s.at(1));
 }
 
 TEST_CASE("extended model: checkpointing trades memory for recompute", "[model][cost]") {
@@ -157,12 +164,11 @@ TEST_CASE("calibrated compute laws: a fixed part, a rate and a slice cost per op
   const OptionCost cost = model.option_cost(2, choice);
   CHECK(cost.compute_s.fixed == Approx(2 * 1e-3 + 2e-3));
   CHECK(cost.compute_s.per_sample == Approx(2 * 3e9 / (2 * rate) + 6e9 / rate));
-  CHECK(cost.slicing_overhead_s == Approx(3 * (2 * 5e-5 + 7e-5)));
-  CHECK(cost.time_s.per_sample == Approx(cost.compute_s.per_sample));
-  const OperatorChoice whole = OperatorChoice::whole(Mode::zdp);
-  const OptionCost whole_cost = model.option_cost(2, whole);
-  CHECK(whole_cost.time_s.fixed - whole_cost.communication_s - model.optimizer_step_s(2, whole) ==
-        Approx(3e-3));
+  // The measured extras, and the kernel launches of the 3 extra slices (forward, recompute,
+  // two backward each).
+  const double launch_s = f.cluster.gpu.kernel_launch_s;
+  CHECK(cost.slicing_overhead_s == Approx(3 * (2 * 5e-5 + 7e-5) + 3 * 4 * launch_s));
+  CHECK(cost.time_s.serial_s.per_sample + cost.time_s.phases[0].compute_s.per_sample > 0);
   // DESIGN section 1's paper model stays b x gamma_i.
   CHECK(f.model(CostModelKind::paper).option_cost(2, choice).compute_s.fixed == 0);
 }
@@ -218,6 +224,72 @@ TEST_CASE("ZeRO-1: whole parameters and gradients, sharded optimizer states, DP'
   CHECK(model.optimizer_step_s(0, z1) ==
         Approx(model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp)) / n));
   // Checkpointing adds no gather: ZeRO-1 holds the parameters.
-  CHECK(model.option_cost(0, OperatorChoice::whole(Mode::z1, Checkpoint::unfused)).communication_s ==
-        Approx(cost.communication_s).epsilon(1e-12));
+  CHECK(
+      model.option_cost(0, OperatorChoice::whole(Mode::z1, Checkpoint::unfused)).communication_s ==
+      Approx(cost.communication_s).epsilon(1e-12));
+}
+
+TEST_CASE("an overlapped phase lasts its communication or its slowed compute, whichever is longer",
+          "[model][cost][overlap]") {
+  // Compute-bound: 10 ms of compute beside a 4 ms gather at slowdown 1.25 runs 4 ms at 80 %
+  // (3.2 ms of work), then 6.8 ms alone: 10.8 ms = compute + gather x (1 - 1/1.25).
+  const OverlappedPhase compute_bound{{0.0, 1e-3}, 4e-3, 1.25};
+  CHECK(compute_bound.at(10) == Approx(10.8e-3));
+  CHECK(compute_bound.exposed_s(10) == 0.0);
+  // Communication-bound: 2 ms of compute is done (slowed to 2.5 ms) before the 4 ms gather.
+  CHECK(compute_bound.at(2) == Approx(4e-3));
+  CHECK(compute_bound.exposed_s(2) == Approx(1.5e-3));
+  CHECK(compute_bound.break_even_batch() == Approx(3.2));
+
+  OptionTime a;
+  a.serial_s = {1e-3, 0.0};
+  a.add_phase(compute_bound);
+  OptionTime b = a;
+  b.serial_s.fixed += 1e-6;
+  CHECK(no_slower(a, b));
+  CHECK_FALSE(no_slower(b, a));
+  // Faster at small b (less communication), slower at large b (more compute): neither wins.
+  OptionTime c;
+  c.add_phase({{0.0, 1.2e-3}, 1e-3, 1.25});
+  CHECK_FALSE(no_slower(a, c));
+  CHECK_FALSE(no_slower(c, a));
+}
+
+TEST_CASE(
+    "a chain of FSDP operators: compute plus the first gather, or communication plus the "
+    "last compute",
+    "[model][cost][overlap]") {
+  // Four identical operators, one gather per phase each (forward, backward) and a
+  // reduce-scatter after backward;
+  // cost, no launch gaps, no slowdown; the optimizer step (serial) is left out.
+  Fixture f;
+  Operator op = Fixture::make_operator();
+  op.input_activation_bytes_per_sample.reset();
+  op.compute_s_per_sample = 3e-3;
+  op.forward_compute_s_per_sample = 1e-3;  // backward 2 ms per sample
+  f.workload = Workload::chain("four", {op, op, op, op});
+  f.cluster.gpu.kernel_launch_s = 0.0;
+  f.cluster.gpu.memory_bandwidth_Bps.reset();
+  f.cluster.gpu.overlap_slowdown = 1.0;
+  const CostModel model = f.model(CostModelKind::extended);
+  const OperatorChoice zdp = OperatorChoice::whole(Mode::zdp);
+  const double gather_s = f.cluster.world.time_s(CollectiveKind::all_gather, op.parameter_bytes, 8);
+  const double reduce_s =
+      f.cluster.world.time_s(CollectiveKind::reduce_scatter, op.parameter_bytes, 8);
+  const Plan plan_of{0, std::vector<OperatorChoice>(4, zdp)};
+  auto iteration_s = [&](int batch) {
+    Plan plan = plan_of;
+    plan.batch_size = batch;
+    return model.plan_cost(plan).iteration_time_s - 4 * model.optimizer_step_s(0, zdp);
+  };
+  // Compute-bound (compute per phase far above gather + reduce-scatter): every compute, plus
+  // the first gather of forward, the first of backward, and the last reduce-scatter.
+  const int big = 1000;
+  REQUIRE(big * 1e-3 > gather_s + reduce_s);
+  CHECK(iteration_s(big) == Approx(4 * big * 3e-3 + 2 * gather_s + reduce_s));
+  // Communication-bound (batch 0: no compute): the lanes' work, all of it.
+  CHECK(iteration_s(0) == Approx(4 * 2 * gather_s + 4 * reduce_s));
+  // Nothing overlaps in the paper model.
+  CHECK(f.model(CostModelKind::paper).plan_cost(plan_of).iteration_time_s ==
+        Approx(4 * (2 * gather_s + reduce_s)));
 }

@@ -90,8 +90,11 @@ inline std::vector<Operator> random_operators(Random& random, int count,
   const double copy_share = random.uniform(least_copy_share, std::max(0.7, least_copy_share));
   std::vector<Operator> operators;
   for (int i = 0; i < count; ++i) {
-    Operator op = random.chance(copy_share) ? templates[random.integer(0, template_count - 1)]
-                                            : random_operator(random, "");
+    // Copies repeat the templates in order, as a model's layers do: an operator's time
+    // depends on its neighbours' compute (what hides its gathers), so identical operators
+    // with alike neighbours form one class, as in a GPT.
+    Operator op =
+        random.chance(copy_share) ? templates[i % template_count] : random_operator(random, "");
     op.name = "op" + std::to_string(i);
     operators.push_back(op);
   }
