@@ -56,7 +56,7 @@ double brute_force_s(const CostModel& model, const SearchSpec& spec, int batch, 
 TEST_CASE("exact search equals brute force with host floors", "[search][exact][floor]") {
   int compared = 0;
   for (unsigned seed = 1; seed <= 24; ++seed) {
-    const exactness::Instance instance = floored_instance(seed, 7);
+    const exactness::Instance instance = floored_instance(seed, 5);
     const CostModel model = instance.model();
     SearchSpec spec;
     spec.optimality_gap = 0;

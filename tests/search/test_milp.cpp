@@ -468,7 +468,7 @@ TEST_CASE("an embedding-like first operator: exact search = brute force = CBC", 
   // its neighbour's buffer beside it: the max-term's second branch decides many of these.
   int feasible = 0;
   int decided_by_last = 0;  // optima that the uniform window would have ruled out
-  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
     const OptionKind kind = option_kinds()[seed % option_kinds().size()];
     const int batch = 1 + static_cast<int>((seed * 5) % 12);
     const double scale = 10.0 + 30.0 * static_cast<double>(seed % 4) / 3.0;
@@ -492,8 +492,8 @@ TEST_CASE("an embedding-like first operator: exact search = brute force = CBC", 
   }
   CHECK(feasible >= 8);
   CHECK(decided_by_last >= 2);
-  const CrossCheck tally = cross_check({20, 50, 100}, model_like_copies, 307, 20.0);
-  CHECK(tally.feasible >= 10);
+  const CrossCheck tally = cross_check({20, 50}, model_like_copies, 307, 20.0);
+  CHECK(tally.feasible >= 8);
 }
 
 // Hidden (run with "[.milp-stress]"): many distinct operators.
