@@ -26,6 +26,9 @@ struct Comparison {
   SearchResult osdp;
   double search_time_s = 0;  // wall-clock time of the OSDP search over all batch sizes
   std::vector<BaselineOutcome> baselines;
+  // The strategy whose plan OSDP took, when one the search options allow scored better than
+  // the search's own best ("" otherwise); see compare_with_baselines.
+  std::string osdp_taken_from;
 };
 
 bool strategy_in_search_space(const Strategy& strategy, const SearchSpec& spec);

@@ -146,6 +146,12 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
   text += fmt::format("  search time     {} over {} batch sizes ({})\n",
                       units::format_seconds(comparison.search_time_s),
                       comparison.osdp.per_batch.size(), search_quality(comparison.osdp));
+  if (!comparison.osdp_taken_from.empty()) {
+    text += fmt::format(
+        "  taken from      {} (scored with its whole neighbours it beats the search's own best, "
+        "whose exposed gathers assume neighbours split as finely as the options allow)\n",
+        comparison.osdp_taken_from);
+  }
   return text;
 }
 
