@@ -97,7 +97,7 @@ std::string render_ranking(const SimulatedRanking& ranking, double memory_limit_
                    units::format_bytes(c.simulated_peak_memory_bytes) + (c.fits ? "" : " (over)")});
   }
   std::string text = fmt::format(
-      "\nRe-ranked by simulated throughput (the analytic model has no overlap; limit {}):\n",
+      "\nRe-ranked by simulated throughput (the simulator is the referee; limit {}):\n",
       units::format_bytes(memory_limit_bytes));
   text += table.render();
   const bool any_outside =

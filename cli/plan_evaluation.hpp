@@ -1,6 +1,6 @@
-// `osdp plan --evaluate sim`: the analytic model ignores overlap, so the K best analytic plans
-// (one per batch size) and the strategy baselines are re-ranked by simulated throughput. Both
-// figures are reported side by side.
+// `osdp plan --evaluate sim`: the simulator is the referee (contention, the real schedule), so
+// the K best analytic plans (one per batch size) and the strategy baselines are re-ranked by
+// simulated throughput. Both figures are reported side by side.
 #pragma once
 
 #include <string>
