@@ -158,22 +158,22 @@ int run_plan(const SimulateOptions& options) {
   }
   fmt::print("{}: plan {} at batch size {} on {} ranks ({} collectives)\n", scenario->name, label,
              plan.batch_size, result.ranks, sim::granularity_name(result.granularity));
-  fmt::print("  {:<26}{:>16}{:>16}\n", "", "simulated", "analytic");
-  fmt::print("  {:<26}{:>16}{:>16}\n", "iteration time",
+  fmt::print("  {:<26}{:>20}{:>20}\n", "", "simulated", "analytic");
+  fmt::print("  {:<26}{:>20}{:>20}\n", "iteration time",
              units::format_seconds(result.iteration_time_s),
              units::format_seconds(analytic.iteration_time_s));
-  fmt::print("  {:<26}{:>16}{:>16}\n", "throughput",
+  fmt::print("  {:<26}{:>20}{:>20}\n", "throughput",
              fmt::format("{:.2f} samples/s", result.throughput_samples_per_s),
              fmt::format("{:.2f} samples/s", analytic.throughput_samples_per_s));
-  fmt::print("  {:<26}{:>16}{:>16}\n", "peak memory", units::format_bytes(result.peak_memory_bytes),
+  fmt::print("  {:<26}{:>20}{:>20}\n", "peak memory", units::format_bytes(result.peak_memory_bytes),
              units::format_bytes(analytic.peak_memory_bytes));
-  fmt::print("  {:<26}{:>16}{:>16}\n", "compute (rank 0)", units::format_seconds(result.compute_s),
+  fmt::print("  {:<26}{:>20}{:>20}\n", "compute (rank 0)", units::format_seconds(result.compute_s),
              units::format_seconds(analytic.compute_s));
-  fmt::print("  {:<26}{:>16}\n", "optimizer step", units::format_seconds(result.optimizer_step_s));
+  fmt::print("  {:<26}{:>20}\n", "optimizer step", units::format_seconds(result.optimizer_step_s));
   fmt::print("  exposed communication (rank 0), total {}\n",
              units::format_seconds(result.exposed_comm_total_s()));
   for (int c = 0; c < sim::comm_categories; ++c) {
-    fmt::print("    {:<24}{:>16}\n", sim::comm_category_name(static_cast<sim::CommCategory>(c)),
+    fmt::print("    {:<24}{:>20}\n", sim::comm_category_name(static_cast<sim::CommCategory>(c)),
                units::format_seconds(result.exposed_comm_s[c]));
   }
   fmt::print("  peak memory on rank {} at {}, reached by {}\n", result.peak_rank,

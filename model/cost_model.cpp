@@ -324,10 +324,13 @@ struct LaneLoads {
 
 // What one micro-batch of an operator puts on the lanes, by where it runs (sim/program).
 struct OperatorCollectives {
-  LaneLoads forward_gathers;           // before each forward slice
-  LaneLoads backward_gathers;          // before the recomputes and backwards
-  LaneLoads reductions;                // after each backward (every micro-batch)
-  LaneLoads last_reductions;           // after the backward of the last micro-batch only
+  LaneLoads forward_gathers;   // before each forward slice
+  LaneLoads backward_gathers;  // before the recomputes and backwards
+  LaneLoads reductions;        // after each backward (every micro-batch)
+  LaneLoads last_reductions;   // after the backward of the last micro-batch only
+  // The DP slices' all-reduce, issued once after the operator's last backward slice (in the
+  // last micro-batch): on the gathers' lane it holds back the next operator's gathers.
+  LaneLoads dp_all_reduce;
   double after_backward_s = 0;         // DP all-reduce in one bucket after the whole backward
   double after_step_s = 0;             // after the optimizer step
   double backward_slice_gather_s = 0;  // one sharded slice's backward gather
@@ -337,7 +340,6 @@ struct OperatorCollectives {
 
 OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
                                       const Linear& slicing) const {
-  const Operator& op = workload_->op(index);
   const CostSettings::Overlap& schedule = settings_.overlap;
   const int k = choice.slices;
   const int j = choice.sharded_slices;
@@ -345,8 +347,8 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   const bool checkpointed = choice.checkpoint != Checkpoint::none;
 
   // The lanes (sim/program): one per process group, reductions on a second one when separate.
-  OperatorCollectives calls;
-  auto gather_into = [&](Mode mode, double slice_bytes, int count, bool dp_slices) {
+  auto gather_into = [&](OperatorCollectives& calls, int operator_index, Mode mode,
+                         double slice_bytes, int count, bool dp_slices) {
     const ModeDescription& description = describe_mode(mode);
     for (const ModeCollective& collective : description.collectives) {
       if (!collective_runs(collective, choice.checkpoint)) continue;
@@ -375,9 +377,11 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
                 group_timing(collective.group, *cluster_)
                     .time_s(collective.kind, 0.0, group_ranks(collective.group, *cluster_));
             calls.after_backward_s += time_s - latency_s;
-            if (index == workload_->execution_order().front()) {
+            if (operator_index == workload_->execution_order().front()) {
               calls.after_backward_s += latency_s;
             }
+          } else if (dp_slices) {
+            calls.dp_all_reduce.add(lane, time_s);
           } else if (runs_every_micro_batch(description, collective)) {
             calls.reductions.add(lane, time_s);
           } else {
@@ -390,8 +394,15 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
       }
     }
   };
-  if (j < k) gather_into(Mode::dp, op.parameter_bytes * (k - j) / k, 1, true);
-  if (j > 0) gather_into(choice.mode, op.parameter_bytes / k, j, false);
+  // What an operator of `parameter_bytes` puts on the lanes under this choice.
+  auto collectives_of = [&](int operator_index) {
+    const double parameter_bytes = workload_->op(operator_index).parameter_bytes;
+    OperatorCollectives calls;
+    if (j < k) gather_into(calls, operator_index, Mode::dp, parameter_bytes * (k - j) / k, 1, true);
+    if (j > 0) gather_into(calls, operator_index, choice.mode, parameter_bytes / k, j, false);
+    return calls;
+  };
+  const OperatorCollectives calls = collectives_of(index);
 
   // Compute of one micro-batch, as the simulator runs it: every slice launches its forward
   // (and recompute) kernel once and its backward kernels twice; the extra slices add their
@@ -491,7 +502,11 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   // prefetch, and a gather that refills a buffer still in use (an unfused recompute's last
   // slice, a fused recompute's later slices).
   const bool fused = choice.checkpoint == Checkpoint::fused;
-  const bool prefetched = !last && schedule.backward_prefetch == BackwardPrefetch::pre;
+  // The last operator's backward gathers have nothing before them to hide behind when it
+  // recomputes first; without a recompute only its first backward slice's gather (when that
+  // slice is sharded) waits, the others are prefetched behind its own slices.
+  const bool pre = schedule.backward_prefetch == BackwardPrefetch::pre;
+  const bool prefetched = pre && (!last || !checkpointed);
   const double gathers_s = calls.backward_gathers.total_s();
   const double slice_gather_s = calls.backward_slice_gather_s;
   double recompute_gathers_s = 0.0;  // beside the recomputes
@@ -504,6 +519,9 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
     refills_s = j == k ? slice_gather_s : 0.0;
     recompute_gathers_s = j * slice_gather_s;
     backward_gathers_s = gathers_s - recompute_gathers_s - refills_s;
+  } else if (last) {
+    refills_s = j == k ? slice_gather_s : 0.0;
+    backward_gathers_s = gathers_s - refills_s;
   } else {
     backward_gathers_s = gathers_s;
   }
@@ -519,24 +537,63 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   Linear backward_hidden =
       checkpointed ? backward_only : scaled(backward_only, (k - 1.0) / k) + next_step;
   if (last && !first && !checkpointed) backward_hidden += neighbour(previous, true);
+  // A reduction on a lane of its own (not the gathers') runs beside what the stream does after
+  // the backward that produced it: the backward (and a checkpointed one's recompute) of the
+  // operator before it in execution order, which comes next in backward. The lane is a queue
+  // that nothing limits, so a long reduction spills into the next operator's slack: charged
+  // over a pair (this operator and the one before it, taken in this operator's choice), half
+  // of what the pair's reductions exceed the pair's compute, so that an attention that hides
+  // its reduction and an MLP that cannot, one after the other, are seen as the lane sees them.
+  const int gather_lane =
+      static_cast<int>(describe_mode(choice.mode).shard_group.value_or(RankGroup::world)) * 2;
+  const Linear own_step = scaled(backward_phase, 1.0);  // one micro-batch's backward (+ recompute)
+  OperatorCollectives before;
+  Linear reduction_hidden;
+  if (!first) {
+    before = collectives_of(previous);
+    reduction_hidden = scaled(neighbour(previous, true) + own_step, 0.5);
+  }
   auto backward_micro_batches = [&](int count, bool with_last_reductions) {
     if (count <= 0) return;
     LaneLoads reductions = calls.reductions;
     if (with_last_reductions) reductions.add(calls.last_reductions);
+    // A mixed operator's DP all-reduce on the gathers' lane: the operator before it (taken in
+    // this choice, so with sharded slices to gather) computes its first slice, then waits for
+    // its next gather behind the all-reduce.
+    double held_back_s = 0.0;
+    if (with_last_reductions) {
+      LaneLoads all_reduce = calls.dp_all_reduce;
+      if (!first && j > 0) {
+        const auto on_gather_lane = all_reduce.lane_s.find(gather_lane);
+        if (on_gather_lane != all_reduce.lane_s.end()) {
+          held_back_s = on_gather_lane->second + before.backward_slice_gather_s;
+          all_reduce.lane_s.erase(on_gather_lane);
+        }
+      }
+      reductions.add(all_reduce);
+    }
     double beside_backward_s = backward_gathers_s;
+    double own_lanes_s = 0.0;  // the busiest reduction lane apart from the gathers'
     if (first) {
       exposed(count * reductions.total_s());
     } else {
       // The gathers' lane carries the reductions too unless they have their own.
-      LaneLoads lanes = reductions;
-      lanes.add(
-          static_cast<int>(describe_mode(choice.mode).shard_group.value_or(RankGroup::world)) * 2,
-          backward_gathers_s);
-      beside_backward_s = lanes.busiest_s();
+      LaneLoads own_lanes = reductions;
+      own_lanes.add(before.reductions);
+      if (with_last_reductions) {
+        own_lanes.add(before.last_reductions);
+        own_lanes.add(before.dp_all_reduce);
+      }
+      own_lanes.lane_s.erase(gather_lane);
+      own_lanes_s = own_lanes.busiest_s() / 2;
+      const auto shared = reductions.lane_s.find(gather_lane);
+      beside_backward_s += shared == reductions.lane_s.end() ? 0.0 : shared->second;
     }
     exposed(count * refills_s);
     if (checkpointed) beside(recompute_hidden, recompute_gathers_s, count);
     beside(backward_hidden, beside_backward_s, count);
+    beside(reduction_hidden, own_lanes_s, count);
+    if (held_back_s > 0) beside(neighbour(previous, true), held_back_s, count);
   };
   backward_micro_batches(m - 1, false);
   backward_micro_batches(1, true);

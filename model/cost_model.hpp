@@ -106,7 +106,7 @@ struct OverlappedPhase {
 // The time of one option at batch size b: a serial part plus overlapped phases. It is convex
 // and piecewise linear in b; every consumer evaluates it at b.
 struct OptionTime {
-  static constexpr int max_phases = 5;
+  static constexpr int max_phases = 9;
   Linear serial_s;                    // nothing overlaps it
   double serial_communication_s = 0;  // of which exposed communication
   std::array<OverlappedPhase, max_phases> phases{};
