@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
     }
     const validate::GptShape shape =
-        validate::require_gpt_shape(*scenario.workload, scenario.training, scenario.file);
+        validate::require_gpt_shape(scenario, scenario.file);
     const validate::ValidationOptions options = validate::read_validation_options(scenario);
     const CostModel model = scenario.cost_model();
     const Workload& workload = *scenario.workload;

@@ -52,7 +52,7 @@ int run(const CalibrateOptions& options) {
     // are the most faithful for the operators and the step they were measured on.
     const Scenario scenario = load_scenario(options.model);
     calibration.probe =
-        validate::require_gpt_shape(*scenario.workload, scenario.training, options.model);
+        validate::require_gpt_shape(scenario, options.model);
     // Every rank holds a replicated fp32 copy with Adam (16 bytes a parameter) in the probe.
     const double probe_bytes = 16.0 * scenario.workload->parameter_count() * options.ranks;
     const double memory_bytes =

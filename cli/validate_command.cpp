@@ -157,7 +157,7 @@ int run(const ValidateOptions& options) {
   }
   const auto scenario = std::make_unique<const Scenario>(std::move(loaded));
   const validate::GptShape shape =
-      validate::require_gpt_shape(*scenario->workload, scenario->training, scenario->file);
+      validate::require_gpt_shape(*scenario, scenario->file);
   validate::ValidationOptions validation = validate::read_validation_options(*scenario);
   if (options.batch > 0) validation.batch_size = options.batch;
   const auto environment = validate::rank_from_environment();

@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <cstdint>
-
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
 
@@ -22,69 +19,28 @@ GptSpec GptShape::spec() const {
   return spec;
 }
 
-namespace {
-
-std::optional<int> exact_int(double value) {
-  const double rounded = std::round(value);
-  if (!std::isfinite(value) || rounded < 1 ||
-      std::abs(value - rounded) > 1e-6 * std::max(1.0, rounded)) {
-    return std::nullopt;
+std::optional<GptShape> shape_of(const GptSpec& spec) {
+  for (int hidden : spec.hidden_sizes) {
+    if (hidden != spec.hidden_sizes.front()) return std::nullopt;  // I&C widths
   }
-  return static_cast<int>(rounded);
-}
-
-}  // namespace
-
-std::optional<GptShape> infer_gpt_shape(const Workload& workload, const Training& training) {
-  const int n = workload.size();
-  if (n < 4 || n % 2 != 0) return std::nullopt;
   GptShape shape;
-  shape.layers = (n - 2) / 2;
-  const Operator& attention = workload.op(1);
-  // attention parameters: 4h^2 + 6h
-  const auto hidden = exact_int((-6.0 + std::sqrt(36.0 + 16.0 * attention.parameter_count)) / 8.0);
-  if (!hidden) return std::nullopt;
-  shape.hidden = *hidden;
-  const double h = shape.hidden;
-  const auto vocabulary = exact_int((workload.op(n - 1).parameter_count - 2.0 * h) / h);
-  if (!vocabulary) return std::nullopt;
-  shape.vocabulary = *vocabulary;
-  const auto sequence = exact_int((workload.op(0).parameter_count - shape.vocabulary * h) / h);
-  if (!sequence) return std::nullopt;
-  shape.sequence_length = *sequence;
-  const double e = activation_element_bytes(training.precision);
-  const double s = shape.sequence_length;
-  // The attention's activations give the heads, once we know whether dropout masks count.
-  const double embedding_without_masks = 8.0 * s;
-  const double mask = workload.op(0).activation_bytes_per_sample > embedding_without_masks ? 1 : 0;
-  const auto heads = exact_int((attention.activation_bytes_per_sample - s * h * (6.0 * e + mask)) /
-                               (s * s * (e + mask * (e + 1.0))));
-  if (!heads || shape.hidden % *heads != 0) return std::nullopt;
-  shape.heads = *heads;
-  shape.dropout = mask > 0 ? GptSpec{}.dropout : 0.0;
-  // Regenerate and compare everything the runtime relies on.
-  const Workload regenerated = make_gpt(shape.spec(), training);
-  if (regenerated.size() != n) return std::nullopt;
-  for (int i = 0; i < n; ++i) {
-    const Operator& a = workload.op(i);
-    const Operator& b = regenerated.op(i);
-    if (a.name != b.name || a.kind != b.kind || a.parameter_count != b.parameter_count ||
-        a.activation_bytes_per_sample != b.activation_bytes_per_sample) {
-      return std::nullopt;
-    }
-  }
+  shape.layers = spec.layers;
+  shape.hidden = spec.hidden_sizes.front();
+  shape.heads = spec.heads;
+  shape.sequence_length = spec.sequence_length;
+  shape.vocabulary = spec.padded_vocabulary();
+  shape.dropout = spec.dropout;
   return shape;
 }
 
-GptShape require_gpt_shape(const Workload& workload, const Training& training,
-                           const std::string& file) {
-  const auto shape = infer_gpt_shape(workload, training);
+GptShape require_gpt_shape(const Scenario& scenario, const std::string& file) {
+  const std::optional<GptShape> shape = scenario.gpt ? shape_of(*scenario.gpt) : std::nullopt;
   if (!shape) {
-    throw InputError(file, "$.model", "model \"" + workload.name() + "\"",
+    throw InputError(file, "$.model", "model \"" + scenario.workload->name() + "\"",
                      "a GPT from the generator (\"family\": \"gpt\") with one hidden size for all "
                      "layers: the validator runs only that model");
   }
-  if (training.precision != Precision::fp32) {
+  if (scenario.training.precision != Precision::fp32) {
     throw InputError(file, "$.training.precision", "\"mixed\"",
                      "\"fp32\" (the CPU validator trains in fp32)");
   }

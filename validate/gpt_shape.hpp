@@ -1,11 +1,12 @@
-// The GPT the validator runs, recovered from a workload made by model/'s GPT generator so that a
-// plan written for the workload runs unchanged (same operators, names and parameter counts).
+// The GPT the validator runs: the generator spec the scenario was made from, so that a plan
+// written for the scenario's workload runs unchanged (same operators, names and parameter counts).
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "model/plan.hpp"
+#include "model/scenario.hpp"
 #include "model/training.hpp"
 #include "model/workload.hpp"
 
@@ -25,13 +26,13 @@ struct GptShape {
   int operators() const { return 2 * layers + 2; }
 };
 
-// The uniform-width GPT whose make_gpt(spec, training) is exactly `workload`; nullopt when the
-// workload is not such a GPT (explicit operator lists, I&C widths).
-std::optional<GptShape> infer_gpt_shape(const Workload& workload, const Training& training);
+// The runtime's GPT for a generator spec (the scenario keeps the spec it was made from);
+// nullopt when its layers differ in width (I&C), which the runtime does not build.
+std::optional<GptShape> shape_of(const GptSpec& spec);
 
-// As above, or InputError naming `file` when the workload cannot run in the validator.
-GptShape require_gpt_shape(const Workload& workload, const Training& training,
-                           const std::string& file);
+// The scenario's GPT as the runtime builds it, or InputError naming `file` when the scenario's
+// model cannot run in the validator (an explicit operator list, I&C widths, mixed precision).
+GptShape require_gpt_shape(const Scenario& scenario, const std::string& file);
 
 // The runtime's name of operator i: "embedding", "layer<L>.attention", "layer<L>.mlp", "head".
 std::string operator_name(const GptShape& shape, int i);

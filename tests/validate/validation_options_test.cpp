@@ -58,18 +58,32 @@ TEST_CASE("the scenario's validation object", "[validate][options]") {
             .prefetch_depth == 2);
 }
 
-TEST_CASE("the validator recovers the GPT from its workload", "[validate][options]") {
+TEST_CASE("the validator runs the GPT the scenario was generated from", "[validate][options]") {
   const Scenario scenario = tiny_scenario(Json::object());
-  const auto shape = infer_gpt_shape(*scenario.workload, scenario.training);
-  REQUIRE(shape.has_value());
-  CHECK(shape->layers == 2);
-  CHECK(shape->hidden == 64);
-  CHECK(shape->heads == 4);
-  CHECK(shape->sequence_length == 16);
-  CHECK(shape->vocabulary == 128);
-  Training mixed;
-  mixed.precision = Precision::mixed;
-  CHECK_THROWS_AS(require_gpt_shape(*scenario.workload, mixed, "test.json"), InputError);
+  const GptShape shape = require_gpt_shape(scenario, "test.json");
+  CHECK(shape.layers == 2);
+  CHECK(shape.hidden == 64);
+  CHECK(shape.heads == 4);
+  CHECK(shape.sequence_length == 16);
+  CHECK(shape.vocabulary == 128);
+  // The runtime's GPT is the workload the plans were made for, operator by operator.
+  const Workload rebuilt = make_gpt(shape.spec(), scenario.training);
+  REQUIRE(rebuilt.size() == scenario.workload->size());
+  for (int i = 0; i < rebuilt.size(); ++i) {
+    CHECK(rebuilt.op(i).name == scenario.workload->op(i).name);
+    CHECK(rebuilt.op(i).parameter_count == scenario.workload->op(i).parameter_count);
+    CHECK(rebuilt.op(i).activation_bytes_per_sample ==
+          scenario.workload->op(i).activation_bytes_per_sample);
+  }
+  Scenario mixed = scenario;
+  mixed.training.precision = Precision::mixed;
+  CHECK_THROWS_AS(require_gpt_shape(mixed, "test.json"), InputError);
+  Scenario listed = scenario;
+  listed.gpt.reset();  // an explicit operator list keeps no spec
+  CHECK_THROWS_AS(require_gpt_shape(listed, "test.json"), InputError);
+  Scenario inconsecutive = scenario;
+  inconsecutive.gpt->hidden_sizes = {64, 128};
+  CHECK_THROWS_AS(require_gpt_shape(inconsecutive, "test.json"), InputError);
 }
 
 TEST_CASE("the backward prefetch policy is the simulator's", "[validate][options]") {
