@@ -384,13 +384,18 @@ int run_explain(const ExplainOptions& options) {
   require_search_answer(result, *scenario);
   const bool feasible = result.best.has_value();
   Plan plan = feasible ? result.best->plan : Plan{scenario->training.min_batch_size, {}};
+  // Per-operator costs with the plan's own accumulation steps (a global batch).
+  const Scenario planned = scenario->for_plan(plan);
+  const CostModel plan_model = planned.cost_model();
 
   std::string text = fmt::format("explain {}: {} on {} ranks, limit {} per GPU\n  {}\n\n",
                                  scenario->name, scenario->workload->name(), model.ranks(),
                                  units::format_bytes(limit_bytes), describe_search(*scenario));
   text += cost_model_text(model);
   if (feasible) {
-    text += fmt::format("\nThe plan runs batch size {} per rank: {}, peak {}.\n", plan.batch_size,
+    const int steps = plan_model.training().accumulation_steps;
+    text += fmt::format("\nThe plan runs batch size {} per rank{}: {}, peak {}.\n", plan.batch_size,
+                        steps > 1 ? fmt::format(" ({} accumulation steps)", steps) : "",
                         format_throughput(result.best->cost.throughput_samples_per_s),
                         units::format_bytes(result.best->cost.peak_memory_bytes));
     if (options.op.empty()) text += batch_text(result);
@@ -404,7 +409,7 @@ int run_explain(const ExplainOptions& options) {
   text += fmt::format("\nOperators at batch size {} (memory per GPU, time per iteration):\n",
                       plan.batch_size);
   for (const auto& members : classes) {
-    text += explain_class(model, scenario->search, plan, members, limit_bytes, feasible);
+    text += explain_class(plan_model, scenario->search, plan, members, limit_bytes, feasible);
   }
   fmt::print("{}", text);
   return feasible ? exit_ok : exit_infeasible;

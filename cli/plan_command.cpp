@@ -56,10 +56,28 @@ Json baselines_json(const Comparison& comparison) {
   return baselines;
 }
 
+// Micro-batches per rank per iteration of a plan: its own, or the training's.
+int accumulation_of(const Scenario& scenario, const Plan& plan) {
+  return plan.accumulation_steps > 0 ? plan.accumulation_steps
+                                     : scenario.training.accumulation_steps;
+}
+
+// "15", or "2 x 16" for micro-batch 2 accumulated 16 times.
+std::string batch_label(const Scenario& scenario, const Plan& plan) {
+  const int steps = accumulation_of(scenario, plan);
+  return steps > 1 ? fmt::format("{} x {}", plan.batch_size, steps)
+                   : std::to_string(plan.batch_size);
+}
+
 // A document `load_plan` reads back: the plan plus its figures.
-Json plan_json(const Scenario& scenario, const CostModel& model, const Comparison& comparison,
-               const ScheduledPlan& best, const std::string& strategy) {
+Json plan_json(const Scenario& scenario, const CostModel& search_model,
+               const Comparison& comparison, const ScheduledPlan& best,
+               const std::string& strategy) {
   const Workload& workload = *scenario.workload;
+  // Per-operator figures with the plan's own accumulation steps (a global batch).
+  const Scenario planned = scenario.for_plan(best.plan);
+  const CostModel planned_model(planned.cost_model());
+  const CostModel& model = best.plan.accumulation_steps > 0 ? planned_model : search_model;
   Json document = plan_to_json(best.plan, workload);
   Json& operators = document["operators"];
   for (int i = 0; i < workload.size(); ++i) {
@@ -99,9 +117,13 @@ std::string setup_summary(const Scenario& scenario, double memory_limit_bytes) {
   text += fmt::format("  cluster     {}: {} ranks ({} node{} x {} {})\n", cluster.name,
                       cluster.ranks, cluster.nodes(), cluster.nodes() == 1 ? "" : "s",
                       cluster.gpus_per_node, cluster.gpu.name);
-  text += fmt::format("  limit       {} per GPU, batch size {}..{} per rank\n",
-                      units::format_bytes(memory_limit_bytes), scenario.training.min_batch_size,
-                      scenario.training.max_batch_size);
+  text += fmt::format("  limit       {} per GPU, {} {}..{} per rank{}\n",
+                      units::format_bytes(memory_limit_bytes),
+                      scenario.training.global_batch_size ? "micro-batch" : "batch size",
+                      scenario.training.min_batch_size, scenario.training.max_batch_size,
+                      scenario.training.global_batch_size
+                          ? fmt::format(", global batch {}", *scenario.training.global_batch_size)
+                          : "");
   text += fmt::format("  search      {}\n", describe_search(scenario));
   return text;
 }
@@ -119,8 +141,16 @@ std::string search_quality(const SearchResult& result) {
 std::string best_summary(const Scenario& scenario, const Comparison& comparison) {
   const ScheduledPlan& best = *comparison.osdp.best;
   const PlanCost& cost = best.cost;
-  std::string text = fmt::format("\nOSDP plan: batch size {} per rank ({} in all)\n",
-                                 cost.batch_size, cost.batch_size * scenario.cluster.ranks);
+  const int steps = accumulation_of(scenario, best.plan);
+  const long long samples =
+      static_cast<long long>(cost.batch_size) * steps * scenario.cluster.ranks;
+  std::string text =
+      steps > 1 ? fmt::format(
+                      "\nOSDP plan: micro-batch {} x {} accumulation steps per rank ({} in "
+                      "all)\n",
+                      cost.batch_size, steps, samples)
+                : fmt::format("\nOSDP plan: batch size {} per rank ({} in all)\n", cost.batch_size,
+                              samples);
   text += fmt::format("  throughput      {}\n", format_throughput(cost.throughput_samples_per_s));
   text += fmt::format("  iteration time  {} (compute {}, communication {}, {} exposed",
                       units::format_seconds(cost.iteration_time_s),
@@ -167,7 +197,7 @@ std::string fsdp_checkpoint_note(const Comparison& comparison) {
   return text;
 }
 
-std::string baseline_table(const Comparison& comparison) {
+std::string baseline_table(const Scenario& scenario, const Comparison& comparison) {
   const double osdp_throughput = comparison.osdp.best->cost.throughput_samples_per_s;
   Table table({{"strategy"},
                {"batch", Table::Align::right},
@@ -176,8 +206,8 @@ std::string baseline_table(const Comparison& comparison) {
                {"peak memory", Table::Align::right},
                {"OSDP speed-up", Table::Align::right}});
   const PlanCost& osdp = comparison.osdp.best->cost;
-  table.add_row({"OSDP", std::to_string(osdp.batch_size), format_throughput(osdp_throughput),
-                 units::format_seconds(osdp.iteration_time_s),
+  table.add_row({"OSDP", batch_label(scenario, comparison.osdp.best->plan),
+                 format_throughput(osdp_throughput), units::format_seconds(osdp.iteration_time_s),
                  units::format_bytes(osdp.peak_memory_bytes), "1.00x"});
   bool outside = false;
   for (const BaselineOutcome& outcome : comparison.baselines) {
@@ -191,10 +221,11 @@ std::string baseline_table(const Comparison& comparison) {
       continue;
     }
     const PlanCost& cost = outcome.best->cost;
-    table.add_row(
-        {name, std::to_string(cost.batch_size), format_throughput(cost.throughput_samples_per_s),
-         units::format_seconds(cost.iteration_time_s), units::format_bytes(cost.peak_memory_bytes),
-         fmt::format("{:.2f}x", osdp_throughput / cost.throughput_samples_per_s)});
+    table.add_row({name, batch_label(scenario, outcome.best->plan),
+                   format_throughput(cost.throughput_samples_per_s),
+                   units::format_seconds(cost.iteration_time_s),
+                   units::format_bytes(cost.peak_memory_bytes),
+                   fmt::format("{:.2f}x", osdp_throughput / cost.throughput_samples_per_s)});
   }
   std::string text =
       "\nAgainst the strategy baselines (same cost model, each at its best batch size):\n" +
@@ -251,7 +282,7 @@ std::string analytic_report(const Scenario& scenario, const Comparison& comparis
   text += best_summary(scenario, comparison);
   text += "\nPlan (operators in execution order; consecutive equal choices merged):\n";
   text += render_runs(*scenario.workload, comparison.osdp.best->plan);
-  text += baseline_table(comparison);
+  text += baseline_table(scenario, comparison);
   return text;
 }
 

@@ -144,7 +144,9 @@ int run_plan(const SimulateOptions& options) {
   const Plan plan = choose_plan(options, *scenario, model, label);
   const sim::SimulationResult result =
       sim::simulate_plan(*scenario, plan, sim_options, options.trace_path, options.trace_ranks);
-  const PlanCost analytic = model.plan_cost(plan);
+  // The analytic figure with the plan's own accumulation steps (a global batch).
+  const Scenario planned = scenario->for_plan(plan);
+  const PlanCost analytic = planned.cost_model().plan_cost(plan);
   if (options.json) {
     Json json = sim::to_json(result);
     json["scenario"] = scenario->name;
@@ -156,8 +158,11 @@ int run_plan(const SimulateOptions& options) {
     fmt::print("{}\n", json.dump(2));
     return exit_ok;
   }
-  fmt::print("{}: plan {} at batch size {} on {} ranks ({} collectives)\n", scenario->name, label,
-             plan.batch_size, result.ranks, sim::granularity_name(result.granularity));
+  const int steps = planned.training.accumulation_steps;
+  fmt::print("{}: plan {} at batch size {}{} on {} ranks ({} collectives)\n", scenario->name, label,
+             plan.batch_size,
+             steps > 1 ? fmt::format(" x {} accumulation steps", steps) : std::string(),
+             result.ranks, sim::granularity_name(result.granularity));
   fmt::print("  {:<26}{:>20}{:>20}\n", "", "simulated", "analytic");
   fmt::print("  {:<26}{:>20}{:>20}\n", "iteration time",
              units::format_seconds(result.iteration_time_s),

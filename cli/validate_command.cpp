@@ -104,7 +104,8 @@ validate::SimulatedFigures simulate(const Scenario& scenario, const Plan& plan,
   figures.exposed_communication_s = result.exposed_comm_total_s();
 #else
   (void)trace_path;
-  const PlanCost cost = scenario.cost_model().plan_cost(plan);
+  const Scenario planned = scenario.for_plan(plan);
+  const PlanCost cost = planned.cost_model().plan_cost(plan);
   figures.iteration_time_s = cost.iteration_time_s;
   figures.peak_memory_bytes = cost.peak_memory_bytes;
   figures.exposed_communication_s = cost.exposed_communication_s;
@@ -156,8 +157,7 @@ int run(const ValidateOptions& options) {
     loaded.cluster = load_cluster(JsonReader(document, options.cluster_path));
   }
   const auto scenario = std::make_unique<const Scenario>(std::move(loaded));
-  const validate::GptShape shape =
-      validate::require_gpt_shape(*scenario, scenario->file);
+  const validate::GptShape shape = validate::require_gpt_shape(*scenario, scenario->file);
   validate::ValidationOptions validation = validate::read_validation_options(*scenario);
   if (options.batch > 0) validation.batch_size = options.batch;
   const auto environment = validate::rank_from_environment();
@@ -170,9 +170,23 @@ int run(const ValidateOptions& options) {
                                  "WORLD_SIZE under torchrun)",
                                  ranks));
   }
-  const CostModel model = scenario->cost_model();
+  // A fixed global batch: the measured micro-batch accumulates up to it.
+  if (scenario->training.global_batch_size) {
+    const auto steps = scenario->training.accumulation_for(validation.batch_size, ranks);
+    if (!steps) {
+      throw InputError(scenario->file, "$.validation.batch_size",
+                       std::to_string(validation.batch_size),
+                       fmt::format("a micro-batch b with b x {} ranks dividing the global batch {}",
+                                   ranks, *scenario->training.global_batch_size));
+    }
+    validation.accumulation_steps = *steps;
+  }
+  Plan measured_batch;
+  measured_batch.batch_size = validation.batch_size;
+  const Scenario planned = scenario->for_plan(measured_batch);
+  const CostModel model = planned.cost_model();
   const std::vector<validate::PlanRun> plans =
-      choose_plans(options, *scenario, model, validation.batch_size);
+      choose_plans(options, planned, model, validation.batch_size);
   for (const auto& plan : plans) {
     validate::check_runnable(shape, plan.plan, ranks, scenario->cluster.gpus_per_node,
                              options.plan_path.empty() ? plan.name : options.plan_path);

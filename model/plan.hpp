@@ -47,8 +47,11 @@ std::string describe(const OperatorChoice& choice);
 
 // A plan: one choice per operator (indexed like Workload::operators) and the batch size per rank.
 struct Plan {
-  int batch_size = 1;
+  int batch_size = 1;  // one micro-batch per rank
   std::vector<OperatorChoice> choices;
+  // Micro-batches per rank per iteration when the scheduler chose them for a global batch
+  // (training.global_batch_size); 0: the training's accumulation_steps.
+  int accumulation_steps = 0;
 };
 
 }  // namespace osdp

@@ -471,6 +471,19 @@ void check_memory_limit(const Scenario& scenario, const std::string& file) {
   }
 }
 
+// A fixed global batch must be reachable: some micro-batch of the range times the ranks divides it.
+void check_global_batch(const Scenario& scenario, const std::string& file) {
+  const Training& training = scenario.training;
+  if (!training.global_batch_size) return;
+  for (int b = training.min_batch_size; b <= training.max_batch_size; ++b) {
+    if (training.accumulation_for(b, scenario.cluster.ranks)) return;
+  }
+  throw InputError(
+      file, "$.training.global_batch_size", std::to_string(*training.global_batch_size),
+      fmt::format("a multiple of micro-batch x {} ranks for some micro-batch in {}..{}",
+                  scenario.cluster.ranks, training.min_batch_size, training.max_batch_size));
+}
+
 // Every input is within its range, but together they must still give finite, positive figures:
 // an all-DP iteration at the smallest batch size is the reference (it always exists).
 void check_figures_finite(const Scenario& scenario, const CostModel& costs,
@@ -574,7 +587,8 @@ Cluster load_cluster(const JsonReader& reader) {
 
 Training load_training(const JsonReader& reader) {
   reader.require_only({"precision", "optimizer", "memory_limit", "min_batch_size", "max_batch_size",
-                       "micro_batch_size", "accumulation_steps", "gradient_reduce"});
+                       "micro_batch_size", "accumulation_steps", "global_batch_size",
+                       "gradient_reduce"});
   Training training;
   if (reader.has("precision")) {
     training.precision = reader.choice("precision", {"fp32", "mixed"}) == "fp32" ? Precision::fp32
@@ -605,6 +619,14 @@ Training load_training(const JsonReader& reader) {
   }
   training.accumulation_steps =
       static_cast<int>(reader.optional_integer("accumulation_steps", 1, 1 << 16).value_or(1));
+  if (reader.has("global_batch_size")) {
+    if (reader.has("accumulation_steps")) {
+      reader.fail("global_batch_size",
+                  "either global_batch_size (the scheduler chooses micro-batch and accumulation) "
+                  "or accumulation_steps, not both");
+    }
+    training.global_batch_size = static_cast<int>(reader.integer("global_batch_size", 1, 1 << 24));
+  }
   if (reader.has("gradient_reduce")) {
     const std::string reduce = reader.choice("gradient_reduce", {"parameters", "fp32", "fp16"});
     training.gradient_reduce = reduce == "fp32"   ? ReducePrecision::fp32
@@ -629,6 +651,14 @@ CostModel Scenario::cost_model() const {
   CostSettings settings = cost;
   for (int k : search.granularities) settings.finest_split = std::max(settings.finest_split, k);
   return CostModel(*workload, cluster, training, settings);
+}
+
+Scenario Scenario::for_plan(const Plan& plan) const {
+  Scenario scenario = *this;
+  scenario.training =
+      training.for_micro_batch(plan.batch_size, cluster.ranks, plan.accumulation_steps);
+  scenario.training.global_batch_size.reset();  // the plan's micro-batch and steps are fixed
+  return scenario;
 }
 
 Scenario scenario_from_json(const Json& document, const std::string& file) {
@@ -736,6 +766,7 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     }
   }
   check_memory_limit(scenario, file);
+  check_global_batch(scenario, file);
   check_figures_finite(scenario, costs, file);
   for (Mode mode : scenario.search.modes) {
     if (!mode_fits_cluster(mode, scenario.cluster)) {
@@ -754,6 +785,7 @@ Scenario load_scenario(const std::string& path) {
 Plan load_plan(const JsonReader& reader, const Workload& workload, const CostModel& cost_model) {
   // Plans written by `osdp plan --json` carry their figures too; they are read back as-is.
   reader.require_only({"batch_size",
+                       "accumulation_steps",
                        "operators",
                        "scenario",
                        "strategy",
@@ -776,6 +808,8 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
                        "candidates"});
   Plan plan;
   plan.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 20));
+  plan.accumulation_steps =
+      static_cast<int>(reader.optional_integer("accumulation_steps", 1, 1 << 16).value_or(0));
   if (reader.has("ranks") && reader.integer("ranks", 1, 1 << 20) != cost_model.ranks()) {
     reader.fail("ranks", fmt::format("the cluster's world size ({} ranks): this plan was made for "
                                      "another cluster",
@@ -848,7 +882,9 @@ Json plan_to_json(const Plan& plan, const Workload& workload) {
     }
     operators.push_back(std::move(entry));
   }
-  return {{"batch_size", plan.batch_size}, {"operators", std::move(operators)}};
+  Json json = {{"batch_size", plan.batch_size}, {"operators", std::move(operators)}};
+  if (plan.accumulation_steps > 0) json["accumulation_steps"] = plan.accumulation_steps;
+  return json;
 }
 
 namespace {

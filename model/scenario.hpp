@@ -50,8 +50,12 @@ struct Scenario {
   // How the runs of a measured table ran (mode, checkpointed kinds), read by measured_runs.cpp.
   Json measured_runs = Json::object();
 
-  // The cost model, told the finest split the search may choose (see CostSettings).
+  // The cost model, told the finest split the search may choose (see CostSettings). It refers
+  // to this scenario's members: keep the scenario alive while it is used.
   CostModel cost_model() const;
+  // This scenario with the training `plan` runs: its accumulation steps (recorded in the plan,
+  // or reaching the global batch at its micro-batch), the global batch no longer to be chosen.
+  Scenario for_plan(const Plan& plan) const;
 };
 
 Scenario load_scenario(const std::string& path);

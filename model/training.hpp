@@ -46,10 +46,33 @@ struct Training {
   // the optimizer steps once. Global batch = micro-batch x accumulation_steps x data-parallel
   // ranks.
   int accumulation_steps = 1;
+  // Samples per iteration over all ranks, when fixed: the scheduler then chooses the
+  // micro-batch b and the accumulation steps m with b x m x ranks = global_batch_size (memory
+  // is per micro-batch), and accumulation_steps above is what a plan's m is evaluated with.
+  std::optional<int> global_batch_size;
   ReducePrecision gradient_reduce = ReducePrecision::parameters;
 
   // Samples one rank processes per iteration at micro-batch b.
   int samples_per_rank(int micro_batch) const { return micro_batch * accumulation_steps; }
+  // Accumulation steps that make micro-batch b reach the global batch on `ranks` ranks; nullopt
+  // when b x ranks does not divide it (or no global batch is fixed).
+  std::optional<int> accumulation_for(int micro_batch, int ranks) const {
+    if (!global_batch_size) return std::nullopt;
+    const long long per_step = static_cast<long long>(micro_batch) * ranks;
+    if (per_step <= 0 || *global_batch_size % per_step != 0) return std::nullopt;
+    return static_cast<int>(*global_batch_size / per_step);
+  }
+  // The training a plan of micro-batch b runs with: its accumulation steps set for the global
+  // batch (or the plan's recorded ones); unchanged when neither applies.
+  Training for_micro_batch(int micro_batch, int ranks, int plan_accumulation_steps = 0) const {
+    Training training = *this;
+    if (plan_accumulation_steps > 0) {
+      training.accumulation_steps = plan_accumulation_steps;
+    } else if (const auto steps = accumulation_for(micro_batch, ranks)) {
+      training.accumulation_steps = *steps;
+    }
+    return training;
+  }
 };
 
 }  // namespace osdp

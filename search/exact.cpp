@@ -844,12 +844,73 @@ int largest_fitting_batch(const CostModel& model, const std::vector<OperatorClas
 // Throughputs within this relative distance count as equal: the smaller batch size wins.
 constexpr double kThroughputTie = 1e-12;
 
+// The training of one micro-batch b that reaches the fixed global batch in `steps` steps.
+Training fixed_micro_batch(const Training& training, int batch, int steps) {
+  Training fixed = training;
+  fixed.global_batch_size.reset();
+  fixed.accumulation_steps = steps;
+  fixed.min_batch_size = fixed.max_batch_size = batch;
+  return fixed;
+}
+
+// A fixed global batch: every micro-batch b of the range that reaches it in whole accumulation
+// steps m is searched with its own m (the time counts m micro-batches, the memory one); the
+// plan of highest throughput (global batch / iteration time) wins, the smaller b on a tie.
+SearchResult search_global_batch(const CostModel& model, const SearchSpec& spec, double limit,
+                                 bool solve_every_batch) {
+  const Training& training = model.training();
+  SearchResult result;
+  double best_throughput = 0;
+  double throughput_bound = 0;
+  bool bound_unknown = false;
+  for (int batch = training.max_batch_size; batch >= training.min_batch_size; --batch) {
+    const std::optional<int> steps = training.accumulation_for(batch, model.ranks());
+    if (!steps) continue;
+    const Training fixed = fixed_micro_batch(training, batch, *steps);
+    const CostModel micro(model.workload(), model.cluster(), fixed, model.settings());
+    SearchResult one = search(micro, spec, limit, solve_every_batch);
+    result.stats.nodes += one.stats.nodes;
+    result.stats.thresholds += one.stats.thresholds;
+    result.stats.stopped_early = result.stats.stopped_early || one.stats.stopped_early;
+    BatchPoint point;
+    if (!one.per_batch.empty()) point = one.per_batch.front();
+    point.batch_size = batch;
+    if (point.best) point.best->plan.accumulation_steps = *steps;
+    if (!one.best && one.min_memory_needed_bytes > 0) {
+      // Descending b: the last one met is the smallest micro-batch's need.
+      result.min_memory_needed_bytes = one.min_memory_needed_bytes;
+    }
+    if (one.best) {
+      const double throughput = one.best->cost.throughput_samples_per_s;
+      throughput_bound =
+          std::max(throughput_bound, throughput / std::max(1e-12, 1.0 - one.proven_gap));
+      if (throughput >= best_throughput * (1.0 - kThroughputTie)) {
+        best_throughput = std::max(best_throughput, throughput);
+        result.best = point.best;
+      }
+    } else if (one.stats.stopped_early) {
+      bound_unknown = true;  // stopped before any plan: nothing bounds this b
+    }
+    result.per_batch.push_back(std::move(point));
+  }
+  std::reverse(result.per_batch.begin(), result.per_batch.end());
+  if (result.best) result.min_memory_needed_bytes = 0;
+  result.proven_gap =
+      !result.best || bound_unknown
+          ? 1.0
+          : std::max(0.0, 1.0 - best_throughput / std::max(throughput_bound, best_throughput));
+  return result;
+}
+
 }  // namespace
 
 SearchResult search(const CostModel& model, const SearchSpec& spec,
                     std::optional<double> memory_limit_bytes, bool solve_every_batch) {
-  Deadline deadline(spec.time_limit_s);
   const double limit = memory_limit_bytes ? *memory_limit_bytes : model.memory_limit_bytes();
+  if (model.training().global_batch_size) {
+    return search_global_batch(model, spec, limit, solve_every_batch);
+  }
+  Deadline deadline(spec.time_limit_s);
   const Training& training = model.training();
   const auto classes = group_into_classes(model, spec);
   SearchResult result;

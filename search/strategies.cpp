@@ -83,8 +83,15 @@ StrategyResult schedule_strategy(const CostModel& search_model, const Strategy& 
     return result;
   }
   for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
-    Plan plan = strategy_plan(model, strategy, batch);
-    PlanCost cost = model.plan_cost(plan);
+    // A fixed global batch: only the micro-batches that reach it, each with its own steps.
+    const std::optional<int> steps = training.accumulation_for(batch, model.ranks());
+    if (training.global_batch_size && !steps) continue;
+    Training micro_training = training;
+    if (steps) micro_training.accumulation_steps = *steps;
+    const CostModel micro(model.workload(), model.cluster(), micro_training, settings);
+    Plan plan = strategy_plan(micro, strategy, batch);
+    if (steps) plan.accumulation_steps = *steps;
+    PlanCost cost = micro.plan_cost(plan);
     // Memory grows with the batch size: once it no longer fits, no larger one does.
     if (!fits(cost.peak_memory_bytes, limit_bytes)) break;
     if (!result.best ||

@@ -78,7 +78,9 @@ struct Prepared {
 };
 
 Prepared prepare(const Scenario& scenario, const Plan& plan, const SimOptions& options) {
-  const CostModel model = scenario.cost_model();
+  // The plan's own accumulation steps (a global batch reached at its micro-batch).
+  const Scenario planned = scenario.for_plan(plan);
+  const CostModel model = planned.cost_model();
   Program program = build_program(model, plan, options);
   NetworkPlan network = plan_network(scenario.cluster, program_groups(scenario.cluster, program));
   return {std::move(program), std::move(network)};

@@ -119,3 +119,27 @@ TEST_CASE("the DP bucket all-reduce after the backward adds its whole time",
       cluster.world.time_s(CollectiveKind::all_reduce, spec.operators * spec.parameter_bytes, 4);
   CHECK(result.iteration_time_s == Approx(compute + all_reduce).epsilon(1e-6));
 }
+
+TEST_CASE("a plan chosen for a global batch is simulated with its own accumulation steps",
+          "[sim][accumulation][global-batch]") {
+  const Scenario scenario = accumulating(1);
+  const int steps = 3;
+  Plan plan = uniform_plan(scenario, 2, OperatorChoice::whole(Mode::zdp));
+  const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
+  // The same plan in a scenario that fixes the accumulation steps itself.
+  Scenario fixed = scenario;
+  fixed.training.accumulation_steps = steps;
+  const SimulationResult expected = simulate_plan(fixed, plan, options);
+  // The plan carries them (as the scheduler writes it for a global batch).
+  plan.accumulation_steps = steps;
+  const SimulationResult carried = simulate_plan(scenario, plan, options);
+  CHECK(carried.iteration_time_s == Approx(expected.iteration_time_s).epsilon(1e-12));
+  // A global batch reached at the plan's micro-batch gives the same steps.
+  Scenario global = scenario;
+  global.training.global_batch_size = 2 * steps * scenario.cluster.ranks;
+  plan.accumulation_steps = 0;
+  const SimulationResult reached = simulate_plan(global, plan, options);
+  CHECK(reached.iteration_time_s == Approx(expected.iteration_time_s).epsilon(1e-12));
+  CHECK(reached.throughput_samples_per_s ==
+        Approx(2.0 * steps * scenario.cluster.ranks / reached.iteration_time_s).epsilon(1e-12));
+}
