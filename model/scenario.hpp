@@ -1,6 +1,7 @@
-// Loading the JSON inputs: model, cluster, training, plan, and the scenario that names or embeds
-// them. Everything is converted to SI units here, once; unknown keys and bad values are
-// InputErrors naming the file and JSON path.
+// Loading a scenario: the model, cluster and training it names or embeds (each read by its own
+// reader: model/*_json.hpp), its search, simulation and validation options, and the checks that
+// need them together. Everything is converted to SI units once, when read; unknown keys and bad
+// values are InputErrors naming the file and JSON path.
 #pragma once
 
 #include <memory>
@@ -8,11 +9,15 @@
 #include <string>
 
 #include "model/cluster.hpp"
+#include "model/cluster_json.hpp"  // the readers of a scenario's parts, one file each
 #include "model/cost_model.hpp"
 #include "model/json_reader.hpp"
 #include "model/plan.hpp"
+#include "model/plan_json.hpp"
 #include "model/training.hpp"
+#include "model/training_json.hpp"
 #include "model/workload.hpp"
+#include "model/workload_json.hpp"
 
 namespace osdp {
 
@@ -60,18 +65,5 @@ struct Scenario {
 
 Scenario load_scenario(const std::string& path);
 Scenario scenario_from_json(const Json& document, const std::string& file);
-
-Cluster load_cluster(const JsonReader& reader);
-Training load_training(const JsonReader& reader);
-// A GPT generator spec or an explicit operator list; sizes depend on the training precision.
-Workload load_model(const JsonReader& reader, const Training& training);
-
-// A plan: {"batch_size": b, "operators": [{"name", "mode", "slices", "sharded_slices",
-// "checkpoint"}]}. Every operator of the workload must appear exactly once, by name.
-Plan load_plan(const JsonReader& reader, const Workload& workload, const CostModel& cost_model);
-Plan load_plan_file(const std::string& path, const Workload& workload, const CostModel& cost_model);
-Json plan_to_json(const Plan& plan, const Workload& workload);
-
-Json cluster_to_json(const Cluster& cluster);
 
 }  // namespace osdp

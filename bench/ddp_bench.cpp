@@ -1,0 +1,177 @@
+// ddp_bench: the runtime's overhead against PyTorch DDP (not a timed test). The all-DP plan of
+// scenarios/local-cpu.json runs on osdp's runtime and the same GPT, batch and ranks run under
+// PyTorch DDP (bench/ddp_reference.py with Debian's python3-torch, Gloo, one compute thread
+// per rank), in alternating rounds so that a machine whose speed drifts slows both alike.
+// Prints each side's median iteration time with its middle half and the ratio; target: the
+// runtime within 1.1x DDP. Exit 0 when met (or when no Python with torch is found: skipped,
+// said so), 1 when missed, 2 on bad input.
+//   ddp_bench [SCENARIO] [--rounds R] [--iterations N] [--bucket-mb MB]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "model/scenario.hpp"
+#include "validate/gpt_shape.hpp"
+#include "validate/machine_load.hpp"
+#include "validate/measurement.hpp"
+#include "validate/rank_runner.hpp"
+#include "validate/validation_options.hpp"
+
+using namespace osdp;
+
+namespace {
+
+struct Arguments {
+  std::string scenario_path = std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu.json";
+  int rounds = 5;
+  int iterations = 20;  // measured per round and side
+  double bucket_mb = 25;
+};
+
+// The first Python that imports torch: $OSDP_PYTHON, python3 on the PATH, Debian's own.
+std::string python_with_torch() {
+  std::vector<std::string> candidates;
+  if (const char* chosen = std::getenv("OSDP_PYTHON")) candidates.emplace_back(chosen);
+  candidates.emplace_back("python3");
+  candidates.emplace_back("/usr/bin/python3");
+  for (const std::string& python : candidates) {
+    const std::string probe = python + " -c 'import torch.distributed' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) return python;
+  }
+  return "";
+}
+
+// Runs `command` and returns its standard output; throws when it fails.
+std::string output_of(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot start: " + command);
+  std::string output;
+  char buffer[4096];
+  while (const std::size_t read = std::fread(buffer, 1, sizeof buffer, pipe)) {
+    output.append(buffer, read);
+  }
+  if (::pclose(pipe) != 0) throw std::runtime_error("failed: " + command);
+  return output;
+}
+
+std::vector<double> ddp_iteration_times(const std::string& python, const validate::GptShape& shape,
+                                        int batch, int ranks, int warmup, int iterations,
+                                        double bucket_mb) {
+  const std::string command = fmt::format(
+      "{} {}/bench/ddp_reference.py --layers {} --hidden {} --heads {} --sequence {} "
+      "--vocabulary {} --batch {} --ranks {} --warmup {} --iterations {} --bucket-mb {}",
+      python, OSDP_SOURCE_DIR, shape.layers, shape.hidden, shape.heads, shape.sequence_length,
+      shape.vocabulary, batch, ranks, warmup, iterations, bucket_mb);
+  const Json result = Json::parse(output_of(command));
+  return result.at("iteration_times_s").get<std::vector<double>>();
+}
+
+std::string describe(const validate::Spread& spread) {
+  return fmt::format("{:.2f} ms (middle half {:.2f}-{:.2f})", 1e3 * spread.median_s,
+                     1e3 * spread.first_quartile_s, 1e3 * spread.third_quartile_s);
+}
+
+Arguments parse(int argc, char** argv) {
+  Arguments arguments;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (argument == "--rounds" && has_value) {
+      arguments.rounds = std::stoi(argv[++i]);
+    } else if (argument == "--iterations" && has_value) {
+      arguments.iterations = std::stoi(argv[++i]);
+    } else if (argument == "--bucket-mb" && has_value) {
+      arguments.bucket_mb = std::stod(argv[++i]);
+    } else if (!argument.empty() && argument[0] != '-') {
+      arguments.scenario_path = argument;
+    } else {
+      throw std::invalid_argument(argument);
+    }
+  }
+  if (arguments.rounds < 1 || arguments.iterations < 1 || arguments.bucket_mb <= 0) {
+    throw std::invalid_argument("rounds, iterations and bucket size must be positive");
+  }
+  return arguments;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Arguments arguments;
+  try {
+    arguments = parse(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr,
+                 "ddp_bench: bad argument (%s)\nusage: ddp_bench [SCENARIO] [--rounds R] "
+                 "[--iterations N] [--bucket-mb MB]\n",
+                 error.what());
+    return 2;
+  }
+  const std::string python = python_with_torch();
+  if (python.empty()) {
+    std::printf(
+        "ddp_bench: skipped: no Python that imports torch (install Debian's python3-torch, or "
+        "set OSDP_PYTHON)\n");
+    return 0;
+  }
+  try {
+    const Scenario scenario = load_scenario(arguments.scenario_path);
+    const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
+    validate::ValidationOptions options = validate::read_validation_options(scenario);
+    options.iterations = arguments.iterations;
+    options.rounds = 1;
+    options.accumulation_steps = 1;
+    const int ranks = scenario.cluster.ranks;
+    Plan all_dp;
+    all_dp.batch_size = options.batch_size;
+    all_dp.choices.assign(scenario.workload->size(), OperatorChoice::whole(Mode::dp));
+    validate::MachineLoad load;
+    load.cores = validate::machine_cores();
+    load.before = validate::one_minute_load_average();
+    std::vector<double> runtime_s;
+    std::vector<double> ddp_s;
+    for (int round = 0; round < arguments.rounds; ++round) {
+      // Each side goes first in every other round.
+      for (int side = 0; side < 2; ++side) {
+        if ((side + round) % 2 == 0) {
+          auto measured = validate::run_measurements(shape, {{"all-dp", all_dp}}, ranks, options,
+                                                     scenario.cluster.gpus_per_node);
+          if (!measured) return 0;  // not rank 0 under torchrun
+          const std::vector<double> times = measured->front().slowest_iteration_times_s();
+          runtime_s.insert(runtime_s.end(), times.begin(), times.end());
+        } else {
+          const std::vector<double> times =
+              ddp_iteration_times(python, shape, options.batch_size, ranks,
+                                  options.warmup_iterations, arguments.iterations,
+                                  arguments.bucket_mb);
+          ddp_s.insert(ddp_s.end(), times.begin(), times.end());
+        }
+      }
+    }
+    load.after = validate::one_minute_load_average();
+    const validate::Spread runtime = validate::spread_of(runtime_s);
+    const validate::Spread ddp = validate::spread_of(ddp_s);
+    const double ratio = runtime.median_s / ddp.median_s;
+    fmt::print(
+        "runtime overhead on {} ({} ranks, batch {} per rank, {} rounds x {} iterations a side)\n"
+        "  osdp runtime, all-DP   {}\n  PyTorch DDP ({} MB)    {}\n  ratio of medians       "
+        "{:.3f}x (middle halves: {:.3f}x .. {:.3f}x)\n{}\n",
+        scenario.name, ranks, options.batch_size, arguments.rounds, arguments.iterations,
+        describe(runtime), arguments.bucket_mb, describe(ddp), ratio,
+        runtime.first_quartile_s / ddp.third_quartile_s,
+        runtime.third_quartile_s / ddp.first_quartile_s, validate::describe_load(load));
+    const bool met = ratio <= 1.10;
+    fmt::print("target: runtime within 1.1x DDP: {}\n", met ? "met" : "MISSED");
+    return met ? 0 : 1;
+  } catch (const InputError& error) {
+    std::fprintf(stderr, "ddp_bench: %s\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddp_bench: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,115 @@
+// Reading and writing plans (`osdp plan --json` documents and hand-written plans).
+#include "model/plan_json.hpp"
+
+#include <fmt/format.h>
+
+#include "model/mode.hpp"
+
+namespace osdp {
+
+Plan load_plan(const JsonReader& reader, const Workload& workload, const CostModel& cost_model) {
+  // Plans written by `osdp plan --json` carry their figures too; they are read back as-is.
+  reader.require_only({"batch_size",
+                       "accumulation_steps",
+                       "operators",
+                       "scenario",
+                       "strategy",
+                       "iteration_time_s",
+                       "throughput_samples_per_s",
+                       "peak_memory_bytes",
+                       "peak_memory_cause",
+                       "memory_limit_bytes",
+                       "cost_model",
+                       "ranks",
+                       "compute_s",
+                       "communication_s",
+                       "exposed_communication_s",
+                       "baselines",
+                       "search_time_s",
+                       "search_proven_gap",
+                       "search_stopped_early",
+                       "runs",
+                       "simulated",
+                       "candidates"});
+  Plan plan;
+  plan.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 20));
+  plan.accumulation_steps =
+      static_cast<int>(reader.optional_integer("accumulation_steps", 1, 1 << 16).value_or(0));
+  if (reader.has("ranks") && reader.integer("ranks", 1, 1 << 20) != cost_model.ranks()) {
+    reader.fail("ranks", fmt::format("the cluster's world size ({} ranks): this plan was made for "
+                                     "another cluster",
+                                     cost_model.ranks()));
+  }
+  plan.choices.assign(workload.size(), OperatorChoice{});
+  std::vector<bool> seen(workload.size(), false);
+  const auto entries = reader.objects("operators");
+  for (const auto& entry : entries) {
+    entry.require_only(
+        {"name", "mode", "slices", "sharded_slices", "checkpoint", "time_s", "memory_bytes"});
+    const std::string name = entry.string("name");
+    const auto index = workload.find(name);
+    if (!index)
+      entry.fail("name", "the name of an operator of the model \"" + workload.name() + "\"");
+    if (seen[*index]) entry.fail("name", "each operator once");
+    seen[*index] = true;
+    OperatorChoice choice;
+    const std::string mode = entry.string("mode");
+    if (const auto parsed = mode_from_name(mode)) {
+      choice.mode = *parsed;
+    } else {
+      entry.fail_value("mode", "\"" + mode + "\"", "one of " + mode_names());
+    }
+    choice.slices = static_cast<int>(entry.optional_integer("slices", 1, 64).value_or(1));
+    const int default_sharded = choice.mode == Mode::dp ? 0 : choice.slices;
+    choice.sharded_slices = static_cast<int>(
+        entry.optional_integer("sharded_slices", 0, choice.slices).value_or(default_sharded));
+    if (entry.has("checkpoint")) {
+      choice.checkpoint =
+          *checkpoint_from_name(entry.choice("checkpoint", {"none", "unfused", "fused"}));
+    }
+    if (!choice_consistent(choice)) {
+      entry.fail("sharded_slices", "0 for mode dp, and at least 1 for a sharded mode");
+    }
+    if (!cost_model.valid(*index, choice)) {
+      entry.fail_value("", describe(choice),
+                       "a choice the operator and cluster allow (slices need a splittable "
+                       "operator, checkpointing an input_activation_bytes_per_sample, hsdp "
+                       "several nodes)");
+    }
+    plan.choices[*index] = choice;
+  }
+  for (int i = 0; i < workload.size(); ++i) {
+    if (!seen[i]) {
+      reader.fail("operators",
+                  "an entry for every operator; missing \"" + workload.op(i).name + "\"");
+    }
+  }
+  return plan;
+}
+
+Plan load_plan_file(const std::string& path, const Workload& workload,
+                    const CostModel& cost_model) {
+  const Json document = read_json_file(path);
+  return load_plan(JsonReader(document, path), workload, cost_model);
+}
+
+Json plan_to_json(const Plan& plan, const Workload& workload) {
+  Json operators = Json::array();
+  for (int i = 0; i < workload.size(); ++i) {
+    const OperatorChoice& choice = plan.choices[i];
+    Json entry = {{"name", workload.op(i).name}, {"mode", std::string(mode_name(choice.mode))}};
+    if (choice.slices > 1) {
+      entry["slices"] = choice.slices;
+      entry["sharded_slices"] = choice.sharded_slices;
+    }
+    if (choice.checkpoint != Checkpoint::none) {
+      entry["checkpoint"] = std::string(checkpoint_name(choice.checkpoint));
+    }
+    operators.push_back(std::move(entry));
+  }
+  Json json = {{"batch_size", plan.batch_size}, {"operators", std::move(operators)}};
+  if (plan.accumulation_steps > 0) json["accumulation_steps"] = plan.accumulation_steps;
+  return json;
+}
+
+}  // namespace osdp
