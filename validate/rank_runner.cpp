@@ -111,6 +111,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   runtime.adam.learning_rate = options.learning_rate;
   runtime.prefetch_depth = options.prefetch_depth;
   runtime.backward_prefetch = options.backward_prefetch;
+  runtime.dp_all_reduce_after_backward = options.dp_all_reduce_after_backward;
   runtime.gpus_per_node = gpus_per_node;
   runtime.accumulation_steps = options.accumulation_steps;
   // Rounds of plans taking turns: each round builds each plan's model afresh, warms it up and

@@ -56,7 +56,8 @@ std::string runtime_executable() {
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
   const fs::path beside = error ? fs::path(runtime_name) : self.parent_path() / runtime_name;
   if (access(beside.c_str(), X_OK) != 0) {
-    throw InputError("installation", runtime_name, fmt::format("\"{}\" (not found)", beside.string()),
+    throw InputError("installation", runtime_name,
+                     fmt::format("\"{}\" (not found)", beside.string()),
                      "the libtorch runtime beside osdp: build osdp with libtorch-dev installed "
                      "(scripts/install-deps.sh), or set OSDP_RUNTIME to its path");
   }

@@ -25,7 +25,7 @@ GptShape gpt_shape_from_json(const JsonReader& reader) {
 ValidationOptions validation_options_from_json(const JsonReader& reader) {
   reader.require_only({"batch_size", "accumulation_steps", "warmup_iterations", "iterations",
                        "rounds", "seed", "learning_rate", "collective_timeout_s", "prefetch_depth",
-                       "backward_prefetch", "device"});
+                       "backward_prefetch", "dp_all_reduce_after_backward", "device"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
   options.accumulation_steps = static_cast<int>(reader.integer("accumulation_steps", 1, 1 << 16));
@@ -38,6 +38,8 @@ ValidationOptions validation_options_from_json(const JsonReader& reader) {
       std::llround(1000.0 * reader.positive_number("collective_timeout_s")));
   options.prefetch_depth = static_cast<int>(reader.integer("prefetch_depth", 0, 8));
   options.backward_prefetch = read_backward_prefetch(reader, "backward_prefetch");
+  options.dp_all_reduce_after_backward =
+      reader.optional_boolean("dp_all_reduce_after_backward").value_or(false);
   options.device =
       reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
   return options;

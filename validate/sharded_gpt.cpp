@@ -171,6 +171,9 @@ struct ShardedGpt::Impl {
   int micro = 0;          // the micro-batch running
   // The DP slices' all-reduce (their bucket), as the table has DP's reduction.
   bool dp_reduces_every_micro_batch = false;
+  // With options.dp_all_reduce_after_backward: every operator's dp_grad is a view of this one
+  // buffer, all-reduced in one collective after the backward.
+  at::Tensor dp_bucket;
 
   // Gathers of one iteration in the order they are consumed, with the phase consuming each.
   struct GatherEvent {
@@ -207,11 +210,40 @@ struct ShardedGpt::Impl {
     check_runnable(shape, plan, world, options.gpus_per_node);
     ops.resize(shape.operators());
     for (int i = 0; i < shape.operators(); ++i) build_operator(i, plan.choices[i], initial);
+    if (options.dp_all_reduce_after_backward) gather_dp_gradients_into_one_bucket();
     build_gather_order();
     check_accumulation();
   }
 
   // ---- layout --------------------------------------------------------------------------------
+
+  // The operators' DP gradients become views of one buffer (each part a multiple of the world
+  // size, so the whole one is too), in operator order.
+  void gather_dp_gradients_into_one_bucket() {
+    int64_t total = 0;
+    for (const OperatorRuntime& op : ops) total += op.dp_grad.defined() ? op.dp_grad.numel() : 0;
+    if (total == 0) return;
+    dp_bucket = at::zeros({total}, float_options);
+    int64_t offset = 0;
+    for (OperatorRuntime& op : ops) {
+      if (!op.dp_grad.defined()) continue;
+      const int64_t numel = op.dp_grad.numel();
+      op.dp_grad = dp_bucket.narrow(0, offset, numel);
+      offset += numel;
+    }
+  }
+
+  // The DP bucket's all-reduce, once the backward of the micro-batches it reduces has ended.
+  void all_reduce_dp_bucket() {
+    if (!dp_bucket.defined() || !(dp_reduces_every_micro_batch || last_micro_batch())) return;
+    dp_bucket.div_(world);
+    const CommHandle reduced = comm.start(CollectiveKind::all_reduce, dp_bucket);
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      if (!ops[i].dp_grad.defined()) continue;
+      ops[i].dp_reduced = reduced;
+      schedule.push_back({ScheduleEntry::Action::reduce, i, -1});
+    }
+  }
 
   std::string operator_name(int i) const { return validate::operator_name(shape, i); }
 
@@ -678,7 +710,8 @@ struct ShardedGpt::Impl {
     op.partials.clear();
     release(i, 0, Phase::backward);
     reduce_gradient(i, 0, grads[0]);
-    if (op.dp_grad.defined() && (dp_reduces_every_micro_batch || last_micro_batch())) {
+    if (op.dp_grad.defined() && !dp_bucket.defined() &&
+        (dp_reduces_every_micro_batch || last_micro_batch())) {
       op.dp_grad.div_(world);
       op.dp_reduced = comm.start(CollectiveKind::all_reduce, op.dp_grad);
       schedule.push_back({ScheduleEntry::Action::reduce, i, -1});
@@ -828,6 +861,7 @@ struct ShardedGpt::Impl {
               timing[i].backward_peak_bytes,
               [&] { grad = run_backward(i, grad, rows_of_micro.targets); });
       }
+      all_reduce_dp_bucket();
     }
     micro = micro_batches - 1;
     metrics.loss = loss_sum / micro_batches;

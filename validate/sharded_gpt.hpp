@@ -37,6 +37,10 @@ struct RuntimeOptions {
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   int gpus_per_node = 1;       // the HSDP shard group
   int accumulation_steps = 1;  // micro-batches per optimizer step
+  // The DP operators' gradients live in one flat bucket, all-reduced once after the last
+  // backward (DDP with a bucket larger than the model); otherwise each operator's after its
+  // own backward, overlapping the backward of the operators before it.
+  bool dp_all_reduce_after_backward = false;
 };
 
 // One thing the compute thread did, in order: the issue order of collectives relative to the

@@ -23,6 +23,16 @@ BackwardPrefetch backward_prefetch_of(const Scenario& scenario) {
   return read_backward_prefetch(simulation, "backward_prefetch");
 }
 
+// The simulator's gradient_all_reduce, the same for the runtime (sim/ checks the whole object).
+bool dp_all_reduce_after_backward(const Scenario& scenario) {
+  if (!scenario.simulation.is_object() || !scenario.simulation.contains("gradient_all_reduce")) {
+    return false;
+  }
+  const JsonReader simulation(scenario.simulation, scenario.file, "$.simulation");
+  return simulation.choice("gradient_all_reduce", {"per_operator", "after_backward"}) ==
+         "after_backward";
+}
+
 }  // namespace
 
 ValidationOptions read_validation_options(const Scenario& scenario) {
@@ -62,6 +72,7 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   options.prefetch_depth = static_cast<int>(
       reader.optional_integer("prefetch_depth", 0, 8).value_or(options.prefetch_depth));
   options.backward_prefetch = backward_prefetch_of(scenario);
+  options.dp_all_reduce_after_backward = dp_all_reduce_after_backward(scenario);
   options.accumulation_steps = scenario.training.accumulation_steps;
   if (reader.has("device")) {
     options.device =
@@ -86,6 +97,7 @@ Json validation_options_to_json(const ValidationOptions& options) {
           {"collective_timeout_s", options.collective_timeout.count() / 1000.0},
           {"prefetch_depth", options.prefetch_depth},
           {"backward_prefetch", std::string(backward_prefetch_name(options.backward_prefetch))},
+          {"dp_all_reduce_after_backward", options.dp_all_reduce_after_backward},
           {"device", std::string(device_kind_name(options.device))}};
 }
 

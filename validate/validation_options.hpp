@@ -35,6 +35,10 @@ struct ValidationOptions {
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   int prefetch_depth = 1;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  // The DP gradients in one bucket all-reduced after the last backward (the simulator's
+  // "gradient_all_reduce": "after_backward", as DDP's 25 MB buckets are for a model below
+  // that size), instead of each operator's after its own backward ("per_operator").
+  bool dp_all_reduce_after_backward = false;
   DeviceKind device = DeviceKind::cpu;
 };
 

@@ -290,3 +290,18 @@ TEST_CASE("accumulation: rows that the micro-batches do not divide are an input 
   REQUIRE_THROWS_AS(step_with(3), InputError);
   REQUIRE_THROWS_AS(step_with(0), InputError);
 }
+
+TEST_CASE("one DP bucket after the backward: the same parameters, one all-reduce a step",
+          "[validate][accumulation][parity]") {
+  // The runtime's "gradient_all_reduce": "after_backward": every DP gradient in one buffer,
+  // all-reduced once after the last micro-batch's backward; a mixed plan's other modes as before.
+  RuntimeOptions bucket;
+  bucket.dp_all_reduce_after_backward = true;
+  const Plan all_dp = uniform(OperatorChoice::whole(Mode::dp), micro_batch);
+  equal(accumulation_error(all_dp, 2, bucket));
+  equal(accumulation_error(mixed_plan(), 2, bucket));
+  const Run per_operator = train(all_dp, 2, micro_batches);
+  const Run one_bucket = train(all_dp, 2, micro_batches, bucket);
+  CHECK(one_bucket.last_step_counts.at(CollectiveKind::all_reduce) == 1);
+  CHECK(model_difference(one_bucket.parameters.back(), per_operator.parameters.back()) < 1e-6);
+}

@@ -74,6 +74,16 @@ TEST_CASE("parity: all-DP and all-ZDP", "[validate][parity]") {
   CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp)), 2) < 1e-5);
 }
 
+TEST_CASE("parity: the DP gradients in one bucket after the backward", "[validate][parity]") {
+  RuntimeOptions bucket;
+  bucket.dp_all_reduce_after_backward = true;
+  CHECK(parity_error(uniform(OperatorChoice::whole(Mode::dp)), 2, bucket) < 1e-5);
+  Plan mixed = uniform(OperatorChoice::whole(Mode::dp));
+  mixed.choices[2] = OperatorChoice::whole(Mode::zdp);
+  mixed.choices[3] = {Mode::zdp, 2, 1, Checkpoint::unfused};  // a DP slice beside a sharded one
+  CHECK(parity_error(mixed, 3, bucket) < 1e-5);
+}
+
 TEST_CASE("parity: all-Z2 and ZDP on 3 ranks without prefetch", "[validate][parity]") {
   CHECK(parity_error(uniform(OperatorChoice::whole(Mode::z2)), 2) < 1e-5);
   RuntimeOptions no_prefetch;

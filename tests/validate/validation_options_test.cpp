@@ -131,3 +131,22 @@ TEST_CASE("gradient accumulation is the training's, and reaches the runtime",
   bad["options"]["accumulation_steps"] = 0;
   CHECK_THROWS_AS(measure_request_from_json(bad, "r.json"), InputError);
 }
+
+TEST_CASE("the DP gradients' all-reduce is the simulator's, and reaches the runtime",
+          "[validate][options]") {
+  CHECK_FALSE(read_validation_options(tiny_scenario(Json::object())).dp_all_reduce_after_backward);
+  CHECK_FALSE(read_validation_options(
+                  tiny_scenario(Json::object(), {{"gradient_all_reduce", "per_operator"}}))
+                  .dp_all_reduce_after_backward);
+  const ValidationOptions options = read_validation_options(
+      tiny_scenario(Json::object(), {{"gradient_all_reduce", "after_backward"}}));
+  CHECK(options.dp_all_reduce_after_backward);
+  CHECK_THROWS_AS(
+      read_validation_options(tiny_scenario(Json::object(), {{"gradient_all_reduce", "late"}})),
+      InputError);
+  MeasureRequest request;
+  request.shape = GptShape{2, 64, 4, 16, 128};
+  request.options = options;
+  CHECK(measure_request_from_json(measure_request_to_json(request), "r.json")
+            .options.dp_all_reduce_after_backward);
+}
