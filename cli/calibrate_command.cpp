@@ -36,7 +36,8 @@ int run(const CalibrateOptions& options) {
   for (const auto& [flag, path] : {std::pair{"--out", options.out}, {"--report", options.report}}) {
     if (path.empty()) continue;
     if (const auto why = unusable_output(path)) {
-      throw InputError("<command line>", flag, path, "a file path osdp can write to (this is " + *why + ")");
+      throw InputError("<command line>", flag, path,
+                       "a file path osdp can write to (this is " + *why + ")");
     }
   }
   validate::CalibrationOptions calibration;
@@ -51,8 +52,7 @@ int run(const CalibrateOptions& options) {
     // Calibrating on the model to be validated: the compute laws and the in-training figures
     // are the most faithful for the operators and the step they were measured on.
     const Scenario scenario = load_scenario(options.model);
-    calibration.probe =
-        validate::require_gpt_shape(scenario, options.model);
+    calibration.probe = validate::require_gpt_shape(scenario, options.model);
     // Every rank holds a replicated fp32 copy with Adam (16 bytes a parameter) in the probe.
     const double probe_bytes = 16.0 * scenario.workload->parameter_count() * options.ranks;
     const double memory_bytes =
@@ -116,19 +116,34 @@ int run(const CalibrateOptions& options) {
   fmt::print("  optimizer update  {} of states read and written\n",
              units::format_bandwidth(result->optimizer_bandwidth_Bps));
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
-  fmt::print("  in a training step (operators in turn ZDP, DP, ZDP in slices):\n");
+  fmt::print(
+      "  in a training step (operators in turn ZDP, DP, ZDP in slices), the median of {} "
+      "probe runs (their range in brackets):\n",
+      result->in_training_runs.size());
+  // "[1.44-1.85x]": the lowest and highest of the probe runs.
+  auto range = [&](double validate::CalibrationResult::InTrainingRun::*figure) {
+    double low = 0, high = 0;
+    for (std::size_t r = 0; r < result->in_training_runs.size(); ++r) {
+      const double value = result->in_training_runs[r].*figure;
+      low = r == 0 ? value : std::min(low, value);
+      high = r == 0 ? value : std::max(high, value);
+    }
+    return fmt::format("[{:.2f}-{:.2f}x]", low, high);
+  };
+  using Run = validate::CalibrationResult::InTrainingRun;
   const validate::ContentionBySize& contention = result->collective_contention;
   std::string by_size;
   for (std::size_t s = 0; s < contention.factors.size(); ++s) {
     by_size += fmt::format("{}{:.2f}x from {} steps", s == 0 ? "" : ", ", contention.factors[s],
                            units::format_bytes(contention.min_step_bytes[s]));
   }
-  fmt::print("    collectives      {:.2f}x the times above overall ({}): the cluster's timings\n",
-             contention.overall, by_size);
-  fmt::print("    overlap slowdown {:.2f}x (compute while a collective runs)\n",
-             result->overlap_slowdown);
-  fmt::print("    straggling       {:.2f}x (the slowest rank's compute over the mean)\n",
-             result->straggler_slowdown);
+  fmt::print(
+      "    collectives      {:.2f}x {} the times above overall ({}): the cluster's timings\n",
+      contention.overall, range(&Run::collective_contention), by_size);
+  fmt::print("    overlap slowdown {:.2f}x {} (compute while a collective runs)\n",
+             result->overlap_slowdown, range(&Run::overlap_slowdown));
+  fmt::print("    straggling       {:.2f}x {} (the slowest rank's compute over the mean)\n",
+             result->straggler_slowdown, range(&Run::straggler_slowdown));
   if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
   return exit_ok;
 }

@@ -284,6 +284,20 @@ CollectiveTiming scaled(CollectiveTiming timing, const ContentionBySize& content
   return timing;
 }
 
+// Per segment and overall, the median over the probe runs (every run has the same segments).
+ContentionBySize median_contention(const std::vector<ContentionBySize>& runs) {
+  ContentionBySize result = runs.front();
+  std::vector<double> values;
+  for (const ContentionBySize& run : runs) values.push_back(run.overall);
+  result.overall = median(values);
+  for (std::size_t s = 0; s < result.factors.size(); ++s) {
+    values.clear();
+    for (const ContentionBySize& run : runs) values.push_back(run.factors[s]);
+    result.factors[s] = median(values);
+  }
+  return result;
+}
+
 // Slices that the runtime can cut every operator of the probe into (heads, hidden units).
 int probe_slices(const GptShape& probe) {
   int slices = 4;
@@ -494,11 +508,21 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
     plan.choices.push_back(sliced ? OperatorChoice{Mode::zdp, k, k}
                                   : OperatorChoice::whole(i % 3 == 1 ? Mode::dp : Mode::zdp));
   }
-  const ProbeRun run = train_probe(comm, options, plan, 6 * options.repetitions);
-  result.collective_contention = collective_contention(comm, run.collectives, cluster.world);
   const CostModel laws(workload, cluster, Training{}, {});
-  result.overlap_slowdown = overlap_slowdown_in_training(comm, run, laws, plan.batch_size);
-  result.straggler_slowdown = straggler_slowdown(comm, run);
+  std::vector<ContentionBySize> contentions;
+  std::vector<double> overlaps;
+  std::vector<double> stragglers;
+  for (int probe = 0; probe < std::max(1, options.training_probes); ++probe) {
+    const ProbeRun run = train_probe(comm, options, plan, 6 * options.repetitions);
+    contentions.push_back(collective_contention(comm, run.collectives, cluster.world));
+    overlaps.push_back(overlap_slowdown_in_training(comm, run, laws, plan.batch_size));
+    stragglers.push_back(straggler_slowdown(comm, run));
+    result.in_training_runs.push_back(
+        {contentions.back().overall, overlaps.back(), stragglers.back()});
+  }
+  result.collective_contention = median_contention(contentions);
+  result.overlap_slowdown = median(overlaps);
+  result.straggler_slowdown = median(stragglers);
 
   cluster.gpu.overlap_slowdown = result.overlap_slowdown;
   cluster.gpu.straggler_slowdown = result.straggler_slowdown;
@@ -550,6 +574,18 @@ Json slicing_json(const std::vector<SlicingPoint>& points) {
   return json;
 }
 
+namespace {
+Json in_training_runs_json(const std::vector<CalibrationResult::InTrainingRun>& runs) {
+  Json json = Json::array();
+  for (const auto& run : runs) {
+    json.push_back({{"collective_contention", run.collective_contention},
+                    {"overlap_slowdown", run.overlap_slowdown},
+                    {"straggler_slowdown", run.straggler_slowdown}});
+  }
+  return json;
+}
+}  // namespace
+
 Json calibration_report_json(const CalibrationResult& result) {
   Json collectives = Json::array();
   for (const auto& p : result.collectives) {
@@ -582,7 +618,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"overlap_slowdown", result.overlap_slowdown},
           {"collective_contention", contention_json(result.collective_contention)},
           {"slicing", slicing_json(result.slicing)},
-          {"straggler_slowdown", result.straggler_slowdown}};
+          {"straggler_slowdown", result.straggler_slowdown},
+          {"in_training_runs", in_training_runs_json(result.in_training_runs)}};
 }
 
 std::optional<CalibrationResult> run_calibration(int local_ranks,
@@ -667,6 +704,11 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
                                 p.at("extra_slice_backward_s").get<double>()});
     }
     parsed.straggler_slowdown = report.at("straggler_slowdown").get<double>();
+    for (const auto& run : report.at("in_training_runs")) {
+      parsed.in_training_runs.push_back({run.at("collective_contention").get<double>(),
+                                         run.at("overlap_slowdown").get<double>(),
+                                         run.at("straggler_slowdown").get<double>()});
+    }
     const Json& contention = report.at("collective_contention");
     parsed.collective_contention.overall = contention.at("overall").get<double>();
     for (const auto& segment : contention.at("by_step_bytes")) {

@@ -23,6 +23,9 @@ struct CalibrationOptions {
   // Full buffer sizes S of the collectives probed.
   std::vector<double> message_bytes{16e3, 64e3, 256e3, 1e6, 4e6, 16e6};
   int repetitions = 5;  // the median is kept
+  // Probe runs of a training step (each 6 x repetitions steps); the in-training figures are
+  // their medians.
+  int training_probes = 3;
   // The GPT whose operators are timed (scenarios/local-cpu.json's), and the batch sizes.
   GptShape probe{4, 256, 8, 128, 2048};
   std::vector<int> batch_sizes{1, 2, 4, 8};
@@ -82,6 +85,14 @@ struct CalibrationResult {
   double overlap_slowdown = 1;
   double straggler_slowdown = 1;  // the slowest rank's compute over the mean, in training
   ContentionBySize collective_contention;
+  // The in-training figures are medians over several probe runs (a noisy machine moves one
+  // run's figures by tens of percent); each run's figures, in the order run, for their spread.
+  struct InTrainingRun {
+    double collective_contention = 1;  // overall
+    double overlap_slowdown = 1;
+    double straggler_slowdown = 1;
+  };
+  std::vector<InTrainingRun> in_training_runs;
   Cluster cluster;  // what the figures above make
 };
 
