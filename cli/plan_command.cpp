@@ -56,10 +56,11 @@ Json baselines_json(const Comparison& comparison) {
   return baselines;
 }
 
-// Micro-batches per rank per iteration of a plan: its own, or the training's.
+// Micro-batches per rank per iteration of a plan (Training::for_micro_batch decides).
 int accumulation_of(const Scenario& scenario, const Plan& plan) {
-  return plan.accumulation_steps > 0 ? plan.accumulation_steps
-                                     : scenario.training.accumulation_steps;
+  return scenario.training
+      .for_micro_batch(plan.batch_size, scenario.cluster.ranks, plan.accumulation_steps)
+      .accumulation_steps;
 }
 
 // "15", or "2 x 16" for micro-batch 2 accumulated 16 times.

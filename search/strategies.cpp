@@ -83,15 +83,20 @@ StrategyResult schedule_strategy(const CostModel& search_model, const Strategy& 
     return result;
   }
   for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
-    // A fixed global batch: only the micro-batches that reach it, each with its own steps.
-    const std::optional<int> steps = training.accumulation_for(batch, model.ranks());
-    if (training.global_batch_size && !steps) continue;
-    Training micro_training = training;
-    if (steps) micro_training.accumulation_steps = *steps;
-    const CostModel micro(model.workload(), model.cluster(), micro_training, settings);
-    Plan plan = strategy_plan(micro, strategy, batch);
-    if (steps) plan.accumulation_steps = *steps;
-    PlanCost cost = micro.plan_cost(plan);
+    // A fixed global batch: only the micro-batches that reach it, each evaluated with its own
+    // steps (a model of its own); otherwise the one model serves every batch size.
+    Training micro_training = training;  // outlives `micro`, which refers to it
+    std::optional<CostModel> micro;
+    if (training.global_batch_size) {
+      const std::optional<int> steps = training.accumulation_for(batch, model.ranks());
+      if (!steps) continue;
+      micro_training.accumulation_steps = *steps;
+      micro.emplace(model.workload(), model.cluster(), micro_training, settings);
+    }
+    const CostModel& batch_model = micro ? *micro : model;
+    Plan plan = strategy_plan(batch_model, strategy, batch);
+    if (micro) plan.accumulation_steps = micro_training.accumulation_steps;
+    PlanCost cost = batch_model.plan_cost(plan);
     // Memory grows with the batch size: once it no longer fits, no larger one does.
     if (!fits(cost.peak_memory_bytes, limit_bytes)) break;
     if (!result.best ||
