@@ -45,6 +45,7 @@ int run(const CalibrateOptions& options) {
   if (options.quick) {
     calibration.message_bytes = {16e3, 256e3, 4e6};
     calibration.repetitions = 3;
+    calibration.collective_rounds = 3;
     calibration.probe = {2, 64, 4, 32, 256};
     calibration.batch_sizes = {1, 2};
   }
@@ -81,13 +82,13 @@ int run(const CalibrateOptions& options) {
     return exit_ok;
   }
   fmt::print("calibrated {} ranks on this machine\n", result->ranks);
-  fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}\n", "collective", "bytes", "time", "step time",
-             "bus bandwidth");
+  fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}{:>10}\n", "collective", "bytes", "time", "step time",
+             "bus bandwidth", "CPU busy");
   for (const auto& point : result->collectives) {
-    fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}\n", collective_name(point.kind),
+    fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}{:>9.0f}%\n", collective_name(point.kind),
                units::format_bytes(point.bytes), units::format_seconds(point.time_s),
                units::format_seconds(point.step_time_s),
-               units::format_bandwidth(point.bus_bandwidth_Bps));
+               units::format_bandwidth(point.bus_bandwidth_Bps), 100 * point.cpu_fraction);
   }
   fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}\n", "operator", "batch", "forward", "backward",
              "GFLOP/s");
@@ -116,9 +117,16 @@ int run(const CalibrateOptions& options) {
   fmt::print("  optimizer update  {} of states read and written\n",
              units::format_bandwidth(result->optimizer_bandwidth_Bps));
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
+  if (result->cluster.host_cores) {
+    fmt::print(
+        "  shared cores      {} (every rank's compute and communication thread run on "
+        "them;\n                    overlapping both slows each {:.2f}x)\n",
+        result->cluster.host_cores->cores, shared_core_overlap_slowdown(result->cluster));
+  }
   fmt::print(
       "  in a training step (operators in turn ZDP, DP, ZDP in slices), the median of {} "
-      "probe runs (their range in brackets):\n",
+      "probe runs (their range in brackets);\n  for comparison only, not applied: the shared "
+      "cores make these slowdowns in the simulation\n",
       result->in_training_runs.size());
   // "[1.44-1.85x]": the lowest and highest of the probe runs.
   auto range = [&](double validate::CalibrationResult::InTrainingRun::*figure) {
@@ -137,9 +145,8 @@ int run(const CalibrateOptions& options) {
     by_size += fmt::format("{}{:.2f}x from {} steps", s == 0 ? "" : ", ", contention.factors[s],
                            units::format_bytes(contention.min_step_bytes[s]));
   }
-  fmt::print(
-      "    collectives      {:.2f}x {} the times above overall ({}): the cluster's timings\n",
-      contention.overall, range(&Run::collective_contention), by_size);
+  fmt::print("    collectives      {:.2f}x {} the times above overall ({})\n", contention.overall,
+             range(&Run::collective_contention), by_size);
   fmt::print("    overlap slowdown {:.2f}x {} (compute while a collective runs)\n",
              result->overlap_slowdown, range(&Run::overlap_slowdown));
   fmt::print("    straggling       {:.2f}x {} (the slowest rank's compute over the mean)\n",

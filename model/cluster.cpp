@@ -239,4 +239,15 @@ std::optional<LeafSpine> read_fabric(const JsonReader& fabric, int nodes) {
   return leaf_spine;
 }
 
+double core_rate(const Cluster& cluster, int busy_threads) {
+  if (!cluster.host_cores || busy_threads <= 0) return 1.0;
+  const double cores = cluster.host_cores->cores;
+  auto share = [cores](double busy) { return std::min(1.0, cores / busy); };
+  return share(busy_threads) / share(cluster.gpus_per_node);
+}
+
+double shared_core_overlap_slowdown(const Cluster& cluster) {
+  return 1.0 / core_rate(cluster, 2 * cluster.gpus_per_node);
+}
+
 }  // namespace osdp

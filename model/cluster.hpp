@@ -147,11 +147,23 @@ struct Gpu {
   const OperatorCompute* compute_law(std::string_view kind) const;
 };
 
+// The CPU cores of a node whose ranks are processes on that CPU (the CPU testbed, `"host":
+// {"cores": 2, "ranks_on_cores": true}`): every rank's compute thread and its communication
+// thread (Gloo moves loopback bytes through the kernel: CPU work) run on these cores, which the
+// operating system shares fairly among the busy threads. The compute laws and the collective
+// timings are what a rank gets while every rank of the node runs one busy thread (each rank
+// computing, or each rank in a collective, as `osdp calibrate` measures them); how they slow
+// down when compute and communication overlap follows from the sharing (core_rate).
+struct HostCores {
+  int cores = 1;
+};
+
 struct Cluster {
   std::string name = "cluster";
   int ranks = 1;
   int gpus_per_node = 1;  // the HSDP shard group
   Gpu gpu;
+  std::optional<HostCores> host_cores;  // only for ranks that compute on the host's CPU
   std::optional<Topology> topology;
   GroupTiming world;       // all ranks
   GroupTiming intra_node;  // the ranks of one node
@@ -159,6 +171,14 @@ struct Cluster {
 
   int nodes() const { return ranks / gpus_per_node; }
 };
+
+// The speed of a busy thread of a node with shared cores when `busy_threads` run there, relative
+// to its speed with one busy thread per rank of the node (what the laws were measured at):
+// min(1, cores / busy) over min(1, cores / ranks per node). 1 without shared cores.
+double core_rate(const Cluster& cluster, int busy_threads);
+// How many times slower compute and communication both run while they overlap on every rank
+// of a node (two busy threads a rank) than alone (one): 1 without shared cores, at most 2.
+double shared_core_overlap_slowdown(const Cluster& cluster);
 
 // Ring alpha-beta of the world, intra-node and inter-node groups, derived from the ring
 // bottleneck: alpha is the longest neighbour-to-neighbour path latency, beta the inverse of the

@@ -216,10 +216,29 @@ Gpu read_gpu(const JsonReader& reader) {
   return gpu;
 }
 
+// "host": {"cores": 2, "ranks_on_cores": true}. The shared cores replace the fitted overlap
+// slowdown: both at once would count the same contention twice.
+std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster& cluster) {
+  reader.require_only({"cores", "ranks_on_cores"});
+  const auto cores = static_cast<int>(reader.integer("cores", 1, 1 << 16));
+  if (!reader.boolean("ranks_on_cores")) return std::nullopt;
+  if (cluster.gpu.overlap_slowdown != 1.0) {
+    reader.fail_value("ranks_on_cores", "true",
+                      "no gpu.overlap_slowdown beside it (the shared cores make the slowdown of "
+                      "overlapping compute and communication; remove overlap_slowdown)");
+  }
+  if (cluster.topology) {
+    reader.fail_value("ranks_on_cores", "true",
+                      "a cluster without a topology (CPU ranks: their collectives are the "
+                      "calibrated \"collective\" timings)");
+  }
+  return HostCores{cores};
+}
+
 }  // namespace
 
 Cluster load_cluster(const JsonReader& reader) {
-  reader.require_only({"name", "ranks", "gpus_per_node", "gpu", "topology", "collective",
+  reader.require_only({"name", "ranks", "gpus_per_node", "gpu", "host", "topology", "collective",
                        "intra_node_collective", "inter_node_collective"});
   Cluster cluster;
   cluster.name = reader.optional_string("name").value_or("cluster");
@@ -262,6 +281,7 @@ Cluster load_cluster(const JsonReader& reader) {
   if (reader.has("inter_node_collective")) {
     cluster.inter_node = read_group_timing(reader.object("inter_node_collective"));
   }
+  if (reader.has("host")) cluster.host_cores = read_host_cores(reader.object("host"), cluster);
   return cluster;
 }
 
@@ -291,9 +311,10 @@ Json group_json(const GroupTiming& group) {
 }  // namespace
 
 Json cluster_to_json(const Cluster& cluster) {
-  Json gpu = {{"name", cluster.gpu.name},
-              {"kernel_launch", cluster.gpu.kernel_launch_s},
-              {"overlap_slowdown", cluster.gpu.overlap_slowdown}};
+  Json gpu = {{"name", cluster.gpu.name}, {"kernel_launch", cluster.gpu.kernel_launch_s}};
+  if (!cluster.host_cores || cluster.gpu.overlap_slowdown != 1.0) {
+    gpu["overlap_slowdown"] = cluster.gpu.overlap_slowdown;
+  }
   if (cluster.gpu.straggler_slowdown != 1.0) {
     gpu["straggler_slowdown"] = cluster.gpu.straggler_slowdown;
   }
@@ -324,6 +345,9 @@ Json cluster_to_json(const Cluster& cluster) {
                {"gpus_per_node", cluster.gpus_per_node},
                {"gpu", gpu},
                {"collective", group_json(cluster.world)}};
+  if (cluster.host_cores) {
+    json["host"] = {{"cores", cluster.host_cores->cores}, {"ranks_on_cores", true}};
+  }
   if (cluster.nodes() > 1) {
     json["intra_node_collective"] = group_json(cluster.intra_node);
     json["inter_node_collective"] = group_json(cluster.inter_node);

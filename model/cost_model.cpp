@@ -172,18 +172,21 @@ double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) cons
   return 2.0 * owned_state_bytes(index, choice) / *bandwidth * straggler_slowdown();
 }
 
-double OverlappedPhase::at(int batch) const {
-  const double compute = compute_s.at(batch);
-  return std::max(communication_s, compute + communication_s * (1.0 - 1.0 / slowdown));
+double OverlappedPhase::length_s(double compute) const {
+  return std::max(communication_s + compute * slowdown * (1.0 - 1.0 / communication_slowdown),
+                  compute + communication_s * communication_slowdown * (1.0 - 1.0 / slowdown));
 }
 
+double OverlappedPhase::at(int batch) const { return length_s(compute_s.at(batch)); }
+
 double OverlappedPhase::exposed_s(int batch) const {
-  return std::max(0.0, communication_s - compute_s.at(batch) * slowdown);
+  // The stream waits from the end of its (slowed) compute to the end of the communication.
+  return std::max(0.0, communication_s - compute_s.at(batch) * slowdown / communication_slowdown);
 }
 
 double OverlappedPhase::break_even_batch() const {
   if (compute_s.per_sample <= 0) return std::numeric_limits<double>::infinity();
-  const double target = communication_s / slowdown;
+  const double target = communication_s * communication_slowdown / slowdown;
   if (compute_s.floors.empty()) return (target - compute_s.fixed) / compute_s.per_sample;
   // Host floors make the compute convex piecewise linear and still increasing: bisect.
   double low = 0.0;
@@ -245,7 +248,7 @@ void OptionTime::append_key(std::vector<double>& key) const {
   for (int p = 0; p < phase_count; ++p) {
     const OverlappedPhase& phase = phases[p];
     key.insert(key.end(), {phase.compute_s.fixed, phase.compute_s.per_sample, phase.communication_s,
-                           phase.slowdown});
+                           phase.slowdown, phase.communication_slowdown});
     append_floors(phase.compute_s, key);
   }
 }
@@ -257,9 +260,7 @@ double time_at(const OptionTime& time, double batch) {
   double total = time.serial_s.at_real(batch);
   for (int p = 0; p < time.phase_count; ++p) {
     const OverlappedPhase& phase = time.phases[p];
-    const double compute = phase.compute_s.at_real(batch);
-    total += std::max(phase.communication_s,
-                      compute + phase.communication_s * (1.0 - 1.0 / phase.slowdown));
+    total += phase.length_s(phase.compute_s.at_real(batch));
   }
   return total;
 }
@@ -293,7 +294,12 @@ bool no_slower(const OptionTime& a, const OptionTime& b) {
 }
 
 double CostModel::overlap_slowdown() const {
+  if (cluster_->host_cores) return shared_core_overlap_slowdown(*cluster_);
   return settings_.overlap.slowdown.value_or(cluster_->gpu.overlap_slowdown);
+}
+
+double CostModel::overlap_communication_slowdown() const {
+  return cluster_->host_cores ? shared_core_overlap_slowdown(*cluster_) : 1.0;
 }
 
 double CostModel::kernel_launch_s() const {
@@ -429,6 +435,7 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   const bool first = position == order.begin();
   const bool last = position == order.end() || std::next(position) == order.end();
   const double slowdown = overlap_slowdown();
+  const double communication_slowdown = overlap_communication_slowdown();
   OptionTime time;
   // Host floors scale with the calls they stand under (a slice's call is 1/k of the law).
   auto scaled = [](Linear value, double factor) {
@@ -441,12 +448,13 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
     time.serial_communication_s += communication_s;
   };
   // Communication beside compute `hidden` (per micro-batch, `count` of them): the operator is
-  // charged what it adds to that compute, max(comm, hidden + comm (1 - 1/slowdown)) - hidden,
+  // charged what it adds to that compute, the phase's length (OverlappedPhase) - hidden,
   // so that summed over the chain every compute counts once (it is charged by its own
   // operator) and every collective adds only what the compute beside it does not hide.
   auto beside = [&](Linear hidden, double communication_s, int count) {
     if (communication_s <= 0) return;
-    time.add_phase({scaled(hidden, count), count * communication_s, slowdown});
+    time.add_phase(
+        {scaled(hidden, count), count * communication_s, slowdown, communication_slowdown});
     time.serial_s += scaled(hidden, -count);
   };
   // The compute a neighbour's slice does in a phase. Its choice is not known here (the time

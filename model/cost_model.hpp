@@ -88,14 +88,21 @@ struct Linear {
 };
 
 // A stretch of the iteration where compute runs beside communication on the lanes (prefetched
-// gathers, reductions of the previous operator): compute is slowed by `slowdown` while a
-// collective is in flight, so the stretch lasts
-//   max(communication, compute + communication x (1 - 1/slowdown)),
-// i.e. the communication when it is the longer (compute-bound otherwise).
+// gathers, reductions of the previous operator): while both run, compute is slowed by
+// `slowdown` and communication by `communication_slowdown` (1 on GPUs; on CPU ranks sharing
+// cores both slow alike), so the stretch lasts
+//   max(comm + compute x slowdown x (1 - 1/comm_slowdown),
+//       compute + comm x comm_slowdown x (1 - 1/slowdown)),
+// the first while the communication outlasts the compute, the second otherwise (with
+// communication_slowdown 1: max(comm, compute + comm x (1 - 1/slowdown))). Convex in the
+// compute while slowdown x (1 - 1/communication_slowdown) <= 1, which factors of at most 2 are.
 struct OverlappedPhase {
   Linear compute_s;            // at full speed
-  double communication_s = 0;  // the busiest lane's work beside it
+  double communication_s = 0;  // the busiest lane's work beside it, at full speed
   double slowdown = 1;
+  double communication_slowdown = 1;
+  // The stretch's length for a compute of `compute_s` seconds.
+  double length_s(double compute_s) const;
   double at(int batch) const;
   // The part of the communication the compute does not hide (the stream waits).
   double exposed_s(int batch) const;
@@ -258,7 +265,10 @@ class CostModel {
   double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint) const;
   // The extended model's time: phases of overlap as the simulator schedules them (sim/program).
   OptionTime overlapped_time(int op, const OperatorChoice& choice, const Linear& slicing) const;
+  // How much slower compute and communication run while they overlap (shared_core_overlap_slowdown
+  // for CPU ranks on shared cores; the GPU's overlap_slowdown and unslowed communication else).
   double overlap_slowdown() const;
+  double overlap_communication_slowdown() const;
   double kernel_launch_s() const;
 
   const Workload* workload_;

@@ -239,6 +239,11 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     const JsonReader simulation = reader.object("simulation");
     scenario.simulation = document["simulation"];
     scenario.cost.overlap = read_overlap_schedule(simulation);
+    if (scenario.cost.overlap.slowdown && scenario.cluster.host_cores) {
+      simulation.fail_value("overlap_slowdown", fmt::format("{}", *scenario.cost.overlap.slowdown),
+                            "no overlap slowdown on a cluster whose ranks share the host's cores "
+                            "(the sharing makes it)");
+    }
   }
   if (reader.has("measured_runs")) {
     (void)reader.object("measured_runs");  // must be an object; measured_runs.cpp checks its keys

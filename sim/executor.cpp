@@ -1,6 +1,7 @@
 #include "sim/executor.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "sim/ring_collective.hpp"
@@ -32,7 +33,8 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   ranks_ = cluster.ranks;
   gpus_per_node_ = cluster.gpus_per_node;
   nodes_ = ranks_ / gpus_per_node_;
-  slowdown_ = options.overlap_slowdown.value_or(cluster.gpu.overlap_slowdown);
+  shared_cores_ = cluster.host_cores.has_value();
+  slowdown_ = shared_cores_ ? 1.0 : options.overlap_slowdown.value_or(cluster.gpu.overlap_slowdown);
   for (const Group& group : program_groups(cluster, program))
     group_members_.push_back(group.members);
 
@@ -180,6 +182,7 @@ void Executor::begin_compute(int task) {
   state.since_s = now;
   state.rate = state.active_collectives > 0 ? 1.0 / slowdown_ : 1.0;
   schedule_compute_end(rank);
+  if (shared_cores_) share_cores();
   for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
 }
 
@@ -212,6 +215,7 @@ void Executor::finish_compute(int task) {
   state.running = -1;
   state.previous_end_s = now;
   times_[task].end_s = now;
+  if (shared_cores_) share_cores();
   if (program_.items[item].phase != Phase::optimizer) {
     compute_busy_[rank] += now - times_[task].start_s;
   } else {
@@ -231,8 +235,12 @@ void Executor::begin_collective(int task) {
     apply(it.at_start, rank, item);
     set_active(rank, +1);
   }
-  start_ring_collective(kernel_, network_.rings.at(ring_of(item, who)), it.kind, it.bytes,
-                        options_.granularity, [this, task]() { finish_collective(task); });
+  if (shared_cores_) {
+    begin_core_collective(task);
+  } else {
+    start_ring_collective(kernel_, network_.rings.at(ring_of(item, who)), it.kind, it.bytes,
+                          options_.granularity, [this, task]() { finish_collective(task); });
+  }
   for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
 }
 
@@ -244,7 +252,74 @@ void Executor::finish_collective(int task) {
     apply(program_.items[item].at_end, rank, item);
     set_active(rank, -1);
   }
+  if (shared_cores_) {
+    std::erase_if(core_collectives_, [task](const CoreCollective& c) { return c.task == task; });
+    share_cores();
+  }
   for_each_successor(task, DepOn::end, [this, task](int next) { release(next, task); });
+}
+
+void Executor::begin_core_collective(int task) {
+  const ProgramItem& it = program_.items[task_item_[task]];
+  const GroupTiming& timing = it.group == GroupKind::world        ? cluster_.world
+                              : it.group == GroupKind::intra_node ? cluster_.intra_node
+                                                                  : cluster_.inter_node;
+  const int ranks = static_cast<int>(members(task_item_[task], task_who_[task]).size());
+  CoreCollective collective;
+  collective.task = task;
+  collective.remaining_s = ranks > 1 ? timing.time_s(it.kind, it.bytes, ranks) : 0.0;
+  collective.since_s = kernel_.now();
+  collective.rate = 0;  // share_cores sets it and schedules the end
+  core_collectives_.push_back(collective);
+  share_cores();
+}
+
+void Executor::schedule_collective_end(CoreCollective& collective) {
+  collective.generation = ++core_generation_;
+  const int task = collective.task;
+  const std::uint64_t generation = collective.generation;
+  kernel_.after(collective.remaining_s / collective.rate, [this, task, generation]() {
+    for (const CoreCollective& c : core_collectives_) {
+      if (c.task == task && c.generation == generation) {
+        finish_collective(task);
+        return;
+      }
+    }
+  });
+}
+
+void Executor::share_cores() {
+  // Busy threads per node: each rank's compute, and its communication thread while it has a
+  // collective in flight (the runtime runs a rank's collectives on one thread).
+  std::vector<int> busy(nodes_, 0);
+  for (int r = 0; r < ranks_; ++r) {
+    busy[r / gpus_per_node_] += (rank_[r].running >= 0) + (rank_[r].active_collectives > 0);
+  }
+  const double now = kernel_.now();
+  for (int r = 0; r < ranks_; ++r) {
+    RankState& state = rank_[r];
+    if (state.running < 0) continue;
+    const double rate = core_rate(cluster_, busy[r / gpus_per_node_]);
+    if (rate == state.rate) continue;
+    state.remaining_s = std::max(0.0, state.remaining_s - (now - state.since_s) * state.rate);
+    state.since_s = now;
+    state.rate = rate;
+    schedule_compute_end(r);
+  }
+  for (CoreCollective& collective : core_collectives_) {
+    // A ring goes at its slowest member's pace; collectives of one rank share its thread.
+    double rate = std::numeric_limits<double>::infinity();
+    for (int r : members(task_item_[collective.task], task_who_[collective.task])) {
+      rate = std::min(rate, core_rate(cluster_, busy[r / gpus_per_node_]) /
+                                std::max(1, rank_[r].active_collectives));
+    }
+    if (rate == collective.rate) continue;
+    collective.remaining_s =
+        std::max(0.0, collective.remaining_s - (now - collective.since_s) * collective.rate);
+    collective.since_s = now;
+    collective.rate = rate;
+    schedule_collective_end(collective);
+  }
 }
 
 double Executor::optimizer_step_s(int rank) const {

@@ -1,7 +1,10 @@
 // Runs a Program on the simulated cluster: compute items per rank on the compute stream (timed
 // by maestro timers, slowed by the overlap factor while a collective of the rank is in flight),
-// collectives per group instance as ring collectives on the network. Tasks are created lazily:
-// a task starts when its last predecessor completes, so the work per event stays constant.
+// collectives per group instance as ring collectives on the network. On a cluster whose ranks
+// share the host's cores, compute and collectives are both CPU work of their calibrated time,
+// each busy thread (a rank's compute, a rank's communication) going at the node's core_rate. Tasks
+// are created lazily: a task starts when its last predecessor completes, so the work per event
+// stays constant.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +67,21 @@ class Executor {
     double previous_end_s = 0;
   };
 
+  // A collective on shared cores (cluster.host_cores): CPU work of its solo time, done at the
+  // pace the busy threads of its members' nodes leave it.
+  struct CoreCollective {
+    int task = -1;
+    double remaining_s = 0;
+    double rate = 1;
+    double since_s = 0;
+    std::uint64_t generation = 0;
+  };
+
   int instance(GroupKind kind, int rank) const;
+  void begin_core_collective(int task);
+  void schedule_collective_end(CoreCollective& collective);
+  // Re-rates every running compute and core collective after the busy threads changed.
+  void share_cores();
   template <class F>
   void for_each_successor(int task, DepOn on, F&& f) const;
   void release(int task, int by);
@@ -99,6 +116,9 @@ class Executor {
   std::vector<std::array<double, comm_categories>> exposed_;
   std::vector<double> compute_busy_;
   std::vector<double> finish_;
+  bool shared_cores_ = false;
+  std::vector<CoreCollective> core_collectives_;  // running ones
+  std::uint64_t core_generation_ = 0;
   std::int64_t compute_tasks_ = 0;
   std::int64_t collectives_ = 0;
 };

@@ -45,6 +45,31 @@ CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> po
   return timing;
 }
 
+AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
+  double w = 0, wx = 0, wy = 0, wxx = 0, wxy = 0;
+  for (const auto& [x, y] : points) {
+    if (y <= 0) continue;
+    const double weight = 1.0 / (y * y);
+    w += weight;
+    wx += weight * x;
+    wy += weight * y;
+    wxx += weight * x * x;
+    wxy += weight * x * y;
+  }
+  if (w <= 0) return {};
+  const double denominator = w * wxx - wx * wx;
+  double beta = denominator > 0 ? (w * wxy - wx * wy) / denominator : 0.0;
+  double alpha = (wy - beta * wx) / w;
+  if (beta < 0) {
+    beta = 0;
+    alpha = wy / w;
+  } else if (alpha < 0) {
+    alpha = 0;
+    beta = wxx > 0 ? wxy / wxx : 0.0;
+  }
+  return {alpha, beta};
+}
+
 ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& points,
                            double flops_per_sample, int calls) {
   ComputeLaw law;

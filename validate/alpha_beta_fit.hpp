@@ -14,6 +14,12 @@ namespace osdp::validate {
 // `alpha_beta` is a least-squares fit over all points.
 CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> step_points);
 
+// One alpha-beta line through all points (no segments), by least squares on the relative error:
+// every size counts alike, and no point's noise becomes the law of its size range, as joining
+// neighbours makes it (on CPU ranks single sizes vary 2-5x between calibrations, from scheduler
+// wake-ups). alpha, beta >= 0.
+AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& step_points);
+
 // A compute law fixed_s + b x flops_per_sample / rate fitted by least squares to the summed time
 // of `calls` calls at each batch size b (points are (b, seconds)); `flops_per_sample` is the
 // FLOPs of those calls per sample. A negative intercept refits through the origin; FLOP-free

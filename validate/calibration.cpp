@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +43,13 @@ double from_rank0(Communicator& comm, double value) {
   return buffer[0].item<double>();
 }
 
+// CPU seconds of every thread of this process so far.
+double process_cpu_s() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
 std::vector<CollectivePoint> time_collectives(Communicator& comm,
                                               const CalibrationOptions& options) {
   const int n = comm.size();
@@ -49,6 +57,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
     CollectiveKind kind;
     at::Tensor buffer;
     std::vector<double> times_s;
+    std::vector<double> cpu_fractions;
   };
   std::vector<Probe> probes;
   for (CollectiveKind kind :
@@ -60,13 +69,24 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
   }
   // Rounds over every (collective, size), the first one a warm-up: a slow spell of the machine
   // (wake-ups of idle cores took a scheduler tick, 4 ms, for a while here) then touches one
-  // sample of many points, which their medians drop, instead of every sample of a few.
-  for (int round = 0; round <= options.repetitions; ++round) {
+  // sample of many points, which their medians drop, instead of every sample of a few. A
+  // sample is the mean of back-to-back calls, as nccl-tests times them: a single call after a
+  // barrier also timed how late the ranks woke from it (on a virtual machine whose idle cores
+  // sleep, 1.7x the steady transport cost here), which no training step, whose cores are busy,
+  // pays.
+  constexpr int calls_per_sample = 4;
+  for (int round = 0; round <= options.collective_rounds; ++round) {
     for (Probe& probe : probes) {
       comm.barrier();
+      comm.run(probe.kind, probe.buffer);  // both ranks awake and in step
+      const double cpu_start_s = process_cpu_s();
       const auto start = Clock::now();
-      comm.run(probe.kind, probe.buffer);
-      if (round > 0) probe.times_s.push_back(seconds_since(start));
+      for (int call = 0; call < calls_per_sample; ++call) comm.run(probe.kind, probe.buffer);
+      const double wall_s = seconds_since(start);
+      if (round > 0) {
+        probe.times_s.push_back(wall_s / calls_per_sample);
+        probe.cpu_fractions.push_back((process_cpu_s() - cpu_start_s) / wall_s);
+      }
     }
   }
   std::vector<CollectivePoint> points;
@@ -79,6 +99,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
     point.step_time_s =
         ring_steps(probe.kind, n) > 0 ? point.time_s / ring_steps(probe.kind, n) : 0.0;
     point.bus_bandwidth_Bps = point.bytes / point.time_s * bus_bandwidth_factor(probe.kind, n);
+    point.cpu_fraction = from_rank0(comm, median(probe.cpu_fractions));
     points.push_back(point);
   }
   return points;
@@ -269,19 +290,6 @@ double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
     mean_s += sum / n;
   }
   return mean_s > 0 ? std::max(1.0, slowest_s / mean_s) : 1.0;
-}
-
-CollectiveTiming scaled(CollectiveTiming timing, const ContentionBySize& contention) {
-  auto scale = [](AlphaBeta& ab, double factor) {
-    ab.alpha_s *= factor;
-    ab.beta_s_per_byte *= factor;
-  };
-  scale(timing.alpha_beta, contention.overall);
-  for (std::size_t s = 0; s < timing.by_size.size(); ++s) {
-    scale(timing.by_size[s].alpha_beta,
-          s < contention.factors.size() ? contention.factors[s] : contention.overall);
-  }
-  return timing;
 }
 
 // Per segment and overall, the median over the probe runs (every run has the same segments).
@@ -476,7 +484,8 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
     for (const auto& point : result.collectives) {
       if (point.kind == kind) points.emplace_back(point.step_bytes, point.step_time_s);
     }
-    const CollectiveTiming timing = fit_collective_timing(points);
+    CollectiveTiming timing;
+    timing.alpha_beta = fit_alpha_beta(points);
     switch (kind) {
       case CollectiveKind::all_gather:
         cluster.world.all_gather = timing;
@@ -491,15 +500,20 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   }
   cluster.intra_node = cluster.world;
   cluster.inter_node = cluster.world;
+  // The ranks are processes on this machine's cores: how compute and communication slow each
+  // other down follows from sharing them (sim/executor, the cost model), not from a factor.
+  cluster.host_cores = HostCores{usable_cores()};
   return cluster;
 }
 
 // The collectives as a training step runs them: operators in turn ZDP, DP and ZDP in slices
-// (gathers, reduce-scatters and all-reduces of several sizes beside compute). Sets the
-// contention, overlap and straggler figures, and applies them to the cluster.
+// (gathers, reduce-scatters and all-reduces of several sizes beside compute). Reports the
+// contention, overlap and straggler figures a step shows; they are not applied to the cluster,
+// whose shared cores make them (they were, and moved the predictions by tens of percent from
+// one calibration to the next).
 void measure_in_training(Communicator& comm, const CalibrationOptions& options,
                          const Workload& workload, CalibrationResult& result) {
-  Cluster& cluster = result.cluster;
+  const Cluster& cluster = result.cluster;
   Plan plan;
   plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
   const int k = probe_slices(options.probe);
@@ -523,15 +537,6 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
   result.collective_contention = median_contention(contentions);
   result.overlap_slowdown = median(overlaps);
   result.straggler_slowdown = median(stragglers);
-
-  cluster.gpu.overlap_slowdown = result.overlap_slowdown;
-  cluster.gpu.straggler_slowdown = result.straggler_slowdown;
-  for (CollectiveTiming* timing :
-       {&cluster.world.all_gather, &cluster.world.reduce_scatter, &cluster.world.all_reduce}) {
-    *timing = scaled(*timing, result.collective_contention);
-  }
-  cluster.intra_node = cluster.world;
-  cluster.inter_node = cluster.world;
 }
 
 }  // namespace
@@ -594,7 +599,8 @@ Json calibration_report_json(const CalibrationResult& result) {
                            {"time_s", p.time_s},
                            {"step_bytes", p.step_bytes},
                            {"step_time_s", p.step_time_s},
-                           {"bus_bandwidth_Bps", p.bus_bandwidth_Bps}});
+                           {"bus_bandwidth_Bps", p.bus_bandwidth_Bps},
+                           {"cpu_fraction", p.cpu_fraction}});
   }
   Json operators = Json::array();
   for (const auto& p : result.operators) {
@@ -683,6 +689,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
       point.step_bytes = p.at("step_bytes").get<double>();
       point.step_time_s = p.at("step_time_s").get<double>();
       point.bus_bandwidth_Bps = p.at("bus_bandwidth_Bps").get<double>();
+      point.cpu_fraction = p.value("cpu_fraction", 0.0);
       parsed.collectives.push_back(point);
     }
     for (const auto& p : report.at("operators")) {

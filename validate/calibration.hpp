@@ -23,6 +23,9 @@ struct CalibrationOptions {
   // Full buffer sizes S of the collectives probed.
   std::vector<double> message_bytes{16e3, 64e3, 256e3, 1e6, 4e6, 16e6};
   int repetitions = 5;  // the median is kept
+  // Rounds over every collective and size (each sample the mean of 4 back-to-back calls); the
+  // median is kept. Small messages vary most (scheduler wake-ups): many cheap rounds.
+  int collective_rounds = 15;
   // Probe runs of a training step (each 6 x repetitions steps); the in-training figures are
   // their medians.
   int training_probes = 3;
@@ -40,6 +43,9 @@ struct CollectivePoint {
   double step_bytes = 0;   // S / N
   double step_time_s = 0;  // time / ring steps
   double bus_bandwidth_Bps = 0;
+  // CPU seconds this rank's process spent per second of the collective (its communication
+  // thread; the caller waits asleep): how much of a core the transport keeps busy.
+  double cpu_fraction = 0;
 };
 
 struct OperatorPoint {

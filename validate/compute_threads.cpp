@@ -2,6 +2,10 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
 
 namespace osdp::validate {
 
@@ -14,6 +18,13 @@ void use_one_compute_thread() {
           reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     set_threads(1);
   }
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace osdp::validate

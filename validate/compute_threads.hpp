@@ -9,4 +9,7 @@ namespace osdp::validate {
 // thread. Safe to call more than once.
 void use_one_compute_thread();
 
+// The cores this process may run on (its CPU affinity), which the node's ranks share.
+int usable_cores();
+
 }  // namespace osdp::validate

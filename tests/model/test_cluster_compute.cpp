@@ -2,6 +2,7 @@
 // bandwidth): read strictly, in SI units, and written back as they were read.
 #include <catch2/catch.hpp>
 
+#include "model/cluster_json.hpp"
 #include "model/scenario.hpp"
 #include "tests/support/cluster_json.hpp"
 
@@ -72,4 +73,21 @@ TEST_CASE("bad compute laws name the path and what was expected", "[model][clust
             .find("$.gpu.optimizer_bandwidth") != std::string::npos);
   CHECK(cluster_error(with_gpu(Json::parse(R"({"straggler_slowdown": 0.9})")))
             .find("$.gpu.straggler_slowdown") != std::string::npos);
+}
+
+TEST_CASE("shared host cores are read, written back, and replace the overlap slowdown",
+          "[model][cluster]") {
+  Json json = with_gpu(Json::parse(R"({"compute": "70GFLOP/s"})"));
+  json["host"] = Json::parse(R"({"cores": 2, "ranks_on_cores": true})");
+  const Cluster cluster = load_cluster_json(json);
+  REQUIRE(cluster.host_cores);
+  CHECK(cluster.host_cores->cores == 2);
+  const Json written = cluster_to_json(cluster);
+  CHECK(written.at("host").at("cores") == 2);
+  CHECK_FALSE(written.at("gpu").contains("overlap_slowdown"));
+  CHECK(load_cluster_json(written).host_cores->cores == 2);
+
+  json["host"]["ranks_on_cores"] = false;  // cores said, ranks elsewhere (GPUs): no sharing
+  CHECK_FALSE(load_cluster_json(json).host_cores);
+  CHECK(cluster_to_json(load_cluster_json(json)).at("gpu").contains("overlap_slowdown"));
 }

@@ -36,3 +36,32 @@ TEST_CASE("FLOP-free calls get their mean time per call", "[validate][calibratio
   CHECK_FALSE(law.flops_per_s);
   CHECK(fit_compute_law({}, 1e9, 1).fixed_s == 0);
 }
+
+TEST_CASE("one alpha-beta line: exact on its own points, one noisy size moves it little",
+          "[validate][calibration]") {
+  const double alpha_s = 3e-4, beta = 1.0 / 1e9;
+  std::vector<std::pair<double, double>> points;
+  for (double bytes : {8e3, 32e3, 128e3, 512e3, 2e6, 8e6}) {
+    points.emplace_back(bytes, alpha_s + bytes * beta);
+  }
+  const AlphaBeta exact = fit_alpha_beta(points);
+  CHECK(exact.alpha_s == Approx(alpha_s).epsilon(1e-9));
+  CHECK(exact.beta_s_per_byte == Approx(beta).epsilon(1e-9));
+
+  // One size measured 4x slow (a spell of late wake-ups): the piecewise fit makes it the law
+  // of its neighbourhood; the single line, fitted on relative error, keeps every size within
+  // a third of the truth.
+  points[2].second *= 4;
+  const AlphaBeta line = fit_alpha_beta(points);
+  for (const auto& [bytes, time] : points) {
+    const double truth = alpha_s + bytes * beta;
+    CHECK(std::abs(line.alpha_s + bytes * line.beta_s_per_byte - truth) / truth < 0.35);
+  }
+  const CollectiveTiming piecewise = fit_collective_timing(points);
+  const AlphaBeta at_noisy = piecewise.at(128e3);
+  CHECK(at_noisy.alpha_s + 128e3 * at_noisy.beta_s_per_byte ==
+        Approx(4 * (alpha_s + 128e3 * beta)));
+
+  CHECK(fit_alpha_beta({}).alpha_s == 0.0);
+  CHECK(fit_alpha_beta({{1e6, 2e-3}}).alpha_s >= 0.0);
+}
