@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
     if (!cluster_path.empty()) {
       scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
     }
-    const validate::GptShape shape =
-        validate::require_gpt_shape(scenario, scenario.file);
+    const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
     const validate::ValidationOptions options = validate::read_validation_options(scenario);
     const CostModel model = scenario.cost_model();
     const Workload& workload = *scenario.workload;
@@ -89,9 +88,10 @@ int main(int argc, char** argv) {
     validate::MachineLoad load;
     load.cores = validate::machine_cores();
     load.before = validate::one_minute_load_average();
-    auto measurements = validate::run_measurements(shape, runs, scenario.cluster.ranks, options,
-                                                   scenario.cluster.gpus_per_node,
-                                                   out.empty() ? "" : out + "/traces");
+    std::vector<validate::ComputeCheck> compute_check;
+    auto measurements = validate::run_measurements(
+        shape, runs, scenario.cluster.ranks, options, scenario.cluster.gpus_per_node,
+        out.empty() ? "" : out + "/traces", &compute_check);
     if (!measurements) return 0;  // not rank 0 under torchrun
     load.after = validate::one_minute_load_average();
     const double first_s = measurements->front().iteration_time_s();
@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
         "fidelity on {} ({} ranks, batch {} per rank, {} iterations per plan in {} rounds)\n{}{}\n",
         scenario.name, scenario.cluster.ranks, b, options.iterations, options.rounds,
         validate::comparison_table(comparison), validate::describe_load(load));
+    const validate::ComputeAgainstLaws compute = validate::compare_compute(compute_check, model);
+    if (!compute.line.empty()) fmt::print("{}\n", compute.line);
     if (!out.empty()) {
       write_file_atomically(out + "/fidelity.csv", validate::comparison_csv(comparison));
       write_file_atomically(out + "/fidelity.json", validate::comparison_json(comparison).dump(2));

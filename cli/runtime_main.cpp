@@ -28,10 +28,12 @@ int measure(const MeasureFiles& files) {
     validate::check_runnable(request.shape, run.plan, request.local_ranks, request.gpus_per_node,
                              run.name);
   }
-  const auto measurements = validate::run_measurements(
-      request.shape, request.plans, request.local_ranks, request.options, request.gpus_per_node,
-      request.trace_directory);
-  write_file_atomically(files.response, validate::measure_response_to_json(measurements).dump());
+  std::vector<validate::ComputeCheck> compute_check;
+  const auto measurements =
+      validate::run_measurements(request.shape, request.plans, request.local_ranks, request.options,
+                                 request.gpus_per_node, request.trace_directory, &compute_check);
+  write_file_atomically(files.response,
+                        validate::measure_response_to_json(measurements, compute_check).dump());
   return cli::exit_ok;
 }
 

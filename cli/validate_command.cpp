@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -140,14 +141,15 @@ struct RunExit {
 // Trains the plans in osdp-runtime; nullopt on ranks that do not report (under torchrun).
 
 std::optional<std::vector<validate::PlanMeasurement>> measure_in_runtime(
-    const validate::MeasureRequest& request) {
+    const validate::MeasureRequest& request, std::vector<validate::ComputeCheck>& compute_check) {
   const validate::TemporaryDirectory directory("osdp-validate");
   const std::string request_path = (directory.path() / "request.json").string();
   const std::string response_path = (directory.path() / "response.json").string();
   write_file_atomically(request_path, validate::measure_request_to_json(request).dump());
   const int code = validate::run_runtime({"measure", request_path, response_path});
   if (code != exit_ok) throw RunExit{code};
-  return validate::measure_response_from_json(read_json_file(response_path), response_path);
+  return validate::measure_response_from_json(read_json_file(response_path), response_path,
+                                              &compute_check);
 }
 
 int run(const ValidateOptions& options) {
@@ -215,11 +217,12 @@ int run(const ValidateOptions& options) {
     request.trace_directory = (std::filesystem::path(options.out) / "traces").string();
   }
   std::optional<std::vector<validate::PlanMeasurement>> measurements;
+  std::vector<validate::ComputeCheck> compute_check;
   validate::MachineLoad load;
   load.cores = validate::machine_cores();
   load.before = validate::one_minute_load_average();
   try {
-    measurements = measure_in_runtime(request);
+    measurements = measure_in_runtime(request, compute_check);
   } catch (const RunExit& failed) {
     return failed.code;
   }
@@ -242,6 +245,12 @@ int run(const ValidateOptions& options) {
   json["validation"] = validate::validation_options_to_json(validation);
   json["measurements"] = validate::measurements_to_json(*measurements);
   json["machine_load"] = validate::load_to_json(load);
+  const validate::ComputeAgainstLaws compute = validate::compare_compute(compute_check, model);
+  if (!compute.line.empty()) {
+    json["compute_check"] = {{"kinds", compute.json},
+                             {"measured_over_law_before", compute.before_ratio},
+                             {"measured_over_law_after", compute.after_ratio}};
+  }
 
   if (!options.out.empty()) {
     const std::filesystem::path out(options.out);
@@ -264,6 +273,7 @@ int run(const ValidateOptions& options) {
     if (const std::string line = validate::describe_load(load); !line.empty()) {
       fmt::print("{}\n", line);
     }
+    if (!compute.line.empty()) fmt::print("{}\n", compute.line);
   }
   return exit_ok;
 }

@@ -64,7 +64,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     for (double bytes : options.message_bytes) {
       const int64_t elements = std::max<int64_t>(n, static_cast<int64_t>(bytes / 4) / n * n);
-      probes.push_back({kind, at::ones({elements}, at::kFloat), {}});
+      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}});
     }
   }
   // Rounds over every (collective, size), the first one a warm-up: a slow spell of the machine
@@ -556,6 +556,23 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   result.cluster = standalone_cluster(result, options);
   measure_in_training(comm, options, workload, result);
   return result;
+}
+
+std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptShape& shape,
+                                                int batch, int repetitions) {
+  CalibrationOptions options;
+  options.probe = shape;
+  options.repetitions = repetitions;
+  const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
+  const Workload workload = make_gpt(shape.spec(), Training{});
+  Plan plan;
+  plan.batch_size = batch;
+  plan.choices.assign(workload.size(), OperatorChoice::whole(Mode::dp));
+  std::vector<OperatorPoint> points;
+  for (auto& [kind, point] : time_operators(comm, *solo, options, workload, plan)) {
+    points.push_back(point);
+  }
+  return points;
 }
 
 Json contention_json(const ContentionBySize& contention) {

@@ -113,6 +113,12 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
 
 Json calibration_report_json(const CalibrationResult& result);
 
+// Forward and backward compute of every operator of `shape` at `batch` rows per rank, summed by
+// operator kind (medians of `repetitions` steps after a warm-up): every rank computes at once,
+// each on a communicator of its own, so no collective runs beside it. Collective over `comm`.
+std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptShape& shape,
+                                                int batch, int repetitions);
+
 // Each operator kind's compute law (fixed part per call, marginal FLOP rate), forward and
 // backward, fitted over the batch sizes probed.
 std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(

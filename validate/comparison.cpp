@@ -206,4 +206,43 @@ std::string plot_predicted_vs_measured(const std::string& csv_path, const std::s
   return "no plot: python3 with matplotlib failed on " + script.string();
 }
 
+ComputeAgainstLaws compare_compute(const std::vector<ComputeCheck>& checks,
+                                   const CostModel& model) {
+  ComputeAgainstLaws result;
+  double law_total = 0, before_total = 0, after_total = 0;
+  std::string kinds;
+  for (const ComputeCheck& check : checks) {
+    double law_s = 0;
+    for (int op = 0; op < model.workload().size(); ++op) {
+      if (operator_kind_name(model.workload().op(op).kind) != check.kind) continue;
+      law_s += model.forward_compute_s(op).at(check.batch_size) +
+               model.backward_compute_s(op).at(check.batch_size);
+    }
+    if (law_s <= 0) continue;
+    law_total += law_s;
+    before_total += check.before_s;
+    after_total += check.after_s;
+    result.json.push_back({{"kind", check.kind},
+                           {"batch_size", check.batch_size},
+                           {"calls", check.calls},
+                           {"measured_before_s", check.before_s},
+                           {"measured_after_s", check.after_s},
+                           {"cluster_law_s", law_s}});
+    kinds += fmt::format("{}{} {:.2f}x / {:.2f}x", kinds.empty() ? "" : ", ", check.kind,
+                         check.before_s / law_s, check.after_s / law_s);
+  }
+  if (law_total <= 0) return result;
+  result.before_ratio = before_total / law_total;
+  result.after_ratio = after_total / law_total;
+  result.line = fmt::format(
+      "compute alone against the cluster's laws (measured / law, before / after the runs): {}; "
+      "all {:.2f}x / {:.2f}x{}",
+      kinds, result.before_ratio, result.after_ratio,
+      std::abs(result.before_ratio - 1) > 0.1 || std::abs(result.after_ratio - 1) > 0.1
+          ? " (this machine computes at another speed than when the cluster was calibrated: "
+            "every time error above moves with it)"
+          : "");
+  return result;
+}
+
 }  // namespace osdp::validate

@@ -64,4 +64,14 @@ std::string comparison_table(const Comparison& comparison);
 std::string comparison_csv(const Comparison& comparison);
 Json comparison_json(const Comparison& comparison);
 
+// The compute check (ComputeCheck) against the cluster's laws: per kind the time measured alone
+// before and after the runs over what the laws give for the same calls.
+struct ComputeAgainstLaws {
+  Json json = Json::array();
+  double before_ratio = 0;  // all kinds: measured / laws
+  double after_ratio = 0;
+  std::string line;  // for the table's foot; empty without a check
+};
+ComputeAgainstLaws compare_compute(const std::vector<ComputeCheck>& checks, const CostModel& model);
+
 }  // namespace osdp::validate

@@ -84,6 +84,31 @@ Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
   return list;
 }
 
+Json compute_check_to_json(const std::vector<ComputeCheck>& checks) {
+  Json list = Json::array();
+  for (const ComputeCheck& check : checks) {
+    list.push_back({{"kind", check.kind},
+                    {"batch_size", check.batch_size},
+                    {"calls", check.calls},
+                    {"before_s", check.before_s},
+                    {"after_s", check.after_s}});
+  }
+  return list;
+}
+
+std::vector<ComputeCheck> compute_check_from_json(const JsonReader& reader,
+                                                  const std::string& key) {
+  std::vector<ComputeCheck> checks;
+  for (const JsonReader& entry : reader.objects(key)) {
+    entry.require_only({"kind", "batch_size", "calls", "before_s", "after_s"});
+    checks.push_back({entry.string("kind"),
+                      static_cast<int>(entry.integer("batch_size", 1, 1 << 20)),
+                      static_cast<int>(entry.integer("calls", 1, 1 << 20)),
+                      entry.non_negative_number("before_s"), entry.non_negative_number("after_s")});
+  }
+  return checks;
+}
+
 std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std::string& file) {
   const Json document{{"measurements", json}};  // the reader keeps a pointer: keep it alive
   const JsonReader root(document, file);

@@ -48,6 +48,21 @@ struct PlanMeasurement {
   double peak_memory_bytes() const;
 };
 
+// The compute of one operator kind, timed alone (every rank at once, each on a communicator of
+// its own, as `osdp calibrate` times it) at the validated batch size, just before the plans run
+// and just after: set against the cluster's compute laws, it shows how far this machine's speed
+// now is from the speed it had when calibrated.
+struct ComputeCheck {
+  std::string kind;    // "attention", "mlp", ...
+  int batch_size = 0;  // rows per rank and call
+  int calls = 0;       // operators of the kind; the times are their sum, forward + backward
+  double before_s = 0;
+  double after_s = 0;
+};
+
+Json compute_check_to_json(const std::vector<ComputeCheck>& checks);
+std::vector<ComputeCheck> compute_check_from_json(const JsonReader& reader, const std::string& key);
+
 Json measurements_to_json(const std::vector<PlanMeasurement>& measurements);
 // Throws InputError naming `file` and the JSON path on a malformed document.
 std::vector<PlanMeasurement> measurements_from_json(const Json& json,

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "model/atomic_file.hpp"
+#include "validate/calibration.hpp"
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
 #include "validate/sharded_gpt.hpp"
@@ -103,10 +104,18 @@ double earliest(Communicator& communicator, RankDevice& device, double value) {
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
                                            Communicator& communicator, RankDevice& device,
                                            const ValidationOptions& options, int gpus_per_node,
-                                           const std::string& trace_directory) {
+                                           const std::string& trace_directory,
+                                           std::vector<ComputeCheck>* compute_check) {
   use_one_compute_thread();
   const int world = communicator.size();
   const int rank = communicator.rank();
+  const bool check_compute = compute_check && !plans.empty() && device.device().is_cpu();
+  constexpr int check_repetitions = 3;
+  std::vector<OperatorPoint> before;
+  if (check_compute) {
+    before =
+        time_compute_by_kind(communicator, shape, plans.front().plan.batch_size, check_repetitions);
+  }
   RuntimeOptions runtime;
   runtime.adam.learning_rate = options.learning_rate;
   runtime.prefetch_depth = options.prefetch_depth;
@@ -185,6 +194,16 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     }
     measurements.push_back(std::move(measurement));
   }
+  if (check_compute) {
+    const std::vector<OperatorPoint> after =
+        time_compute_by_kind(communicator, shape, plans.front().plan.batch_size, check_repetitions);
+    compute_check->clear();
+    for (std::size_t k = 0; k < before.size() && k < after.size(); ++k) {
+      compute_check->push_back({before[k].kind, before[k].batch_size, before[k].calls,
+                                before[k].forward_s + before[k].backward_s,
+                                after[k].forward_s + after[k].backward_s});
+    }
+  }
   return measurements;
 }
 
@@ -221,7 +240,8 @@ int merge_measured_trace(const std::string& directory, const std::string& plan, 
 
 std::optional<std::vector<PlanMeasurement>> run_measurements(
     const GptShape& shape, const std::vector<PlanRun>& plans, int local_ranks,
-    const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory) {
+    const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory,
+    std::vector<ComputeCheck>* compute_check) {
   if (const auto environment = rank_from_environment()) {
     ConnectOptions connect;
     connect.rank = environment->rank;
@@ -238,8 +258,8 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
       auto communicator = Communicator::connect(connect);
       const std::string raw =
           trace_directory.empty() ? "" : (fs::path(trace_directory) / "ranks").string();
-      auto measurements =
-          measure_plans(shape, plans, *communicator, *device, options, gpus_per_node, raw);
+      auto measurements = measure_plans(shape, plans, *communicator, *device, options,
+                                        gpus_per_node, raw, compute_check);
       if (environment->rank != 0) return std::nullopt;
       // Ranks on other machines wrote their events there only if the directory is shared.
       for (const auto& plan : plans) {
@@ -259,6 +279,7 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
                              fmt::format("osdp-validate-{}-{}", ::getpid(), std::random_device()());
   fs::create_directories(directory);
   const std::string results = (directory / "measurements.json").string();
+  const std::string checks = (directory / "compute_check.json").string();
   const LaunchResult launched = launch_local_ranks(
       local_ranks,
       [&](int rank) {
@@ -271,15 +292,25 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
         connect.backend = device->backend();
         connect.cuda_device = rank;
         auto communicator = Communicator::connect(connect);
-        const auto measurements = measure_plans(shape, plans, *communicator, *device, options,
-                                                gpus_per_node, directory.string());
-        if (rank == 0) write_file_atomically(results, measurements_to_json(measurements).dump(1));
+        std::vector<ComputeCheck> check;
+        const auto measurements =
+            measure_plans(shape, plans, *communicator, *device, options, gpus_per_node,
+                          directory.string(), compute_check ? &check : nullptr);
+        if (rank == 0) {
+          write_file_atomically(checks,
+                                Json{{"compute_check", compute_check_to_json(check)}}.dump());
+          write_file_atomically(results, measurements_to_json(measurements).dump(1));
+        }
         return 0;
       },
       std::chrono::seconds(5));
   std::optional<std::vector<PlanMeasurement>> measurements;
   if (launched.ok) {
     measurements = measurements_from_json(read_json_file(results));
+    if (compute_check) {
+      const Json document = read_json_file(checks);
+      *compute_check = compute_check_from_json(JsonReader(document, checks), "compute_check");
+    }
     for (const auto& plan : plans) {
       if (!trace_directory.empty()) {
         merge_measured_trace(directory.string(), plan.name, local_ranks,

@@ -20,14 +20,16 @@
 namespace osdp::validate {
 
 // Sets one compute thread and runs every plan on this rank, its tensors on `device` (whose
-// backend `communicator` must be). When
+// backend `communicator` must be). With `compute_check` on a CPU device, the compute of each
+// operator kind alone is timed at the first plan's batch size before and after. When
 // `trace_directory` is not empty, writes this rank's last measured iteration there as
 // "<plan>.rank<r>.json" (Chrome trace events: operators on the compute track, collectives on
 // the communication track).
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
                                            Communicator& communicator, RankDevice& device,
                                            const ValidationOptions& options, int gpus_per_node,
-                                           const std::string& trace_directory = "");
+                                           const std::string& trace_directory = "",
+                                           std::vector<ComputeCheck>* compute_check = nullptr);
 
 // Merges the ranks' event files of `plan` in `directory` into one Chrome trace (one process per
 // rank) at `path`; ranks without a file are left out. Returns the ranks merged.
@@ -42,8 +44,11 @@ int merge_measured_trace(const std::string& directory, const std::string& plan, 
 // where they are reported (the launching process, or rank 0 under torchrun) and nullopt on the
 // other ranks. Throws RunFailure naming the ranks that died or failed.
 // With `trace_directory`, the measured traces are written there as "<plan>.measured.json".
+// With `compute_check` (CPU ranks), each operator kind's compute alone is timed before and after
+// the plans run (see ComputeCheck) and returned there, where the measurements are.
 std::optional<std::vector<PlanMeasurement>> run_measurements(
     const GptShape& shape, const std::vector<PlanRun>& plans, int local_ranks,
-    const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory = "");
+    const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory = "",
+    std::vector<ComputeCheck>* compute_check = nullptr);
 
 }  // namespace osdp::validate

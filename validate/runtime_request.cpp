@@ -68,15 +68,22 @@ MeasureRequest measure_request_from_json(const Json& json, const std::string& fi
   return request;
 }
 
-Json measure_response_to_json(const std::optional<std::vector<PlanMeasurement>>& measurements) {
+Json measure_response_to_json(const std::optional<std::vector<PlanMeasurement>>& measurements,
+                              const std::vector<ComputeCheck>& compute_check) {
   if (!measurements) return {{"reported", false}};
-  return {{"reported", true}, {"measurements", measurements_to_json(*measurements)}};
+  return {{"reported", true},
+          {"measurements", measurements_to_json(*measurements)},
+          {"compute_check", compute_check_to_json(compute_check)}};
 }
 
-std::optional<std::vector<PlanMeasurement>> measure_response_from_json(const Json& json,
-                                                                       const std::string& file) {
+std::optional<std::vector<PlanMeasurement>> measure_response_from_json(
+    const Json& json, const std::string& file, std::vector<ComputeCheck>* compute_check) {
   const JsonReader reader(json, file);
-  reader.require_only({"reported", "measurements"});
+  reader.require_only({"reported", "measurements", "compute_check"});
+  if (compute_check) {
+    *compute_check = reader.has("compute_check") ? compute_check_from_json(reader, "compute_check")
+                                                 : std::vector<ComputeCheck>{};
+  }
   if (!reader.boolean("reported")) return std::nullopt;
   return measurements_from_json(reader.raw("measurements"), file);
 }

@@ -27,9 +27,11 @@ Json measure_request_to_json(const MeasureRequest& request);
 MeasureRequest measure_request_from_json(const Json& json, const std::string& file);
 
 // nullopt on ranks other than the reporting one (rank 0 under torchrun).
-Json measure_response_to_json(const std::optional<std::vector<PlanMeasurement>>& measurements);
-std::optional<std::vector<PlanMeasurement>> measure_response_from_json(const Json& json,
-                                                                       const std::string& file);
+Json measure_response_to_json(const std::optional<std::vector<PlanMeasurement>>& measurements,
+                              const std::vector<ComputeCheck>& compute_check = {});
+// `compute_check`, when given, receives the response's (empty when it has none).
+std::optional<std::vector<PlanMeasurement>> measure_response_from_json(
+    const Json& json, const std::string& file, std::vector<ComputeCheck>* compute_check = nullptr);
 
 Json gpt_shape_to_json(const GptShape& shape);
 GptShape gpt_shape_from_json(const JsonReader& reader);
