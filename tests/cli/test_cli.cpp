@@ -297,7 +297,7 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   TempDir dir;
   const fs::path out = dir.path() / "study";
   const Run run = run_osdp({"sweep", scenarios + "default.json", "--memory-limits",
-                            "4GiB:24GiB:2GiB", "--out", out.string(), "--no-plot"});
+                            "4GiB:24GiB:10GiB", "--out", out.string(), "--no-plot"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(contains(run.out, "memory limit"));
@@ -330,7 +330,7 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
       if (!cells[c].empty()) CHECK(osdp_throughput >= std::stod(cells[c]) * (1 - 1e-5));
     }
   }
-  CHECK(rows == 11);
+  CHECK(rows == 3);  // 4, 14 and 24 GiB (a short sweep: the test also runs under the sanitizers)
 }
 
 TEST_CASE("sweep draws the plot when matplotlib is there, and says so when not") {
