@@ -46,6 +46,7 @@ int run(const CalibrateOptions& options) {
     calibration.message_bytes = {16e3, 256e3, 4e6};
     calibration.repetitions = 3;
     calibration.collective_rounds = 3;
+    calibration.compute_rounds = 1;
     calibration.probe = {2, 64, 4, 32, 256};
     calibration.batch_sizes = {1, 2};
   }

@@ -376,13 +376,37 @@ namespace {
 // gradient all-reduce overlaps the compute: the simulator adds the overlap slowdown itself.
 void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOptions& options,
                      const Workload& workload, CalibrationResult& result) {
+  // Rounds over the batch sizes (1 2 4 8, 1 2 4 8, ...), each point the median of its rounds: a
+  // machine whose speed drifts while it is calibrated (this VM's compute by 20-30 % within
+  // minutes) then moves every batch size alike instead of tilting the fitted law, whose fixed
+  // part varied 0-1.1 ms between calibrations when each batch size was timed once in turn.
+  const int rounds = std::max(1, options.compute_rounds);
+  CalibrationOptions per_round = options;
+  per_round.repetitions = std::max(2, (options.repetitions + rounds - 1) / rounds);
+  std::map<std::pair<int, std::string>, std::vector<OperatorPoint>> samples;
+  for (int round = 0; round < rounds; ++round) {
+    for (int batch : options.batch_sizes) {
+      Plan plan;
+      plan.batch_size = batch;
+      plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
+      for (auto& [kind, point] : time_operators(comm, solo, per_round, workload, plan)) {
+        samples[{batch, kind}].push_back(point);
+      }
+    }
+  }
   double total_flops = 0;
   double total_s = 0;
   for (int batch : options.batch_sizes) {
-    Plan plan;
-    plan.batch_size = batch;
-    plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-    for (auto& [kind, point] : time_operators(comm, solo, options, workload, plan)) {
+    for (auto& [key, points] : samples) {
+      if (key.first != batch) continue;
+      OperatorPoint point = points.front();
+      std::vector<double> forward, backward;
+      for (const OperatorPoint& sample : points) {
+        forward.push_back(sample.forward_s);
+        backward.push_back(sample.backward_s);
+      }
+      point.forward_s = median(forward);
+      point.backward_s = median(backward);
       if (batch == options.batch_sizes.back()) {
         total_flops += point.flops;
         total_s += point.forward_s + point.backward_s;

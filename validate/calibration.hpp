@@ -26,6 +26,9 @@ struct CalibrationOptions {
   // Rounds over every collective and size (each sample the mean of 4 back-to-back calls); the
   // median is kept. Small messages vary most (scheduler wake-ups): many cheap rounds.
   int collective_rounds = 15;
+  // Rounds over the batch sizes for the compute laws (repetitions spread over them); each
+  // point is the median of its rounds.
+  int compute_rounds = 3;
   // Probe runs of a training step (each 6 x repetitions steps); the in-training figures are
   // their medians.
   int training_probes = 3;
