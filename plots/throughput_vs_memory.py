@@ -18,6 +18,8 @@ STRATEGY_LABELS = {
     "ddp_ckpt": "DDP + ckpt",
     "fsdp_ckpt": "FSDP + ckpt",
     "zero2_ckpt": "ZeRO-2 + ckpt",
+    "zero1": "ZeRO-1",
+    "zero1_ckpt": "ZeRO-1 + ckpt",
     "fsdp_ckpt_fairscale": "FSDP + ckpt (FairScale)",
 }
 SUFFIX = "_throughput_samples_per_s"
