@@ -27,6 +27,19 @@ std::vector<Group> program_groups(const Cluster& cluster, const Program& program
   return groups;
 }
 
+namespace {
+
+// Work in progress (a compute, a collective on shared cores) going on at `rate` from now: what it
+// did since its last change of rate is taken off what remains.
+template <class Work>
+void change_rate(Work& work, double now_s, double rate) {
+  work.remaining_s = std::max(0.0, work.remaining_s - (now_s - work.since_s) * work.rate);
+  work.since_s = now_s;
+  work.rate = rate;
+}
+
+}  // namespace
+
 Executor::Executor(const Program& program, const Cluster& cluster, const NetworkPlan& network,
                    const SimOptions& options, Kernel& kernel, int recorded_ranks)
     : program_(program), cluster_(cluster), network_(network), options_(options), kernel_(kernel) {
@@ -200,10 +213,7 @@ void Executor::set_active(int rank, int delta) {
   state.active_collectives += delta;
   const bool active = state.active_collectives > 0;
   if (was_active == active || state.running < 0 || slowdown_ == 1.0) return;
-  const double now = kernel_.now();
-  state.remaining_s = std::max(0.0, state.remaining_s - (now - state.since_s) * state.rate);
-  state.since_s = now;
-  state.rate = active ? 1.0 / slowdown_ : 1.0;
+  change_rate(state, kernel_.now(), active ? 1.0 / slowdown_ : 1.0);
   schedule_compute_end(rank);
 }
 
@@ -301,9 +311,7 @@ void Executor::share_cores() {
     if (state.running < 0) continue;
     const double rate = core_rate(cluster_, busy[r / gpus_per_node_]);
     if (rate == state.rate) continue;
-    state.remaining_s = std::max(0.0, state.remaining_s - (now - state.since_s) * state.rate);
-    state.since_s = now;
-    state.rate = rate;
+    change_rate(state, now, rate);
     schedule_compute_end(r);
   }
   for (CoreCollective& collective : core_collectives_) {
@@ -314,10 +322,7 @@ void Executor::share_cores() {
                                 std::max(1, rank_[r].active_collectives));
     }
     if (rate == collective.rate) continue;
-    collective.remaining_s =
-        std::max(0.0, collective.remaining_s - (now - collective.since_s) * collective.rate);
-    collective.since_s = now;
-    collective.rate = rate;
+    change_rate(collective, now, rate);
     schedule_collective_end(collective);
   }
 }

@@ -396,23 +396,20 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
   }
   double total_flops = 0;
   double total_s = 0;
-  for (int batch : options.batch_sizes) {
-    for (auto& [key, points] : samples) {
-      if (key.first != batch) continue;
-      OperatorPoint point = points.front();
-      std::vector<double> forward, backward;
-      for (const OperatorPoint& sample : points) {
-        forward.push_back(sample.forward_s);
-        backward.push_back(sample.backward_s);
-      }
-      point.forward_s = median(forward);
-      point.backward_s = median(backward);
-      if (batch == options.batch_sizes.back()) {
-        total_flops += point.flops;
-        total_s += point.forward_s + point.backward_s;
-      }
-      result.operators.push_back(point);
+  for (const auto& [key, points] : samples) {  // by batch size, then kind
+    OperatorPoint point = points.front();
+    std::vector<double> forward, backward;
+    for (const OperatorPoint& sample : points) {
+      forward.push_back(sample.forward_s);
+      backward.push_back(sample.backward_s);
     }
+    point.forward_s = median(forward);
+    point.backward_s = median(backward);
+    if (key.first == options.batch_sizes.back()) {
+      total_flops += point.flops;
+      total_s += point.forward_s + point.backward_s;
+    }
+    result.operators.push_back(point);
   }
   result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
 }
