@@ -28,6 +28,8 @@ if [ "${OSDP_CUDA_CHECK:-1}" != "0" ] && [ -x /usr/local/cuda/bin/nvcc ] &&
   echo "== CUDA + NCCL compile check (cuda-check preset; nothing runs: no GPU)" >&2
   cmake --preset cuda-check
   cmake --build --preset cuda-check -j "$jobs"
+elif [ "${OSDP_CUDA_CHECK:-1}" = "0" ]; then
+  echo "== CUDA + NCCL compile check skipped (OSDP_CUDA_CHECK=0)" >&2
 else
   echo "== CUDA + NCCL compile check skipped (no CUDA toolkit with NCCL in /usr/local/cuda)" >&2
 fi
