@@ -15,7 +15,22 @@ bool strategy_in_search_space(const Strategy& strategy, const SearchSpec& spec) 
   const bool checkpoint_allowed = strategy.checkpoint == Checkpoint::none
                                       ? spec.checkpoint != SearchSpec::CheckpointPolicy::on
                                       : spec.checkpoint != SearchSpec::CheckpointPolicy::off;
-  return mode_allowed && checkpoint_allowed;
+  // The wrappings the search tries (search/units_search.hpp).
+  bool units_allowed = false;
+  switch (strategy.units.kind) {
+    case WrappingRule::Kind::per_operator:
+      units_allowed = spec.units != SearchSpec::UnitsPolicy::block;
+      break;
+    case WrappingRule::Kind::per_block:
+      units_allowed =
+          strategy.units.blocks_per_unit == 1 && spec.units != SearchSpec::UnitsPolicy::off;
+      break;
+    case WrappingRule::Kind::min_parameters:
+      units_allowed = spec.units == SearchSpec::UnitsPolicy::automatic &&
+                      strategy.units.min_parameters == spec.min_unit_parameters;
+      break;
+  }
+  return mode_allowed && checkpoint_allowed && units_allowed;
 }
 
 Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec,
@@ -27,17 +42,12 @@ Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec
   comparison.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int min_batch = model.training().min_batch_size;
-  for (const Strategy& strategy : standard_strategies()) {
+  for (const Strategy& strategy : standard_strategies(spec.min_unit_parameters)) {
     BaselineOutcome outcome;
     outcome.strategy = strategy;
     outcome.best = schedule_strategy(model, strategy, memory_limit_bytes).best;
     outcome.in_search_space = strategy_in_search_space(strategy, spec);
-    const Plan smallest = strategy_plan(model, strategy, min_batch);
-    bool valid = true;
-    for (int i = 0; i < static_cast<int>(smallest.choices.size()); ++i) {
-      valid = valid && model.valid(i, smallest.choices[i]);
-    }
-    outcome.min_batch_peak_bytes = valid ? model.plan_cost(smallest).peak_memory_bytes : 0.0;
+    outcome.min_batch_peak_bytes = strategy_peak_bytes(model, strategy, min_batch).value_or(0.0);
     comparison.baselines.push_back(std::move(outcome));
   }
   // The search scores each operator's exposed gathers with its neighbours split as finely as

@@ -19,6 +19,7 @@
 #include "model/collectives.hpp"
 #include "model/mode.hpp"
 #include "model/units.hpp"
+#include "model/wrapping.hpp"
 #include "search/exact.hpp"
 #include "search/options.hpp"
 
@@ -373,20 +374,44 @@ std::string modes_text(const Cluster& cluster) {
   return text;
 }
 
+// What wrapping operators into FSDP units changes, and the plan's units.
+std::string units_text(const Plan& plan) {
+  std::string text =
+      "\nFSDP units (--units): a unit gathers its operators' parameters in one all-gather and\n"
+      "reduce-scatters their gradients in one reduce-scatter, as one FSDP module does.\n"
+      "  keeps: a gather buffer as large as the whole unit, live while any of its operators\n"
+      "         computes (and the next unit's, prefetched)\n"
+      "  sends: the same bytes in fewer, larger collectives: k operators in a unit pay one\n"
+      "         collective latency instead of k, but a unit's gather hides only behind the\n"
+      "         previous unit's compute\n"
+      "  wins:  with many small operators, many ranks or slow links (latency-bound gathers)\n"
+      "         and memory to spare; per-operator units win when memory is tight\n";
+  text += plan.unit_sizes.empty()
+              ? "  The plan keeps one unit per operator.\n"
+              : "  The plan wraps the model in " + describe_units(plan.unit_sizes) + ".\n";
+  return text;
+}
+
 int run_explain(const ExplainOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   refuse_unless_forced(planning_work(*scenario), options.scenario.force);
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
-  const auto classes = selected_classes(model, options.op, scenario->file);
   // Every batch size solved, so the table below shows each one's best plan.
   const SearchResult result = search(model, scenario->search, limit_bytes, true);
   require_search_answer(result, *scenario);
   const bool feasible = result.best.has_value();
-  Plan plan = feasible ? result.best->plan : Plan{scenario->training.min_batch_size, {}};
+  Plan plan;
+  if (feasible) {
+    plan = result.best->plan;
+  } else {
+    plan.batch_size = scenario->training.min_batch_size;
+  }
   // Per-operator costs with the plan's own accumulation steps (a global batch).
   const Scenario planned = scenario->for_plan(plan);
   const CostModel plan_model = planned.cost_model();
+  // Operators as the plan has them: the units of a plan of FSDP units.
+  const auto classes = selected_classes(plan_model, options.op, scenario->file);
 
   std::string text = fmt::format("explain {}: {} on {} ranks, limit {} per GPU\n  {}\n\n",
                                  scenario->name, scenario->workload->name(), model.ranks(),
@@ -406,6 +431,9 @@ int run_explain(const ExplainOptions& options) {
         plan.batch_size, units::format_bytes(result.min_memory_needed_bytes));
   }
   text += modes_text(model.cluster());
+  if (!plan.unit_sizes.empty() || scenario->search.units != SearchSpec::UnitsPolicy::off) {
+    text += units_text(plan);
+  }
   text += fmt::format("\nOperators at batch size {} (memory per GPU, time per iteration):\n",
                       plan.batch_size);
   for (const auto& members : classes) {

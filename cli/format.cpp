@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "model/units.hpp"
+#include "model/wrapping.hpp"
 
 namespace osdp::cli {
 
@@ -122,7 +124,17 @@ std::size_t repeats(const std::vector<ChoiceRun>& runs, std::size_t first, std::
 
 }  // namespace
 
-std::string render_runs(const Workload& workload, const Plan& plan, const std::string& indent) {
+std::string render_runs(const Workload& scenario_workload, const Plan& plan,
+                        const std::string& indent) {
+  // A plan of FSDP units lists its units (the model wrapped as it says).
+  std::optional<Workload> wrapped;
+  std::string header;
+  if (!plan.unit_sizes.empty() && valid_unit_sizes(scenario_workload, plan.unit_sizes) &&
+      static_cast<int>(plan.choices.size()) != scenario_workload.size()) {
+    wrapped.emplace(wrap_workload(scenario_workload, plan.unit_sizes));
+    header = indent + "FSDP units: " + describe_units(plan.unit_sizes) + "\n";
+  }
+  const Workload& workload = wrapped ? *wrapped : scenario_workload;
   // A block of up to 4 runs repeated 3 times or more (e.g. attention / MLP alternating) is one
   // line: "[zdp+fused-ckpt, zdp] repeated".
   constexpr std::size_t max_period = 4;
@@ -161,7 +173,7 @@ std::string render_runs(const Workload& workload, const Plan& plan, const std::s
          fmt::format("x{} ({} x {})", operators * static_cast<int>(times), times, operators)});
     i += times * period;
   }
-  return table.render(indent);
+  return header + table.render(indent);
 }
 
 }  // namespace osdp::cli

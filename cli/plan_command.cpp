@@ -50,6 +50,9 @@ Json baselines_json(const Comparison& comparison) {
       entry["iteration_time_s"] = cost.iteration_time_s;
       entry["throughput_samples_per_s"] = cost.throughput_samples_per_s;
       entry["peak_memory_bytes"] = cost.peak_memory_bytes;
+      if (!outcome.best->plan.unit_sizes.empty()) {
+        entry["units"] = outcome.best->plan.unit_sizes.size();  // FSDP units it wraps the model in
+      }
     }
     baselines.push_back(std::move(entry));
   }
@@ -74,12 +77,15 @@ std::string batch_label(const Scenario& scenario, const Plan& plan) {
 Json plan_json(const Scenario& scenario, const CostModel& search_model,
                const Comparison& comparison, const ScheduledPlan& best,
                const std::string& strategy) {
-  const Workload& workload = *scenario.workload;
-  // Per-operator figures with the plan's own accumulation steps (a global batch).
+  // Per-operator figures with the plan's own accumulation steps (a global batch), per unit for
+  // a plan of FSDP units.
   const Scenario planned = scenario.for_plan(best.plan);
+  const Workload& workload = *planned.workload;
   const CostModel planned_model(planned.cost_model());
-  const CostModel& model = best.plan.accumulation_steps > 0 ? planned_model : search_model;
-  Json document = plan_to_json(best.plan, workload);
+  const CostModel& model = best.plan.accumulation_steps > 0 || !best.plan.unit_sizes.empty()
+                               ? planned_model
+                               : search_model;
+  Json document = plan_to_json(best.plan, *scenario.workload);
   Json& operators = document["operators"];
   for (int i = 0; i < workload.size(); ++i) {
     const OptionCost cost = model.option_cost(i, best.plan.choices[i]);
@@ -166,7 +172,8 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
       fmt::format("  peak memory     {} of {} ({})\n", units::format_bytes(cost.peak_memory_bytes),
                   units::format_bytes(comparison.memory_limit_bytes),
                   format_percent(cost.peak_memory_bytes / comparison.memory_limit_bytes));
-  text += fmt::format("  set by          {}\n", describe_peak(cost.peak, *scenario.workload));
+  text += fmt::format("  set by          {}\n",
+                      describe_peak(cost.peak, *scenario.for_plan(best.plan).workload));
   if (scenario.cost.kind == CostModelKind::paper) {
     // The paper's formula has no transient term: say so where the peak is printed.
     text +=

@@ -38,9 +38,9 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
     }
     for (Mode mode : *modes) {
       if (!mode_fits_cluster(mode, scenario.cluster)) {
-        throw InputError(command_line, "--modes", options.modes,
-                         fmt::format("{} only on {}", mode_name(mode),
-                                     mode_cluster_requirement(mode)));
+        throw InputError(
+            command_line, "--modes", options.modes,
+            fmt::format("{} only on {}", mode_name(mode), mode_cluster_requirement(mode)));
       }
     }
     scenario.search.modes = *modes;
@@ -55,6 +55,26 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
     if (!policy)
       throw InputError(command_line, "--checkpoint", options.checkpoint, "off, on or auto");
     scenario.search.checkpoint = *policy;
+  }
+  if (!options.units.empty()) {
+    const auto policy = parse_units_policy(options.units);
+    if (!policy) throw InputError(command_line, "--units", options.units, "off, block or auto");
+    scenario.search.units = *policy;
+  }
+  if (!options.min_unit_params.empty()) {
+    double count = 0;
+    try {
+      std::size_t used = 0;
+      count = std::stod(options.min_unit_params, &used);
+      if (used != options.min_unit_params.size()) count = 0;
+    } catch (const std::exception&) {
+      count = 0;
+    }
+    if (!(count >= 1 && count <= 1e15)) {
+      throw InputError(command_line, "--min-unit-params", options.min_unit_params,
+                       "a parameter count from 1 to 1e15, e.g. 1e8");
+    }
+    scenario.search.min_unit_parameters = count;
   }
   if (!options.gap.empty()) {
     double gap = -1;
@@ -125,6 +145,12 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
   app.add_option("--modes", options.modes, "Modes the search may use: dp,zdp,z2,hsdp");
   app.add_option("--split", options.split, "Operator split granularity: 1, 2, 4, 8 or auto");
   app.add_option("--checkpoint", options.checkpoint, "Activation checkpointing: off, on or auto");
+  app.add_option("--units", options.units,
+                 "FSDP units: off (one per operator), block (one per transformer block) or auto "
+                 "(the best of several wrappings)");
+  app.add_option("--min-unit-params", options.min_unit_params,
+                 "Parameters per unit of the size-based wrapping (fsdp_min_params, --units auto); "
+                 "default 1e8");
   app.add_option("--cost-model", options.cost_model, "Cost model: paper or extended");
   app.add_option("--gap", options.gap,
                  "Stop once no plan can be this fraction faster (default 1e-4; 0: exact)");
@@ -149,9 +175,14 @@ std::string describe_search(const Scenario& scenario) {
   std::string split;
   for (int k : scenario.search.granularities)
     split += (split.empty() ? "" : ",") + std::to_string(k);
-  return fmt::format(
-      "modes {}  split {}  checkpoint {}  cost model {}", join_modes(scenario.search.modes), split,
-      checkpoint_policy_name(scenario.search.checkpoint), cost_model_name(scenario.cost.kind));
+  const std::string units =
+      scenario.search.units == SearchSpec::UnitsPolicy::off
+          ? ""
+          : fmt::format("  units {}", units_policy_name(scenario.search.units));
+  return fmt::format("modes {}  split {}  checkpoint {}{}  cost model {}",
+                     join_modes(scenario.search.modes), split,
+                     checkpoint_policy_name(scenario.search.checkpoint), units,
+                     cost_model_name(scenario.cost.kind));
 }
 
 }  // namespace osdp::cli

@@ -12,14 +12,16 @@ namespace osdp::cli {
 
 struct ScenarioOptions {
   std::string scenario_path;
-  std::string memory_limit;  // "8GiB"; empty: the scenario's
-  std::string modes;         // "dp,zdp"; empty: the scenario's
-  std::string split;         // "1", "2", "4", "8", "auto"
-  std::string checkpoint;    // "off", "on", "auto"
-  std::string cost_model;    // "paper", "extended"
-  std::string gap;           // optimality gap, "1e-4"; "0": exact
-  std::string time_limit;    // search time limit, "10s"
-  bool force = false;        // run even when the work estimate is absurd
+  std::string memory_limit;     // "8GiB"; empty: the scenario's
+  std::string modes;            // "dp,zdp"; empty: the scenario's
+  std::string split;            // "1", "2", "4", "8", "auto"
+  std::string checkpoint;       // "off", "on", "auto"
+  std::string cost_model;       // "paper", "extended"
+  std::string gap;              // optimality gap, "1e-4"; "0": exact
+  std::string time_limit;       // search time limit, "10s"
+  std::string units;            // FSDP units: "off", "block", "auto"
+  std::string min_unit_params;  // size-based wrapping's minimum, "1e8"
+  bool force = false;           // run even when the work estimate is absurd
 };
 
 // Registers SCENARIO and the override flags on `app`. `with_memory_limit` is false for

@@ -112,7 +112,7 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
     if (!result.best) throw InfeasibleError("no plan fits in memory at any batch size");
     return result.best->plan;
   }
-  const auto named = strategy_from_name(strategy);
+  const auto named = strategy_from_name(strategy, scenario.search.min_unit_parameters);
   if (!named) {
     throw InputError(command_line, "--strategy", strategy, "osdp or one of " + strategy_names());
   }

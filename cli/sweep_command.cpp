@@ -108,8 +108,11 @@ void append_cells(std::string& line, const std::optional<ScheduledPlan>& best) {
 std::string sweep_csv(const std::vector<Comparison>& points) {
   std::string text = "memory_limit_bytes,memory_limit_GiB";
   std::vector<std::string> prefixes{"osdp"};
-  for (const Strategy& strategy : standard_strategies()) {
-    prefixes.push_back(column_prefix(strategy.name));
+  // The baselines' names as the points hold them (every point has the same, in order).
+  if (!points.empty()) {
+    for (const BaselineOutcome& outcome : points.front().baselines) {
+      prefixes.push_back(column_prefix(outcome.strategy.name));
+    }
   }
   for (const auto& prefix : prefixes) {
     text += fmt::format(
@@ -163,8 +166,10 @@ std::string throughput_cell(const std::optional<ScheduledPlan>& best) {
 std::string sweep_table(const std::vector<Comparison>& points) {
   std::vector<Table::Column> columns{{"memory limit", Table::Align::right},
                                      {"OSDP", Table::Align::right}};
-  for (const Strategy& strategy : standard_strategies()) {
-    columns.push_back({strategy.name, Table::Align::right});
+  if (!points.empty()) {
+    for (const BaselineOutcome& outcome : points.front().baselines) {
+      columns.push_back({outcome.strategy.name, Table::Align::right});
+    }
   }
   Table table(std::move(columns));
   for (const Comparison& point : points) {

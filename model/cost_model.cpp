@@ -41,8 +41,12 @@ double CostModel::memory_limit_bytes() const {
 }
 
 const ComputeLaw* CostModel::kind_law(int index, bool backward) const {
-  const Operator& op = workload_->op(index);
-  if (op.compute_s_per_sample) return nullptr;  // profiled per operator: no kind law
+  return law_of(workload_->op(index), backward);
+}
+
+const ComputeLaw* CostModel::law_of(const Operator& op, bool backward) const {
+  // Profiled per operator, or a unit of several: no kind law of its own.
+  if (op.compute_s_per_sample || !op.members.empty()) return nullptr;
   const OperatorCompute* law = cluster_->gpu.compute_law(operator_kind_name(op.kind));
   if (!law) return nullptr;
   return backward ? &law->backward : &law->forward;
@@ -55,6 +59,14 @@ double CostModel::straggler_slowdown() const {
 
 Linear CostModel::phase_compute_s(int index, bool backward) const {
   const Operator& op = workload_->op(index);
+  if (op.members.empty()) return operator_compute_s(op, index, backward);
+  // An FSDP unit computes its members one after another, each by its own law.
+  Linear total;
+  for (const Operator& member : op.members) total += operator_compute_s(member, index, backward);
+  return total;
+}
+
+Linear CostModel::operator_compute_s(const Operator& op, int index, bool backward) const {
   const double straggling = straggler_slowdown();
   if (!backward && op.forward_compute_s_per_sample) {
     return {0.0, *op.forward_compute_s_per_sample * straggling};
@@ -66,7 +78,7 @@ Linear CostModel::phase_compute_s(int index, bool backward) const {
     return {0.0, (backward ? *op.compute_s_per_sample - forward : forward) * straggling};
   }
   const double flops = backward ? op.backward_flops_per_sample : op.forward_flops_per_sample;
-  const ComputeLaw* law = kind_law(index, backward);
+  const ComputeLaw* law = law_of(op, backward);
   const std::optional<double> rate =
       law && law->flops_per_s ? law->flops_per_s : cluster_->gpu.compute_flops_per_s;
   if (!rate && flops > 0) {
@@ -759,6 +771,13 @@ double CostModel::peak_bytes(const PeakTerms& terms) const {
 }
 
 PlanCost CostModel::plan_cost(const Plan& plan) const {
+  if (static_cast<int>(plan.choices.size()) != workload_->size()) {
+    // A plan of FSDP units is costed on the model of its units (Scenario::for_plan).
+    throw InputError(
+        "plan", "$.operators", fmt::format("{} choices", plan.choices.size()),
+        fmt::format("one per operator of the model ({}){}", workload_->size(),
+                    plan.unit_sizes.empty() ? "" : ", the model wrapped in its units"));
+  }
   const int b = plan.batch_size;
   PlanCost result;
   result.batch_size = b;

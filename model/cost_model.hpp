@@ -254,6 +254,10 @@ class CostModel {
 
  private:
   Linear phase_compute_s(int op, bool backward) const;
+  // One operator's call (a unit's member, or operator `index` itself; `index` names it in
+  // errors).
+  Linear operator_compute_s(const Operator& op, int index, bool backward) const;
+  const ComputeLaw* law_of(const Operator& op, bool backward) const;
   // The calibrated law of the operator's kind for the phase; nullptr for operators with their
   // own gamma_i or kinds the cluster has no law for.
   const ComputeLaw* kind_law(int op, bool backward) const;

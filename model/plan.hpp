@@ -52,6 +52,9 @@ struct Plan {
   // Micro-batches per rank per iteration when the scheduler chose them for a global batch
   // (training.global_batch_size); 0: the training's accumulation_steps.
   int accumulation_steps = 0;
+  // FSDP units (model/wrapping.hpp): operators per unit in execution order; `choices` then has
+  // one entry per unit. Empty: one unit per operator, a choice per operator.
+  std::vector<int> unit_sizes;
 };
 
 }  // namespace osdp

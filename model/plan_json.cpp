@@ -4,13 +4,54 @@
 #include <fmt/format.h>
 
 #include "model/mode.hpp"
+#include "model/wrapping.hpp"
 
 namespace osdp {
 
+namespace {
+
+std::vector<int> read_unit_sizes(const JsonReader& reader, const Workload& workload) {
+  const std::string expected = fmt::format(
+      "operators per FSDP unit in execution order: integers >= 1 summing to the model's {} "
+      "operators",
+      workload.size());
+  const Json& units = reader.raw("units");
+  if (!units.is_array()) reader.fail("units", expected);
+  std::vector<int> sizes;
+  for (const Json& size : units) {
+    if (!size.is_number_integer() || size.get<long long>() < 1 ||
+        size.get<long long>() > workload.size()) {
+      reader.fail("units", expected);
+    }
+    sizes.push_back(static_cast<int>(size.get<long long>()));
+  }
+  if (!valid_unit_sizes(workload, sizes)) reader.fail("units", expected);
+  return sizes;
+}
+
+Plan load_choices(const JsonReader& reader, const Workload& workload, const CostModel& cost_model);
+
+}  // namespace
+
 Plan load_plan(const JsonReader& reader, const Workload& workload, const CostModel& cost_model) {
+  if (!reader.has("units")) return load_choices(reader, workload, cost_model);
+  // A wrapped plan names the units: read its choices against the wrapped model.
+  std::vector<int> sizes = read_unit_sizes(reader, workload);
+  const Workload wrapped = wrap_workload(workload, sizes);
+  const CostModel wrapped_model(wrapped, cost_model.cluster(), cost_model.training(),
+                                cost_model.settings());
+  Plan plan = load_choices(reader, wrapped, wrapped_model);
+  plan.unit_sizes = std::move(sizes);
+  return plan;
+}
+
+namespace {
+
+Plan load_choices(const JsonReader& reader, const Workload& workload, const CostModel& cost_model) {
   // Plans written by `osdp plan --json` carry their figures too; they are read back as-is.
   reader.require_only({"batch_size",
                        "accumulation_steps",
+                       "units",
                        "operators",
                        "scenario",
                        "strategy",
@@ -87,13 +128,20 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
   return plan;
 }
 
+}  // namespace
+
 Plan load_plan_file(const std::string& path, const Workload& workload,
                     const CostModel& cost_model) {
   const Json document = read_json_file(path);
   return load_plan(JsonReader(document, path), workload, cost_model);
 }
 
-Json plan_to_json(const Plan& plan, const Workload& workload) {
+Json plan_to_json(const Plan& plan, const Workload& scenario_workload) {
+  std::optional<Workload> wrapped;
+  if (!plan.unit_sizes.empty() && valid_unit_sizes(scenario_workload, plan.unit_sizes)) {
+    wrapped.emplace(wrap_workload(scenario_workload, plan.unit_sizes));
+  }
+  const Workload& workload = wrapped ? *wrapped : scenario_workload;
   Json operators = Json::array();
   for (int i = 0; i < workload.size(); ++i) {
     const OperatorChoice& choice = plan.choices[i];
@@ -109,6 +157,7 @@ Json plan_to_json(const Plan& plan, const Workload& workload) {
   }
   Json json = {{"batch_size", plan.batch_size}, {"operators", std::move(operators)}};
   if (plan.accumulation_steps > 0) json["accumulation_steps"] = plan.accumulation_steps;
+  if (!plan.unit_sizes.empty()) json["units"] = plan.unit_sizes;
   return json;
 }
 

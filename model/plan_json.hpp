@@ -1,6 +1,9 @@
 // Plans as JSON: {"batch_size": b, ["accumulation_steps": m,] "operators": [{"name", "mode",
 // "slices", "sharded_slices", "checkpoint"}]}. Every operator of the workload must appear
 // exactly once, by name; `osdp plan --json` documents (which carry figures too) read back as-is.
+// A plan with FSDP units says "units": [operators per unit, in execution order] and names the
+// units ("layer0.attention..layer0.mlp") instead of the operators. `workload` is the model as the
+// scenario has it (unwrapped); both functions wrap it as the plan says.
 #pragma once
 
 #include <string>

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "model/mode.hpp"
+#include "model/wrapping.hpp"
 
 namespace osdp {
 namespace {
@@ -148,6 +149,25 @@ std::optional<SearchSpec::CheckpointPolicy> parse_checkpoint_policy(const std::s
   return std::nullopt;
 }
 
+std::optional<SearchSpec::UnitsPolicy> parse_units_policy(const std::string& text) {
+  if (text == "off") return SearchSpec::UnitsPolicy::off;
+  if (text == "block") return SearchSpec::UnitsPolicy::block;
+  if (text == "auto") return SearchSpec::UnitsPolicy::automatic;
+  return std::nullopt;
+}
+
+std::string_view units_policy_name(SearchSpec::UnitsPolicy policy) {
+  switch (policy) {
+    case SearchSpec::UnitsPolicy::off:
+      return "off";
+    case SearchSpec::UnitsPolicy::block:
+      return "block";
+    case SearchSpec::UnitsPolicy::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
 CostModel Scenario::cost_model() const {
   CostSettings settings = cost;
   for (int k : search.granularities) settings.finest_split = std::max(settings.finest_split, k);
@@ -156,6 +176,12 @@ CostModel Scenario::cost_model() const {
 
 Scenario Scenario::for_plan(const Plan& plan) const {
   Scenario scenario = *this;
+  // A plan of FSDP units is costed, simulated and explained on the model of its units (once:
+  // a scenario already wrapped by the plan is not wrapped again).
+  if (!plan.unit_sizes.empty() && valid_unit_sizes(*workload, plan.unit_sizes) &&
+      static_cast<int>(plan.choices.size()) != workload->size()) {
+    scenario.workload = std::make_shared<const Workload>(wrap_workload(*workload, plan.unit_sizes));
+  }
   scenario.training =
       training.for_micro_batch(plan.batch_size, cluster.ranks, plan.accumulation_steps);
   scenario.training.global_batch_size.reset();  // the plan's micro-batch and steps are fixed
@@ -195,7 +221,8 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   }
   if (reader.has("search")) {
     const JsonReader search = reader.object("search");
-    search.require_only({"modes", "split", "checkpoint", "optimality_gap", "time_limit"});
+    search.require_only({"modes", "split", "checkpoint", "optimality_gap", "time_limit", "units",
+                         "min_unit_parameters"});
     if (search.has("modes")) {
       const Json& modes = search.raw("modes");
       std::string joined;
@@ -232,6 +259,13 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     if (search.has("time_limit")) {
       scenario.search.time_limit_s =
           search.quantity("time_limit", units::Dimension::seconds, limits::time_limit_s);
+    }
+    if (search.has("units")) {
+      scenario.search.units = *parse_units_policy(search.choice("units", {"off", "block", "auto"}));
+    }
+    if (search.has("min_unit_parameters")) {
+      scenario.search.min_unit_parameters =
+          search.number("min_unit_parameters", {1.0, 1e15, "a parameter count from 1 to 1e15"});
     }
   }
   if (reader.has("simulation")) {

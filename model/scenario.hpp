@@ -34,10 +34,19 @@ struct SearchSpec {
   // Wall-clock budget of one search (all batch sizes); when it runs out the best plan found so
   // far is returned with its proven distance from the optimum.
   double time_limit_s = 10;
+  // FSDP units (model/wrapping.hpp): off, one unit per operator; block, one unit per
+  // transformer block; automatic, the best of several wrappings (search/units_search.hpp).
+  enum class UnitsPolicy { off, block, automatic } units = UnitsPolicy::off;
+  // The size-based wrapping's minimum (PyTorch's min_num_params): fsdp_min_params and --units
+  // auto use it.
+  double min_unit_parameters = 1e8;
 };
 std::optional<std::vector<Mode>> parse_modes(const std::string& text);  // "dp,zdp,z2"
 std::optional<std::vector<int>> parse_split(const std::string& text);   // "4", "auto"
 std::optional<SearchSpec::CheckpointPolicy> parse_checkpoint_policy(const std::string& text);
+std::optional<SearchSpec::UnitsPolicy> parse_units_policy(
+    const std::string& text);  // "off", "block", "auto"
+std::string_view units_policy_name(SearchSpec::UnitsPolicy policy);
 
 struct Scenario {
   std::string file;  // where it was read from ("" when built in code)

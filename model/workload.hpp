@@ -41,6 +41,9 @@ struct Operator {
   std::optional<double> forward_compute_s_per_sample;
   // Whether the operator may be split along its reduction dimension (MatMuls).
   bool splittable = true;
+  // An FSDP unit of several operators (model/wrapping.hpp): its members, whose own compute
+  // laws its compute sums. Empty for an operator.
+  std::vector<Operator> members;
 
   double model_state_bytes() const { return parameter_bytes + gradient_bytes + optimizer_bytes; }
 };

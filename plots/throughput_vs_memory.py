@@ -21,6 +21,8 @@ STRATEGY_LABELS = {
     "zero1": "ZeRO-1",
     "zero1_ckpt": "ZeRO-1 + ckpt",
     "fsdp_ckpt_fairscale": "FSDP + ckpt (FairScale)",
+    "fsdp_block": "FSDP, a unit per block",
+    "fsdp_min_params": "FSDP, size-based units",
 }
 SUFFIX = "_throughput_samples_per_s"
 

@@ -59,7 +59,9 @@ std::vector<OptionAtBatch> options_at_batch(const CostModel& model, int op, cons
 }
 
 ScheduledPlan scheduled(const CostModel& model, int batch, std::vector<OperatorChoice> choices) {
-  Plan plan{batch, std::move(choices)};
+  Plan plan;
+  plan.batch_size = batch;
+  plan.choices = std::move(choices);
   PlanCost cost = model.plan_cost(plan);
   return {std::move(plan), cost};
 }

@@ -8,6 +8,8 @@
 #include <map>
 #include <vector>
 
+#include "search/units_search.hpp"
+
 namespace osdp {
 namespace {
 
@@ -906,6 +908,9 @@ SearchResult search_global_batch(const CostModel& model, const SearchSpec& spec,
 
 SearchResult search(const CostModel& model, const SearchSpec& spec,
                     std::optional<double> memory_limit_bytes, bool solve_every_batch) {
+  if (spec.units != SearchSpec::UnitsPolicy::off) {
+    return search_over_units(model, spec, memory_limit_bytes, solve_every_batch);
+  }
   const double limit = memory_limit_bytes ? *memory_limit_bytes : model.memory_limit_bytes();
   if (model.training().global_batch_size) {
     return search_global_batch(model, spec, limit, solve_every_batch);

@@ -61,6 +61,8 @@ struct SearchResult {
 // largest b first, so that the best throughput found prunes the smaller ones.
 // With `solve_every_batch`, no batch size is skipped by the throughput bound, so per_batch holds
 // the best plan of every b that fits (candidates for re-ranking by simulation).
+// With spec.units other than off the model's wrapping into FSDP units is searched too
+// (search/units_search.hpp): the plans then carry their unit sizes.
 SearchResult search(const CostModel& model, const SearchSpec& spec,
                     std::optional<double> memory_limit_bytes = std::nullopt,
                     bool solve_every_batch = false);

@@ -1,10 +1,14 @@
 #include "search/strategies.hpp"
 
+#include <optional>
+
 #include "search/options.hpp"
 
 namespace osdp {
 
-std::vector<Strategy> standard_strategies() {
+std::vector<Strategy> standard_strategies(double min_unit_parameters) {
+  const WrappingRule per_block{WrappingRule::Kind::per_block};
+  const WrappingRule by_size{WrappingRule::Kind::min_parameters, 1, min_unit_parameters};
   // Without a recompute gather (DP, Z2) fused and unfused checkpointing cost the same; the
   // plain form is used.
   return {
@@ -24,12 +28,19 @@ std::vector<Strategy> standard_strategies() {
       {"zero1", Mode::z1, Checkpoint::none,
        "DeepSpeed ZeRO-1: optimizer states sharded; reduce-scatter, all-gather after the step"},
       {"zero1+ckpt", Mode::z1, Checkpoint::unfused, "ZeRO-1 with activation checkpointing"},
+      {"fsdp_block", Mode::zdp, Checkpoint::none,
+       "FSDP FULL_SHARD wrapped per transformer block (transformer_auto_wrap_policy): one "
+       "all-gather and one reduce-scatter per block",
+       per_block},
+      {"fsdp_min_params", Mode::zdp, Checkpoint::none,
+       "FSDP FULL_SHARD wrapped by size (size_based_auto_wrap_policy, " + by_size.describe() + ")",
+       by_size},
   };
 }
 
-std::optional<Strategy> strategy_from_name(const std::string& name) {
+std::optional<Strategy> strategy_from_name(const std::string& name, double min_unit_parameters) {
   const std::string wanted = name == "fsdp+ckpt-pytorch" ? "fsdp+ckpt" : name;
-  for (const Strategy& strategy : standard_strategies()) {
+  for (const Strategy& strategy : standard_strategies(min_unit_parameters)) {
     if (strategy.name == wanted) return strategy;
   }
   return std::nullopt;
@@ -55,10 +66,53 @@ bool strategy_valid(const CostModel& model, const Plan& plan) {
   return true;
 }
 
+// The cost model a strategy is scored with: its units wrapped, no split neighbours.
+struct StrategyModel {
+  std::vector<int> unit_sizes;  // empty: one unit per operator
+  std::optional<Workload> wrapped;
+  CostModel model;
+
+  StrategyModel(const CostModel& search_model, const Strategy& strategy)
+      : unit_sizes(strategy.units.kind == WrappingRule::Kind::per_operator
+                       ? std::vector<int>{}
+                       : osdp::unit_sizes(search_model.workload(), strategy.units)),
+        wrapped(unit_sizes.empty()
+                    ? std::nullopt
+                    : std::optional<Workload>(wrap_workload(search_model.workload(), unit_sizes))),
+        model(wrapped ? *wrapped : search_model.workload(), search_model.cluster(),
+              search_model.training(), whole_neighbours(search_model.settings())) {}
+  StrategyModel(const StrategyModel&) = delete;  // `model` refers to `wrapped`
+
+  // A strategy splits no operator: its neighbours' slices are whole (CostSettings).
+  static CostSettings whole_neighbours(CostSettings settings) {
+    settings.finest_split = 1;
+    return settings;
+  }
+};
+
+// The strategy's plan on its (wrapped) model, recording the unit sizes.
+Plan plan_on(const StrategyModel& strategy_model, const Strategy& strategy, int batch);
+
 }  // namespace
 
+std::optional<double> strategy_peak_bytes(const CostModel& model, const Strategy& strategy,
+                                          int batch) {
+  const StrategyModel strategy_model(model, strategy);
+  const Plan plan = plan_on(strategy_model, strategy, batch);
+  if (!strategy_valid(strategy_model.model, plan)) return std::nullopt;
+  return strategy_model.model.plan_cost(plan).peak_memory_bytes;
+}
+
 Plan strategy_plan(const CostModel& model, const Strategy& strategy, int batch) {
+  return plan_on(StrategyModel(model, strategy), strategy, batch);
+}
+
+namespace {
+
+Plan plan_on(const StrategyModel& strategy_model, const Strategy& strategy, int batch) {
+  const CostModel& model = strategy_model.model;
   Plan plan;
+  plan.unit_sizes = strategy_model.unit_sizes;
   plan.batch_size = batch;
   const Workload& workload = model.workload();
   plan.choices.reserve(workload.size());
@@ -69,17 +123,17 @@ Plan strategy_plan(const CostModel& model, const Strategy& strategy, int batch) 
   return plan;
 }
 
+}  // namespace
+
 StrategyResult schedule_strategy(const CostModel& search_model, const Strategy& strategy,
                                  std::optional<double> memory_limit_bytes) {
   StrategyResult result{strategy, std::nullopt};
-  // A strategy splits no operator: its neighbours' slices are whole (CostSettings).
-  CostSettings settings = search_model.settings();
-  settings.finest_split = 1;
-  const CostModel model(search_model.workload(), search_model.cluster(), search_model.training(),
-                        settings);
+  const StrategyModel strategy_model(search_model, strategy);
+  const CostModel& model = strategy_model.model;
+  const CostSettings& settings = model.settings();
   const double limit_bytes = memory_limit_bytes.value_or(model.memory_limit_bytes());
   const Training& training = model.training();
-  if (!strategy_valid(model, strategy_plan(model, strategy, training.min_batch_size))) {
+  if (!strategy_valid(model, plan_on(strategy_model, strategy, training.min_batch_size))) {
     return result;
   }
   for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
@@ -94,7 +148,7 @@ StrategyResult schedule_strategy(const CostModel& search_model, const Strategy& 
       micro.emplace(model.workload(), model.cluster(), micro_training, settings);
     }
     const CostModel& batch_model = micro ? *micro : model;
-    Plan plan = strategy_plan(batch_model, strategy, batch);
+    Plan plan = plan_on(strategy_model, strategy, batch);
     if (micro) plan.accumulation_steps = micro_training.accumulation_steps;
     PlanCost cost = batch_model.plan_cost(plan);
     // Memory grows with the batch size: once it no longer fits, no larger one does.

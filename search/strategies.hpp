@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/cost_model.hpp"
+#include "model/wrapping.hpp"
 #include "search/exact.hpp"
 
 namespace osdp {
@@ -24,25 +25,39 @@ struct Strategy {
   Mode mode = Mode::dp;
   Checkpoint checkpoint = Checkpoint::none;
   std::string description;  // what the library it stands for does
+  // How the model is wrapped into FSDP units (model/wrapping.hpp); per operator for all but
+  // fsdp_block and fsdp_min_params.
+  WrappingRule units{};
 };
 
 // DDP, FSDP, ZeRO-2, then the same with checkpointing (PyTorch FSDP's fused recompute gather
-// for fsdp+ckpt), FairScale's FSDP with checkpointing (unfused), then ZeRO-1 without and with.
-std::vector<Strategy> standard_strategies();
+// for fsdp+ckpt), FairScale's FSDP with checkpointing (unfused), ZeRO-1 without and with, then
+// FSDP wrapped one unit per transformer block (fsdp_block) and by PyTorch's size-based auto-wrap
+// policy at `min_unit_parameters` (fsdp_min_params).
+std::vector<Strategy> standard_strategies(double min_unit_parameters = 1e8);
 // A standard strategy by name; "fsdp+ckpt-pytorch" is another name for "fsdp+ckpt".
-std::optional<Strategy> strategy_from_name(const std::string& name);
+std::optional<Strategy> strategy_from_name(const std::string& name,
+                                           double min_unit_parameters = 1e8);
 // The names strategy_from_name accepts, for messages: "ddp, fsdp, ..., fsdp+ckpt-fairscale".
 std::string strategy_names();
 
-// The strategy's plan at a batch size: every operator in the mode; operators that cannot be
+// The strategy's plan at a batch size for the scenario's `model`: every operator (every unit,
+// the model wrapped as the strategy says, Plan::unit_sizes) in the mode; operators that cannot be
 // checkpointed stay without.
 Plan strategy_plan(const CostModel& model, const Strategy& strategy, int batch);
+
+// The strategy's peak memory at a batch size (its units wrapped); nullopt when the cluster does
+// not allow it (hsdp on one node).
+std::optional<double> strategy_peak_bytes(const CostModel& model, const Strategy& strategy,
+                                          int batch);
 
 struct StrategyResult {
   Strategy strategy;
   std::optional<ScheduledPlan> best;  // highest throughput over batch sizes; nullopt: OOM
 };
 
+// The strategy's best plan by the batch-size scheduler. `model` is the scenario's (unwrapped);
+// a strategy with units wraps the workload, and its plan records the unit sizes.
 StrategyResult schedule_strategy(const CostModel& model, const Strategy& strategy,
                                  std::optional<double> memory_limit_bytes = std::nullopt);
 

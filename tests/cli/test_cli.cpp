@@ -146,7 +146,7 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
   REQUIRE(document["operators"].size() == 98);
   CHECK(document["operators"][0]["name"] == "embedding");
   CHECK(document["operators"][0].contains("mode"));
-  CHECK(document["baselines"].size() == 9);
+  CHECK(document["baselines"].size() == 11);
   bool fairscale = false;
   for (const auto& baseline : document["baselines"]) {
     CHECK(baseline.contains("description"));
@@ -187,6 +187,42 @@ TEST_CASE("simulate runs both checkpointed FSDP baselines; FairScale's re-gather
       run_osdp({"simulate", scenarios + "default.json", "--strategy", "fsdp+ckpt-torch"});
   CHECK(bad.exit_code == 2);
   CHECK(contains(bad.err, "fsdp+ckpt-fairscale"));
+}
+
+TEST_CASE("FSDP units: plan --units auto lists the wrapped baselines; simulate runs them") {
+  const Run run = run_osdp({"plan", scenarios + "default.json", "--units", "auto", "--json"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const osdp::Json document = osdp::Json::parse(run.out);
+  for (const char* name : {"zero1", "fsdp_block", "fsdp_min_params"}) {
+    INFO(name);
+    int found = 0;
+    for (const auto& baseline : document["baselines"]) found += baseline["strategy"] == name;
+    CHECK(found == 1);
+  }
+  // The plan loads back (with its units, when it has them) and simulates.
+  TempDir dir;
+  const fs::path plan_file = dir.path() / "plan.json";
+  write_text(plan_file, run.out);
+  if (run_osdp({"simulate", "--help"}).exit_code != 0) return;  // a build without SimGrid
+  const Run simulated =
+      run_osdp({"simulate", scenarios + "default.json", "--plan", plan_file.string(), "--json"});
+  INFO(simulated.err);
+  CHECK(simulated.exit_code == 0);
+  for (const char* strategy : {"fsdp_block", "fsdp_min_params"}) {
+    const Run block =
+        run_osdp({"simulate", scenarios + "default.json", "--strategy", strategy, "--json"});
+    INFO(strategy << ": " << block.err);
+    REQUIRE(block.exit_code == 0);
+    const osdp::Json result = osdp::Json::parse(block.out);
+    CHECK(result["iteration_time_s"].get<double>() > 0);
+  }
+  // Text: the units the plan wraps the model in.
+  const Run text = run_osdp({"plan", scenarios + "default.json", "--units", "block"});
+  INFO(text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(contains(text.out, "FSDP units: 50 units"));
+  CHECK(contains(text.out, "layer0.attention..layer0.mlp"));
 }
 
 TEST_CASE("plan --evaluate sim chooses only plans the search options allow") {
@@ -307,14 +343,20 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   std::string header;
   REQUIRE(std::getline(csv, header));
   const std::vector<std::string> columns = split(header, ',');
-  REQUIRE(columns.size() == 2 + 10 * 4);
+  REQUIRE(columns.size() == 2 + 12 * 4);
   CHECK(columns[0] == "memory_limit_bytes");
   CHECK(columns[3] == "osdp_throughput_samples_per_s");
   std::vector<std::size_t> baseline_columns;
+  std::vector<std::size_t> wrapped_columns;  // FSDP units: outside a search without --units
   for (std::size_t c = 4; c < columns.size(); ++c) {
-    if (columns[c].ends_with("_throughput_samples_per_s")) baseline_columns.push_back(c);
+    if (!columns[c].ends_with("_throughput_samples_per_s")) continue;
+    (columns[c].starts_with("fsdp_block") || columns[c].starts_with("fsdp_min_params")
+         ? wrapped_columns
+         : baseline_columns)
+        .push_back(c);
   }
   REQUIRE(baseline_columns.size() == 9);
+  REQUIRE(wrapped_columns.size() == 2);
   CHECK(std::find(columns.begin(), columns.end(), "fsdp_ckpt_fairscale_throughput_samples_per_s") !=
         columns.end());
   int rows = 0;

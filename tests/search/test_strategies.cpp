@@ -16,7 +16,10 @@ bool spec_allows(const SearchSpec& spec, const Strategy& strategy) {
   const bool checkpoint = strategy.checkpoint == Checkpoint::none
                               ? spec.checkpoint != SearchSpec::CheckpointPolicy::on
                               : spec.checkpoint != SearchSpec::CheckpointPolicy::off;
-  return mode && checkpoint;
+  // A search of one unit per operator holds no wrapped strategy (fsdp_block, fsdp_min_params).
+  const bool units = strategy.units.kind == WrappingRule::Kind::per_operator ||
+                     spec.units != SearchSpec::UnitsPolicy::off;
+  return mode && checkpoint && units;
 }
 
 // Throughput of OSDP against every strategy its spec allows.
@@ -46,7 +49,7 @@ TEST_CASE("standard strategies and their names", "[search][strategies]") {
   for (const auto& strategy : strategies) names.push_back(strategy.name);
   CHECK(names == std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt",
                                           "zero2+ckpt", "fsdp+ckpt-fairscale", "zero1",
-                                          "zero1+ckpt"});
+                                          "zero1+ckpt", "fsdp_block", "fsdp_min_params"});
   for (const auto& strategy : strategies) {
     const auto parsed = strategy_from_name(strategy.name);
     REQUIRE(parsed);
@@ -74,17 +77,22 @@ TEST_CASE("strategy plans are what they claim", "[search][strategies]") {
     INFO("strategy " << strategy.name);
     const Plan plan = strategy_plan(instance->model, strategy, 3);
     CHECK(plan.batch_size == 3);
-    REQUIRE(plan.choices.size() == instance->workload.operators().size());
-    for (int op = 0; op < instance->workload.size(); ++op) {
+    // A wrapped strategy's plan has a choice per unit (test_units_search.cpp covers the units).
+    const Workload workload = strategy.units.kind == WrappingRule::Kind::per_operator
+                                  ? instance->workload
+                                  : wrap_workload(instance->workload, plan.unit_sizes);
+    const CostModel model(workload, instance->cluster, instance->training,
+                          instance->model.settings());
+    REQUIRE(plan.choices.size() == workload.operators().size());
+    for (int op = 0; op < workload.size(); ++op) {
       const OperatorChoice& choice = plan.choices[op];
-      const bool checkpointable =
-          instance->workload.op(op).input_activation_bytes_per_sample.has_value();
+      const bool checkpointable = workload.op(op).input_activation_bytes_per_sample.has_value();
       some_uncheckpointable = some_uncheckpointable || !checkpointable;
       CHECK(choice.mode == strategy.mode);
       CHECK(choice.slices == 1);
       CHECK(choice.sharded_slices == (strategy.mode == Mode::dp ? 0 : 1));
       CHECK(choice.checkpoint == (checkpointable ? strategy.checkpoint : Checkpoint::none));
-      CHECK(instance->model.valid(op, choice));
+      CHECK(model.valid(op, choice));
     }
   }
   CHECK(some_uncheckpointable);
@@ -122,9 +130,16 @@ TEST_CASE("strategy scheduler keeps the highest-throughput batch size", "[search
       INFO("seed " << seed << ", strategy " << strategy.name);
       // Every batch size in the range, independently of the scheduler's early stop.
       std::optional<PlanCost> expected;
+      // A wrapped strategy's plans are costed on the model of its units.
+      const std::vector<int> sizes = unit_sizes(instance->workload, strategy.units);
+      const Workload wrapped = wrap_workload(instance->workload, sizes);
+      CostSettings whole = instance->model.settings();
+      whole.finest_split = 1;
+      const CostModel model(
+          strategy.units.kind == WrappingRule::Kind::per_operator ? instance->workload : wrapped,
+          instance->cluster, instance->training, whole);
       for (int b = instance->training.min_batch_size; b <= instance->training.max_batch_size; ++b) {
-        const PlanCost cost =
-            instance->model.plan_cost(strategy_plan(instance->model, strategy, b));
+        const PlanCost cost = model.plan_cost(strategy_plan(instance->model, strategy, b));
         if (!fits(cost.peak_memory_bytes, limit)) continue;
         if (!expected || cost.throughput_samples_per_s > expected->throughput_samples_per_s) {
           expected = cost;

@@ -45,7 +45,10 @@ inline Scenario chain_scenario(const ChainSpec& spec, Cluster cluster) {
 }
 
 inline Plan uniform_plan(const Scenario& scenario, int batch, OperatorChoice choice) {
-  return {batch, std::vector<OperatorChoice>(scenario.workload->size(), choice)};
+  Plan plan;
+  plan.batch_size = batch;
+  plan.choices.assign(scenario.workload->size(), choice);
+  return plan;
 }
 
 }  // namespace osdp::sim::test
