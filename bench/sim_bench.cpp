@@ -66,8 +66,9 @@ Scenario nd_96_scenario(const Cluster& cluster) {
 void simulate_iteration(benchmark::State& state, const Cluster& cluster,
                         sim::Granularity granularity) {
   const Scenario scenario = nd_96_scenario(cluster);
-  const Plan plan{
-      4, std::vector<OperatorChoice>(scenario.workload->size(), OperatorChoice::whole(Mode::zdp))};
+  Plan plan;
+  plan.batch_size = 4;
+  plan.choices.assign(scenario.workload->size(), OperatorChoice::whole(Mode::zdp));
   sim::SimOptions options;
   options.granularity = granularity;
   sim::SimulationResult result;

@@ -420,7 +420,7 @@ CrossCheck cross_check(const std::vector<int>& sizes, double (*least_copy_share)
       CHECK(relative_difference(exact->cost.iteration_time_s, *milp.time_s) <= 1e-6);
       CHECK(fits(exact->cost.peak_memory_bytes, limit));
       // The MILP's own plan, evaluated by the cost model, fits too (CBC tolerances aside).
-      const PlanCost milp_plan = instance->model.plan_cost(Plan{batch, milp.choices});
+      const PlanCost milp_plan = instance->model.plan_cost(Plan{batch, milp.choices, 0, {}});
       CHECK(milp_plan.peak_memory_bytes <= limit * (1 + 1e-7));
       CHECK(relative_difference(milp_plan.iteration_time_s, *milp.time_s) <= 1e-6);
       if (n <= 50) {
