@@ -240,8 +240,8 @@ std::string baseline_table(const Scenario& scenario, const Comparison& compariso
       table.render();
   if (outside) {
     text +=
-        "  * outside this search space (mode or checkpointing not allowed by the search "
-        "options), so OSDP may be slower than it\n";
+        "  * outside this search space (mode, checkpointing or FSDP units not allowed by the "
+        "search options), so OSDP may be slower than it\n";
   }
   text += fsdp_checkpoint_note(comparison);
   return text;
