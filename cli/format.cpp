@@ -129,8 +129,7 @@ std::string render_runs(const Workload& scenario_workload, const Plan& plan,
   // A plan of FSDP units lists its units (the model wrapped as it says).
   std::optional<Workload> wrapped;
   std::string header;
-  if (!plan.unit_sizes.empty() && valid_unit_sizes(scenario_workload, plan.unit_sizes) &&
-      static_cast<int>(plan.choices.size()) != scenario_workload.size()) {
+  if (wraps(plan, scenario_workload)) {
     wrapped.emplace(wrap_workload(scenario_workload, plan.unit_sizes));
     header = indent + "FSDP units: " + describe_units(plan.unit_sizes) + "\n";
   }

@@ -138,7 +138,7 @@ Plan load_plan_file(const std::string& path, const Workload& workload,
 
 Json plan_to_json(const Plan& plan, const Workload& scenario_workload) {
   std::optional<Workload> wrapped;
-  if (!plan.unit_sizes.empty() && valid_unit_sizes(scenario_workload, plan.unit_sizes)) {
+  if (wraps(plan, scenario_workload)) {
     wrapped.emplace(wrap_workload(scenario_workload, plan.unit_sizes));
   }
   const Workload& workload = wrapped ? *wrapped : scenario_workload;

@@ -178,8 +178,7 @@ Scenario Scenario::for_plan(const Plan& plan) const {
   Scenario scenario = *this;
   // A plan of FSDP units is costed, simulated and explained on the model of its units (once:
   // a scenario already wrapped by the plan is not wrapped again).
-  if (!plan.unit_sizes.empty() && valid_unit_sizes(*workload, plan.unit_sizes) &&
-      static_cast<int>(plan.choices.size()) != workload->size()) {
+  if (wraps(plan, *workload)) {
     scenario.workload = std::make_shared<const Workload>(wrap_workload(*workload, plan.unit_sizes));
   }
   scenario.training =

@@ -129,6 +129,11 @@ bool valid_unit_sizes(const Workload& workload, const std::vector<int>& sizes) {
   return total == workload.size();
 }
 
+bool wraps(const Plan& plan, const Workload& workload) {
+  return !plan.unit_sizes.empty() && valid_unit_sizes(workload, plan.unit_sizes) &&
+         static_cast<int>(plan.choices.size()) != workload.size();
+}
+
 std::string unit_name(const Workload& workload, int first, int count) {
   const auto& order = workload.execution_order();
   if (count <= 0) return "";

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "model/plan.hpp"
 #include "model/workload.hpp"
 
 namespace osdp {
@@ -42,6 +43,10 @@ bool valid_unit_sizes(const Workload& workload, const std::vector<int>& sizes);
 // keeps its members (Operator::members), so compute is the sum of the members' own laws. A unit
 // of one operator is that operator unchanged. Throws std::invalid_argument on invalid sizes.
 Workload wrap_workload(const Workload& workload, const std::vector<int>& sizes);
+
+// Whether `plan` is a plan of units over `workload` as the scenario has it (not yet wrapped):
+// then its choices are per unit and the workload must be wrapped before they are read.
+bool wraps(const Plan& plan, const Workload& workload);
 
 // The units' names: the operator's name for a unit of one, "first..last" otherwise.
 std::string unit_name(const Workload& workload, int first, int count);
