@@ -57,20 +57,6 @@ std::vector<std::string> split(const std::string& text) {
   return items;
 }
 
-// The runtime gathers operator by operator: a plan of FSDP units (fsdp_block, fsdp_min_params,
-// --units) is planned and simulated, not yet run for real.
-void require_one_unit_per_operator(const std::vector<validate::PlanRun>& plans,
-                                   const ValidateOptions& options) {
-  for (const validate::PlanRun& run : plans) {
-    if (run.plan.unit_sizes.empty()) continue;
-    const bool from_file = !options.plan_path.empty();
-    throw InputError(from_file ? options.plan_path : command_line,
-                     from_file ? "$.units" : "--strategies", run.name,
-                     "a plan of one unit per operator: the runtime does not run FSDP units yet "
-                     "(osdp plan and osdp simulate do)");
-  }
-}
-
 std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
                                             const Scenario& scenario, const CostModel& model,
                                             int batch) {
@@ -103,7 +89,6 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
   }
   if (plans.empty())
     throw InputError(command_line, "--strategies", "\"" + list + "\"", "at least one strategy");
-  require_one_unit_per_operator(plans, options);
   return plans;
 }
 

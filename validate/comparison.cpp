@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "model/wrapping.hpp"
+
 namespace osdp::validate {
 namespace {
 
@@ -41,6 +43,7 @@ std::string describe_plan(const Plan& plan) {
     if (!text.empty()) text += ", ";
     text += fmt::format("{}x {}", count, label);
   }
+  if (!plan.unit_sizes.empty()) text += "; " + describe_units(plan.unit_sizes);
   return text;
 }
 
@@ -113,16 +116,19 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
 }
 
 std::string comparison_table(const Comparison& comparison) {
+  std::size_t name_width = 14;  // the plan column fits the longest name (fsdp_min_params)
+  for (const auto& row : comparison.rows) name_width = std::max(name_width, row.name.size());
   std::ostringstream out;
-  out << fmt::format("{:<14} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>8}  {}\n", "plan",
-                     "batch", "measured", "middle half", "simulated", "error", "measured",
-                     "simulated", "error", "operators");
-  out << fmt::format("{:<14} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>8}\n", "",
-                     "per rank", "time ms", "ms", "time ms", "%", "peak MiB", "peak MiB", "%");
+  out << fmt::format("{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>8}  {}\n", "plan",
+                     name_width, "batch", "measured", "middle half", "simulated", "error",
+                     "measured", "simulated", "error", "operators");
+  out << fmt::format("{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>8}\n", "",
+                     name_width, "per rank", "time ms", "ms", "time ms", "%", "peak MiB",
+                     "peak MiB", "%");
   for (const auto& row : comparison.rows) {
     out << fmt::format(
-        "{:<14} {:>9} {:>10.2f} {:>15} {:>10.2f} {:>+8.1f} {:>11} {:>11} {:>+8.1f}  {}\n", row.name,
-        row.batch_size, 1e3 * row.measured_iteration_time_s,
+        "{:<{}} {:>9} {:>10.2f} {:>15} {:>10.2f} {:>+8.1f} {:>11} {:>11} {:>+8.1f}  {}\n", row.name,
+        name_width, row.batch_size, 1e3 * row.measured_iteration_time_s,
         fmt::format("{:.1f}-{:.1f}", 1e3 * row.measured_spread.first_quartile_s,
                     1e3 * row.measured_spread.third_quartile_s),
         1e3 * row.simulated_iteration_time_s, row.time_error_percent(),

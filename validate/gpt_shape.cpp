@@ -53,19 +53,68 @@ std::string operator_name(const GptShape& shape, int i) {
   return fmt::format("layer{}.{}", (i - 1) / 2, (i - 1) % 2 == 0 ? "attention" : "mlp");
 }
 
+std::vector<OperatorRange> plan_units(const GptShape& shape, const Plan& plan) {
+  std::vector<OperatorRange> units;
+  if (plan.unit_sizes.empty()) {
+    for (int i = 0; i < shape.operators(); ++i) units.push_back({i, 1});
+    return units;
+  }
+  int first = 0;
+  for (const int count : plan.unit_sizes) {
+    units.push_back({first, count});
+    first += count;
+  }
+  return units;
+}
+
+std::string unit_name(const GptShape& shape, const OperatorRange& unit) {
+  if (unit.count == 1) return operator_name(shape, unit.first);
+  return operator_name(shape, unit.first) + ".." +
+         operator_name(shape, unit.first + unit.count - 1);
+}
+
+namespace {
+
+void check_units(const GptShape& shape, const Plan& plan, const std::string& file) {
+  if (plan.unit_sizes.empty()) return;
+  long total = 0;
+  for (const int count : plan.unit_sizes) {
+    if (count < 1) {
+      throw InputError(file, "$.units", std::to_string(count),
+                       "units of at least one operator each");
+    }
+    total += count;
+  }
+  if (total != shape.operators()) {
+    throw InputError(
+        file, "$.units", fmt::format("units covering {} operators", total),
+        fmt::format("units covering the model's {} operators once each", shape.operators()));
+  }
+}
+
+}  // namespace
+
 void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus_per_node,
                     const std::string& file) {
-  if (static_cast<int>(plan.choices.size()) != shape.operators()) {
-    throw InputError(file, "$.operators", std::to_string(plan.choices.size()) + " operators",
-                     fmt::format("{} operators", shape.operators()));
+  check_units(shape, plan, file);
+  const std::vector<OperatorRange> units = plan_units(shape, plan);
+  if (plan.choices.size() != units.size()) {
+    throw InputError(file, "$.operators", fmt::format("{} choices", plan.choices.size()),
+                     fmt::format("one choice per {} ({})",
+                                 plan.unit_sizes.empty() ? "operator" : "unit", units.size()));
   }
-  for (int i = 0; i < shape.operators(); ++i) {
-    const OperatorChoice& choice = plan.choices[i];
-    const std::string path = "$.operators." + operator_name(shape, i);
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const OperatorChoice& choice = plan.choices[u];
+    const int i = units[u].first;
+    const std::string path = "$.operators." + unit_name(shape, units[u]);
     const int k = choice.slices;
     if (!choice_consistent(choice)) {
       throw InputError(file, path, describe(choice),
                        "slices >= 1 and 0 sharded slices exactly for mode dp");
+    }
+    if (units[u].count > 1 && k != 1) {
+      throw InputError(file, path, fmt::format("slices {}", k),
+                       "slices 1 (a unit of several operators is gathered whole)");
     }
     int64_t divisible = 1;
     std::string what = "embedding (a table lookup cannot be split)";

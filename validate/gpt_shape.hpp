@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/plan.hpp"
 #include "model/scenario.hpp"
@@ -37,9 +38,24 @@ GptShape require_gpt_shape(const Scenario& scenario, const std::string& file);
 // The runtime's name of operator i: "embedding", "layer<L>.attention", "layer<L>.mlp", "head".
 std::string operator_name(const GptShape& shape, int i);
 
-// Throws InputError (file `file`, path "$.operators.<name>") for a choice the runtime cannot
-// execute: slice counts that do not divide the operator (attention heads, MLP hidden units,
-// LM-head input features; the embedding cannot be split), hsdp without >= 2 nodes of >= 2 ranks.
+// The operators a plan's choice covers: one per operator, or an FSDP unit's run of them
+// (Plan::unit_sizes, model/wrapping.hpp).
+struct OperatorRange {
+  int first = 0;
+  int count = 1;
+};
+// Plan::unit_sizes as ranges (one per operator when the plan has no units); the sizes are
+// assumed valid (check_runnable checks them).
+std::vector<OperatorRange> plan_units(const GptShape& shape, const Plan& plan);
+
+// A unit's name as model/wrapping names it: the operator's, or "first..last".
+std::string unit_name(const GptShape& shape, const OperatorRange& unit);
+
+// Throws InputError (file `file`, path "$.operators.<name>" or "$.units") for a plan the runtime
+// cannot execute: units that do not cover the operators once each, a unit of several operators
+// split into slices, slice counts that do not divide the operator (attention heads, MLP hidden
+// units, LM-head input features; the embedding cannot be split), hsdp without >= 2 nodes of
+// >= 2 ranks.
 void check_runnable(const GptShape& shape, const Plan& plan, int world_size, int gpus_per_node,
                     const std::string& file = "plan");
 

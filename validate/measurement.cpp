@@ -152,8 +152,10 @@ Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
                          {"sharded_slices", choice.sharded_slices},
                          {"checkpoint", std::string(checkpoint_name(choice.checkpoint))}});
     }
-    list.push_back(
-        {{"name", run.name}, {"batch_size", run.plan.batch_size}, {"choices", std::move(choices)}});
+    Json entry = {
+        {"name", run.name}, {"batch_size", run.plan.batch_size}, {"choices", std::move(choices)}};
+    if (!run.plan.unit_sizes.empty()) entry["units"] = run.plan.unit_sizes;
+    list.push_back(std::move(entry));
   }
   return list;
 }
@@ -161,7 +163,7 @@ Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
 std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
   std::vector<PlanRun> plans;
   for (const JsonReader& entry : reader.objects("plans")) {
-    entry.require_only({"name", "batch_size", "choices"});
+    entry.require_only({"name", "batch_size", "choices", "units"});
     PlanRun run;
     run.name = entry.string("name");
     run.plan.batch_size = static_cast<int>(entry.integer("batch_size", 1, 1 << 16));
@@ -183,6 +185,19 @@ std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
       parsed.slices = static_cast<int>(choice.integer("slices", 1, 1 << 16));
       parsed.sharded_slices = static_cast<int>(choice.integer("sharded_slices", 0, parsed.slices));
       run.plan.choices.push_back(parsed);
+    }
+    // FSDP units: operators per unit, checked against the GPT by check_runnable.
+    if (entry.has("units")) {
+      const Json& units = entry.raw("units");
+      const std::string expected = "operators per FSDP unit: integers from 1 to 65536";
+      if (!units.is_array()) entry.fail("units", expected);
+      for (const Json& count : units) {
+        if (!count.is_number_integer() || count.get<long long>() < 1 ||
+            count.get<long long>() > (1 << 16)) {
+          entry.fail("units", expected);
+        }
+        run.plan.unit_sizes.push_back(static_cast<int>(count.get<long long>()));
+      }
     }
     plans.push_back(std::move(run));
   }

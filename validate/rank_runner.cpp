@@ -30,7 +30,7 @@ constexpr int figures_per_rank = 4;
 
 // Chrome trace events of one iteration, in microseconds from the earliest rank's step start:
 // this rank's step began `offset_s` after it, so waits between ranks show.
-Json trace_events(const GptShape& shape, const StepMetrics& metrics,
+Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& metrics,
                   const std::vector<CollectiveEvent>& collectives, int rank, double offset_s) {
   Json events = Json::array();
   auto complete = [&](const std::string& name, const char* category, int track, double start_s,
@@ -44,12 +44,14 @@ Json trace_events(const GptShape& shape, const StepMetrics& metrics,
                       {"tid", track},
                       {"args", std::move(args)}});
   };
-  // One entry per operator and micro-batch (micro-batch u's operator i at u x n + i).
-  const std::size_t n = static_cast<std::size_t>(shape.operators());
+  // One entry per unit (an operator in a plan without units) and micro-batch: micro-batch u's
+  // unit i at u x n + i.
+  const std::vector<OperatorRange> units = plan_units(shape, plan);  // what the timings are of
+  const std::size_t n = units.size();
   const std::size_t micro_batches = metrics.operators.size() / n;
   for (std::size_t e = 0; e < metrics.operators.size(); ++e) {
     const auto& op = metrics.operators[e];
-    std::string name = operator_name(shape, static_cast<int>(e % n));
+    std::string name = unit_name(shape, units[e % n]);
     if (micro_batches > 1) name += fmt::format(" (micro-batch {})", e / n);
     complete(name + " forward", "compute", 0, op.forward_start_s, op.forward_s,
              {{"compute_s", op.forward_s}, {"peak_bytes", op.forward_peak_bytes}});
@@ -155,7 +157,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
           if (offset_s > 1.0) offset_s = 0.0;
           write_file_atomically(
               (fs::path(trace_directory) / fmt::format("{}.rank{}.json", run.name, rank)).string(),
-              trace_events(shape, metrics, collectives, rank, offset_s).dump());
+              trace_events(shape, run.plan, metrics, collectives, rank, offset_s).dump());
         }
         if (step < warmup) continue;
         mine[p].iteration_times_s.push_back(metrics.iteration_time_s);

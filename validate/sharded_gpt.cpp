@@ -27,6 +27,7 @@ double seconds_since(Clock::time_point start) {
 // A block of a canonical tensor stored in a slice's flat buffer: rows (dim 0) or columns
 // (dim 1) [start, start + length), kept contiguous under `role`.
 struct Piece {
+  int member = 0;  // the unit's member (operator) it belongs to
   std::string role;
   std::string tensor;  // canonical name
   int dim = 0;
@@ -74,9 +75,17 @@ struct Slice {
   at::Tensor& local_parameters() { return sharded ? shard : full; }
 };
 
-struct OperatorRuntime {
+// One GPT operator of a unit.
+struct Member {
   OperatorKind kind = OperatorKind::generic;
   std::string prefix;  // canonical name prefix, e.g. "layer0.attention."
+};
+
+// What the plan chooses for: one operator, or an FSDP unit of consecutive operators that share
+// one flat buffer (one gather, one gradient reduction). A unit of several is never split, so its
+// one slice holds every member's pieces and its forward runs the members in turn.
+struct OperatorRuntime {
+  std::vector<Member> members;
   OperatorChoice choice;
   std::vector<Slice> slices;
   at::Tensor dp_grad;  // gradients of the DP slices, all-reduced together
@@ -88,7 +97,10 @@ struct OperatorRuntime {
   at::Tensor u_leaf;  // what slices 1.. compute from, k > 1
   std::vector<at::Tensor> partials;
   at::Tensor output;             // sum of partials (detached)
-  at::Tensor logits_leaf, loss;  // head only
+  at::Tensor logits_leaf, loss;  // the unit ending in the head only
+
+  OperatorKind first_kind() const { return members.front().kind; }
+  OperatorKind last_kind() const { return members.back().kind; }
 };
 
 bool is_checkpointed(const OperatorChoice& choice) { return choice.checkpoint != Checkpoint::none; }
@@ -208,8 +220,11 @@ struct ShardedGpt::Impl {
                        "at least 1 micro-batch per optimizer step");
     }
     check_runnable(shape, plan, world, options.gpus_per_node);
-    ops.resize(shape.operators());
-    for (int i = 0; i < shape.operators(); ++i) build_operator(i, plan.choices[i], initial);
+    const std::vector<OperatorRange> units = plan_units(shape, plan);
+    ops.resize(units.size());
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      build_operator(static_cast<int>(u), units[u], plan.choices[u], initial);
+    }
     if (options.dp_all_reduce_after_backward) gather_dp_gradients_into_one_bucket();
     build_gather_order();
     check_accumulation();
@@ -247,16 +262,17 @@ struct ShardedGpt::Impl {
 
   std::string operator_name(int i) const { return validate::operator_name(shape, i); }
 
-  std::vector<std::vector<Piece>> slice_pieces(const OperatorRuntime& op, int k) const {
+  // Member m's pieces per slice, for k slices.
+  std::vector<std::vector<Piece>> slice_pieces(const Member& member, int m, int k) const {
     const int64_t h = shape.hidden;
     const int64_t v = shape.vocabulary;
     std::vector<std::vector<Piece>> slices(k);
     auto add = [&](int s, std::string role, std::string tensor, int dim, int64_t start,
                    int64_t length, std::vector<int64_t> block) {
       slices[s].push_back(
-          {std::move(role), op.prefix + tensor, dim, start, length, std::move(block)});
+          {m, std::move(role), member.prefix + tensor, dim, start, length, std::move(block)});
     };
-    switch (op.kind) {
+    switch (member.kind) {
       case OperatorKind::embedding:
         add(0, "token", "token", 0, 0, v, {v, h});
         add(0, "position", "position", 0, 0, shape.sequence_length, {shape.sequence_length, h});
@@ -302,21 +318,25 @@ struct ShardedGpt::Impl {
     return slices;
   }
 
-  void build_operator(int i, const OperatorChoice& choice, const NamedTensors& initial) {
-    OperatorRuntime& op = ops[i];
+  Member member_of(int i) const {
+    if (i == 0) return {OperatorKind::embedding, "embedding."};
+    if (i == shape.operators() - 1) return {OperatorKind::head, "head."};
+    return {(i - 1) % 2 == 0 ? OperatorKind::attention : OperatorKind::mlp, operator_name(i) + "."};
+  }
+
+  void build_operator(int u, const OperatorRange& range, const OperatorChoice& choice,
+                      const NamedTensors& initial) {
+    OperatorRuntime& op = ops[u];
     op.choice = choice;
-    if (i == 0) {
-      op.kind = OperatorKind::embedding;
-      op.prefix = "embedding.";
-    } else if (i == shape.operators() - 1) {
-      op.kind = OperatorKind::head;
-      op.prefix = "head.";
-    } else {
-      op.kind = (i - 1) % 2 == 0 ? OperatorKind::attention : OperatorKind::mlp;
-      op.prefix = operator_name(i) + ".";
-    }
     const int k = choice.slices;
-    auto pieces = slice_pieces(op, k);
+    std::vector<std::vector<Piece>> pieces(k);
+    for (int m = 0; m < range.count; ++m) {
+      op.members.push_back(member_of(range.first + m));
+      std::vector<std::vector<Piece>> own = slice_pieces(op.members.back(), m, k);
+      for (int s = 0; s < k; ++s) {
+        pieces[s].insert(pieces[s].end(), own[s].begin(), own[s].end());
+      }
+    }
     op.slices.resize(k);
     int64_t dp_numel = 0;
     for (int s = 0; s < k; ++s) {
@@ -552,27 +572,36 @@ struct ShardedGpt::Impl {
     issue_admitted_gathers();
   }
 
-  std::map<std::string, at::Tensor> views(const Slice& slice) const {
-    std::map<std::string, at::Tensor> result;
-    for (const Piece& piece : slice.pieces) {
-      result.emplace(piece.role,
-                     slice.full.narrow(0, piece.offset, piece.numel()).view(piece.shape));
+  // The parameters of each of the slice's members, by role: one split of the flat buffer, so
+  // that backward assembles the buffer's gradient in one concatenation (as FSDP's flat
+  // parameter does), not one buffer-sized add per piece as separate narrows would.
+  std::vector<std::map<std::string, at::Tensor>> member_views(const Slice& slice,
+                                                              int members) const {
+    std::vector<int64_t> sizes;
+    for (const Piece& piece : slice.pieces) sizes.push_back(piece.numel());
+    const int64_t used = slice.pieces.empty() ? 0 : slice.pieces.back().offset + sizes.back();
+    if (used < slice.numel) sizes.push_back(slice.numel - used);  // padding
+    const std::vector<at::Tensor> parts = at::split_with_sizes(slice.full, sizes);
+    std::vector<std::map<std::string, at::Tensor>> result(members);
+    for (std::size_t p = 0; p < slice.pieces.size(); ++p) {
+      const Piece& piece = slice.pieces[p];
+      result[piece.member].emplace(piece.role, parts[p].view(piece.shape));
     }
     return result;
   }
 
   // ---- operator math -------------------------------------------------------------------------
 
-  at::Tensor prologue(const OperatorRuntime& op, const at::Tensor& x,
+  at::Tensor prologue(OperatorKind kind, const at::Tensor& x,
                       const std::map<std::string, at::Tensor>& p) const {
-    if (op.kind == OperatorKind::embedding) return {};
+    if (kind == OperatorKind::embedding) return {};
     return at::layer_norm(x, {shape.hidden}, p.at("ln.weight"), p.at("ln.bias"), 1e-5);
   }
 
-  at::Tensor branch(const OperatorRuntime& op, int s, const at::Tensor& u, const at::Tensor& x,
+  // Slice s of k of an operator of `kind`.
+  at::Tensor branch(OperatorKind kind, int s, int k, const at::Tensor& u, const at::Tensor& x,
                     const std::map<std::string, at::Tensor>& p) const {
-    const int k = op.choice.slices;
-    switch (op.kind) {
+    switch (kind) {
       case OperatorKind::embedding:
         return at::embedding(p.at("token"), x) + p.at("position").unsqueeze(0);
       case OperatorKind::attention: {
@@ -608,9 +637,9 @@ struct ShardedGpt::Impl {
     return {};
   }
 
-  at::Tensor epilogue(const OperatorRuntime& op, const at::Tensor& x,
+  at::Tensor epilogue(OperatorKind kind, const at::Tensor& x,
                       const std::map<std::string, at::Tensor>& p) const {
-    if (op.kind == OperatorKind::attention || op.kind == OperatorKind::mlp) {
+    if (kind == OperatorKind::attention || kind == OperatorKind::mlp) {
       return x + p.at("proj.bias");
     }
     return {};
@@ -628,18 +657,28 @@ struct ShardedGpt::Impl {
     at::Tensor u;
     at::Tensor u_leaf;
     {
-      const auto p = views(op.slices[0]);
-      u = prologue(op, x, p);
-      u_leaf = (k > 1 && with_grad) ? u.detach().requires_grad_() : u;
-      y0 = branch(op, 0, u, x, p);
-      if (at::Tensor e = epilogue(op, x, p); e.defined()) y0 = y0 + e;
+      // A unit's members in turn (an operator split into slices is a unit of one).
+      at::Tensor h = x;
+      const int members = static_cast<int>(op.members.size());
+      const auto views = member_views(op.slices[0], members);
+      for (int m = 0; m < members; ++m) {
+        const OperatorKind kind = op.members[m].kind;
+        const auto& p = views[m];
+        u = prologue(kind, h, p);
+        u_leaf = (k > 1 && with_grad) ? u.detach().requires_grad_() : u;
+        at::Tensor y = branch(kind, 0, k, u, h, p);
+        if (at::Tensor e = epilogue(kind, h, p); e.defined()) y = y + e;
+        h = y;
+      }
+      y0 = h;
     }
     release(i, 0, phase);
     at::Tensor output = y0.detach();
     std::vector<at::Tensor> partials;
     for (int s = 1; s < k; ++s) {
       acquire(i, s, phase);
-      at::Tensor partial = branch(op, s, u_leaf, x, views(op.slices[s]));
+      at::Tensor partial =
+          branch(op.first_kind(), s, k, u_leaf, x, member_views(op.slices[s], 1)[0]);
       release(i, s, phase);
       // Partial sums are added into one output; autograd keeps each partial only as the root of
       // its slice's backward, which reads its shape, not its data (a slice ends in a Linear,
@@ -665,7 +704,7 @@ struct ShardedGpt::Impl {
       op.u_leaf = k > 1 ? u_leaf : at::Tensor();
       op.partials = std::move(partials);
     }
-    if (op.kind == OperatorKind::head) {
+    if (op.last_kind() == OperatorKind::head) {
       op.logits_leaf = with_grad ? output.detach().requires_grad_() : output;
       op.loss = at::cross_entropy_loss(op.logits_leaf.reshape({-1, shape.vocabulary}),
                                        targets.reshape({-1}));
@@ -678,7 +717,7 @@ struct ShardedGpt::Impl {
     OperatorRuntime& op = ops[i];
     const int k = op.choice.slices;
     if (is_checkpointed(op.choice)) run_forward(i, Phase::recompute, true, targets);
-    if (op.kind == OperatorKind::head) {
+    if (op.last_kind() == OperatorKind::head) {
       // m micro-batches of b are one batch of m x b: each micro-batch's mean loss counts 1/m.
       const at::Tensor loss = micro_batches > 1 ? op.loss / micro_batches : op.loss;
       grad_output = torch::autograd::grad({loss}, {op.logits_leaf})[0];
@@ -703,7 +742,7 @@ struct ShardedGpt::Impl {
       grad_outputs.push_back(grad_u);
     }
     torch::autograd::variable_list inputs{op.slices[0].full};
-    const bool input_grad = op.kind != OperatorKind::embedding;
+    const bool input_grad = op.first_kind() != OperatorKind::embedding;
     if (input_grad) inputs.push_back(op.input);
     auto grads = torch::autograd::grad(outputs, inputs, grad_outputs, false, false, true);
     op.y0 = op.u = op.u_leaf = op.input = at::Tensor();
