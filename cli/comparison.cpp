@@ -30,7 +30,10 @@ bool strategy_in_search_space(const Strategy& strategy, const SearchSpec& spec) 
                       strategy.units.min_parameters == spec.min_unit_parameters;
       break;
   }
-  return mode_allowed && checkpoint_allowed && units_allowed;
+  const bool offload_allowed = strategy.offload ? spec.offload != SearchSpec::OffloadPolicy::off
+                                                : spec.offload != SearchSpec::OffloadPolicy::on ||
+                                                      !describe_mode(strategy.mode).offload;
+  return mode_allowed && checkpoint_allowed && units_allowed && offload_allowed;
 }
 
 Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec,

@@ -374,6 +374,23 @@ std::string modes_text(const Cluster& cluster) {
   return text;
 }
 
+// What CPU offload does to each mode that has one (model/mode's words), and how many of the
+// plan's operators offload.
+std::string offload_text(const Cluster& cluster, const Plan& plan) {
+  std::string text = "\nCPU offload (--offload): the host keeps states the device then does not\n";
+  for (const ModeDescription& mode : mode_descriptions()) {
+    if (!mode.offload || !mode_fits_cluster(mode.mode, cluster)) continue;
+    text += fmt::format("  {:<5} {}\n        keeps: {}\n        sends: {}\n        wins:  {}\n",
+                        std::string(mode.name) + "+", mode.offload->known_as, mode.offload->keeps,
+                        mode.offload->sends, mode.offload->wins);
+  }
+  int offloaded = 0;
+  for (const OperatorChoice& choice : plan.choices) offloaded += choice.offload;
+  text += fmt::format("  The plan offloads {} of its {} operators (or units).\n", offloaded,
+                      plan.choices.size());
+  return text;
+}
+
 // What wrapping operators into FSDP units changes, and the plan's units.
 std::string units_text(const Plan& plan) {
   std::string text =
@@ -433,6 +450,9 @@ int run_explain(const ExplainOptions& options) {
   text += modes_text(model.cluster());
   if (!plan.unit_sizes.empty() || scenario->search.units != SearchSpec::UnitsPolicy::off) {
     text += units_text(plan);
+  }
+  if (scenario->search.offload != SearchSpec::OffloadPolicy::off) {
+    text += offload_text(model.cluster(), plan);
   }
   text += fmt::format("\nOperators at batch size {} (memory per GPU, time per iteration):\n",
                       plan.batch_size);

@@ -53,6 +53,7 @@ Json baselines_json(const Comparison& comparison) {
       if (!outcome.best->plan.unit_sizes.empty()) {
         entry["units"] = outcome.best->plan.unit_sizes.size();  // FSDP units it wraps the model in
       }
+      if (cost.host_memory_bytes > 0) entry["host_memory_bytes"] = cost.host_memory_bytes;
     }
     baselines.push_back(std::move(entry));
   }
@@ -104,6 +105,14 @@ Json plan_json(const Scenario& scenario, const CostModel& search_model,
   document["compute_s"] = best.cost.compute_s;
   document["communication_s"] = best.cost.communication_s;
   document["exposed_communication_s"] = best.cost.exposed_communication_s;
+  if (best.cost.host_memory_bytes > 0) {
+    document["host_memory_bytes"] = best.cost.host_memory_bytes;
+    document["host_copy_s"] = best.cost.host_copy_s;
+    document["host_optimizer_step_s"] = best.cost.host_optimizer_step_s;
+  }
+  if (!comparison.osdp.host_memory_note.empty()) {
+    document["host_memory_note"] = comparison.osdp.host_memory_note;
+  }
   document["search_time_s"] = comparison.search_time_s;
   // How far the plan may be from the optimum (relative throughput), as proven by the search.
   document["search_proven_gap"] = comparison.osdp.proven_gap;
@@ -168,6 +177,18 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
     text += fmt::format(", optimizer step {}", units::format_seconds(cost.optimizer_step_s));
   }
   text += ")\n";
+  if (cost.host_memory_bytes > 0) {
+    const auto& host_memory = scenario.cluster.host.memory_bytes;
+    text += fmt::format(
+        "  CPU offload     {} of host memory a node{}, copies {}, optimizer step on the CPU {}\n",
+        units::format_bytes(cost.host_memory_bytes),
+        host_memory ? " of " + units::format_bytes(*host_memory)
+                    : " (the cluster's host block gives no memory to check it against)",
+        units::format_seconds(cost.host_copy_s), units::format_seconds(cost.host_optimizer_step_s));
+  }
+  if (!comparison.osdp.host_memory_note.empty()) {
+    text += fmt::format("  host memory     {}\n", comparison.osdp.host_memory_note);
+  }
   text +=
       fmt::format("  peak memory     {} of {} ({})\n", units::format_bytes(cost.peak_memory_bytes),
                   units::format_bytes(comparison.memory_limit_bytes),
@@ -240,7 +261,8 @@ std::string baseline_table(const Scenario& scenario, const Comparison& compariso
       table.render();
   if (outside) {
     text +=
-        "  * outside this search space (mode, checkpointing or FSDP units not allowed by the "
+        "  * outside this search space (mode, checkpointing, FSDP units or offload not allowed by "
+        "the "
         "search options), so OSDP may be slower than it\n";
   }
   text += fsdp_checkpoint_note(comparison);

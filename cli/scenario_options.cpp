@@ -61,6 +61,11 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
     if (!policy) throw InputError(command_line, "--units", options.units, "off, block or auto");
     scenario.search.units = *policy;
   }
+  if (!options.offload.empty()) {
+    const auto policy = parse_offload_policy(options.offload);
+    if (!policy) throw InputError(command_line, "--offload", options.offload, "off, on or auto");
+    scenario.search.offload = *policy;
+  }
   if (!options.min_unit_params.empty()) {
     double count = 0;
     try {
@@ -151,6 +156,9 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
   app.add_option("--min-unit-params", options.min_unit_params,
                  "Parameters per unit of the size-based wrapping (fsdp_min_params, --units auto); "
                  "default 1e8");
+  app.add_option("--offload", options.offload,
+                 "CPU offload of the sharded modes' states: off, on (every sharded operator) or "
+                 "auto (chosen per operator)");
   app.add_option("--cost-model", options.cost_model, "Cost model: paper or extended");
   app.add_option("--gap", options.gap,
                  "Stop once no plan can be this fraction faster (default 1e-4; 0: exact)");
@@ -175,10 +183,12 @@ std::string describe_search(const Scenario& scenario) {
   std::string split;
   for (int k : scenario.search.granularities)
     split += (split.empty() ? "" : ",") + std::to_string(k);
-  const std::string units =
-      scenario.search.units == SearchSpec::UnitsPolicy::off
-          ? ""
-          : fmt::format("  units {}", units_policy_name(scenario.search.units));
+  std::string units = scenario.search.units == SearchSpec::UnitsPolicy::off
+                          ? ""
+                          : fmt::format("  units {}", units_policy_name(scenario.search.units));
+  if (scenario.search.offload != SearchSpec::OffloadPolicy::off) {
+    units += fmt::format("  offload {}", offload_policy_name(scenario.search.offload));
+  }
   return fmt::format("modes {}  split {}  checkpoint {}{}  cost model {}",
                      join_modes(scenario.search.modes), split,
                      checkpoint_policy_name(scenario.search.checkpoint), units,

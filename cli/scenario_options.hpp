@@ -20,6 +20,7 @@ struct ScenarioOptions {
   std::string gap;              // optimality gap, "1e-4"; "0": exact
   std::string time_limit;       // search time limit, "10s"
   std::string units;            // FSDP units: "off", "block", "auto"
+  std::string offload;          // CPU offload: "off", "on", "auto"
   std::string min_unit_params;  // size-based wrapping's minimum, "1e8"
   bool force = false;           // run even when the work estimate is absurd
 };

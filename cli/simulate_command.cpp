@@ -144,8 +144,14 @@ int run_plan(const SimulateOptions& options) {
   const Plan plan = choose_plan(options, *scenario, model, label);
   const sim::SimulationResult result =
       sim::simulate_plan(*scenario, plan, sim_options, options.trace_path, options.trace_ranks);
-  // The analytic figure with the plan's own accumulation steps (a global batch).
-  const Scenario planned = scenario->for_plan(plan);
+  // The analytic figure with the plan's own accumulation steps (a global batch). A plan that
+  // splits no operator is scored with its whole neighbours, as the plan command's baseline
+  // table scores the strategies (the search's own figure assumes neighbours split as finely as
+  // its options allow, CostSettings::finest_split).
+  Scenario planned = scenario->for_plan(plan);
+  const bool splits = std::any_of(plan.choices.begin(), plan.choices.end(),
+                                  [](const OperatorChoice& choice) { return choice.slices > 1; });
+  if (!splits) planned.search.granularities = {1};
   const PlanCost analytic = planned.cost_model().plan_cost(plan);
   if (options.json) {
     Json json = sim::to_json(result);

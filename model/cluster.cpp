@@ -250,4 +250,24 @@ double shared_core_overlap_slowdown(const Cluster& cluster) {
   return 1.0 / core_rate(cluster, 2 * cluster.gpus_per_node);
 }
 
+double host_copy_s(const Cluster& cluster, double bytes) {
+  if (bytes <= 0) return 0.0;
+  const HostMemory& host = cluster.host;
+  const double gpus = cluster.gpus_per_node;
+  // CPU ranks: device and host memory are one; the shard moves into the gather buffer and the
+  // reduced chunk out of it as they would without offload, so offload copies nothing more.
+  if (cluster.host_cores) return 0.0;
+  double bandwidth = host.memory_bandwidth_Bps / gpus;
+  double latency_s = host.link.latency_s;
+  if (cluster.topology && cluster.topology->node.kind == NodeKind::pcie) {
+    const PcieTree& pcie = cluster.topology->node.pcie;
+    bandwidth = std::min({bandwidth, pcie.gpu_link.bandwidth_Bps,
+                          pcie.switch_uplink.bandwidth_Bps / pcie.gpus_per_switch});
+    latency_s = pcie.gpu_link.latency_s + pcie.switch_uplink.latency_s;
+  } else {
+    bandwidth = std::min(bandwidth, host.link.bandwidth_Bps);
+  }
+  return latency_s + bytes / bandwidth;
+}
+
 }  // namespace osdp

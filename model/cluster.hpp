@@ -158,12 +158,30 @@ struct HostCores {
   int cores = 1;
 };
 
+// A node's host side as CPU offload uses it (`"host": {"memory": "1TiB", "memory_bandwidth":
+// "100GB/s", "optimizer_bandwidth": "50GB/s", "link": {"bandwidth": "25GB/s", "latency":
+// "10us"}}`): offloaded states live in its memory, each GPU copies shards to and from it, and
+// its CPU runs the offloaded optimizer step. Defaults are a PCIe 4.0 x16 server's.
+struct HostMemory {
+  // Per node; unset: not checked (the plan says so).
+  std::optional<double> memory_bytes;
+  // Each GPU <-> its host memory, where the topology does not route the copy itself (NVLink
+  // and NVSwitch nodes; a PCIe tree's copies cross its GPU link and switch uplink).
+  Link link{25e9, 10e-6};
+  // Per node: the node's GPUs' copies and its CPU's update share it.
+  double memory_bandwidth_Bps = 100e9;
+  // Bytes of offloaded optimizer states (parameters, gradients, moments) the node's CPU update
+  // reads and writes per second, each once (CPU Adam), shared by the node's ranks.
+  double optimizer_bandwidth_Bps = 50e9;
+};
+
 struct Cluster {
   std::string name = "cluster";
   int ranks = 1;
   int gpus_per_node = 1;  // the HSDP shard group
   Gpu gpu;
   std::optional<HostCores> host_cores;  // only for ranks that compute on the host's CPU
+  HostMemory host;                      // for CPU offload
   std::optional<Topology> topology;
   GroupTiming world;       // all ranks
   GroupTiming intra_node;  // the ranks of one node
@@ -179,6 +197,12 @@ double core_rate(const Cluster& cluster, int busy_threads);
 // How many times slower compute and communication both run while they overlap on every rank
 // of a node (two busy threads a rank) than alone (one): 1 without shared cores, at most 2.
 double shared_core_overlap_slowdown(const Cluster& cluster);
+
+// Seconds to copy `bytes` between one GPU and its host memory while every GPU of the node copies
+// as much at once (ranks move in step): the narrowest of the GPU's path (a PCIe tree's GPU link
+// and its share of the switch uplink, else the host link) and its share of the host's memory
+// bandwidth, plus the path's latency. 0 on ranks that compute on the host (one memory).
+double host_copy_s(const Cluster& cluster, double bytes);
 
 // Ring alpha-beta of the world, intra-node and inter-node groups, derived from the ring
 // bottleneck: alpha is the longest neighbour-to-neighbour path latency, beta the inverse of the

@@ -216,10 +216,29 @@ Gpu read_gpu(const JsonReader& reader) {
   return gpu;
 }
 
-// "host": {"cores": 2, "ranks_on_cores": true}. The shared cores replace the fitted overlap
-// slowdown: both at once would count the same contention twice.
+// The offload side of "host": memory, its bandwidth, the CPU update's, the GPU's link to it.
+HostMemory read_host_memory(const JsonReader& reader) {
+  HostMemory host;
+  host.memory_bytes =
+      reader.optional_quantity("memory", Dimension::bytes, limits::host_memory_bytes);
+  host.memory_bandwidth_Bps =
+      reader
+          .optional_quantity("memory_bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps)
+          .value_or(host.memory_bandwidth_Bps);
+  host.optimizer_bandwidth_Bps =
+      reader
+          .optional_quantity("optimizer_bandwidth", Dimension::bytes_per_second,
+                             limits::bandwidth_Bps)
+          .value_or(host.optimizer_bandwidth_Bps);
+  if (reader.has("link")) host.link = read_link(reader.object("link"));
+  return host;
+}
+
+// "host": {"cores": 2, "ranks_on_cores": true} (with the offload keys beside them, or alone).
+// The shared cores replace the fitted overlap slowdown: both at once would count the same
+// contention twice.
 std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster& cluster) {
-  reader.require_only({"cores", "ranks_on_cores"});
+  if (!reader.has("cores") && !reader.has("ranks_on_cores")) return std::nullopt;
   const auto cores = static_cast<int>(reader.integer("cores", 1, 1 << 16));
   if (!reader.boolean("ranks_on_cores")) return std::nullopt;
   if (cluster.gpu.overlap_slowdown != 1.0) {
@@ -281,7 +300,13 @@ Cluster load_cluster(const JsonReader& reader) {
   if (reader.has("inter_node_collective")) {
     cluster.inter_node = read_group_timing(reader.object("inter_node_collective"));
   }
-  if (reader.has("host")) cluster.host_cores = read_host_cores(reader.object("host"), cluster);
+  if (reader.has("host")) {
+    const JsonReader host = reader.object("host");
+    host.require_only(
+        {"cores", "ranks_on_cores", "memory", "memory_bandwidth", "optimizer_bandwidth", "link"});
+    cluster.host_cores = read_host_cores(host, cluster);
+    cluster.host = read_host_memory(host);
+  }
   return cluster;
 }
 
@@ -345,9 +370,17 @@ Json cluster_to_json(const Cluster& cluster) {
                {"gpus_per_node", cluster.gpus_per_node},
                {"gpu", gpu},
                {"collective", group_json(cluster.world)}};
+  const HostMemory& host = cluster.host;
+  Json host_json = {
+      {"memory_bandwidth", host.memory_bandwidth_Bps},
+      {"optimizer_bandwidth", host.optimizer_bandwidth_Bps},
+      {"link", {{"bandwidth", host.link.bandwidth_Bps}, {"latency", host.link.latency_s}}}};
+  if (host.memory_bytes) host_json["memory"] = *host.memory_bytes;
   if (cluster.host_cores) {
-    json["host"] = {{"cores", cluster.host_cores->cores}, {"ranks_on_cores", true}};
+    host_json["cores"] = cluster.host_cores->cores;
+    host_json["ranks_on_cores"] = true;
   }
+  json["host"] = std::move(host_json);
   if (cluster.nodes() > 1) {
     json["intra_node_collective"] = group_json(cluster.intra_node);
     json["inter_node_collective"] = group_json(cluster.inter_node);

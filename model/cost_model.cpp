@@ -131,15 +131,47 @@ bool CostModel::valid(int index, const OperatorChoice& choice) const {
 double CostModel::owned_state_bytes(int index, const OperatorChoice& choice) const {
   const double all_states = workload_->op(index).model_state_bytes();
   const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  // Offloaded shards are updated on the host (host_optimizer_step_s).
   return (1.0 - sharded_fraction) * all_states +
-         sharded_fraction * (all_states / shard_degree(choice.mode, *cluster_));
+         (choice.offload ? 0.0
+                         : sharded_fraction * (all_states / shard_degree(choice.mode, *cluster_)));
+}
+
+double CostModel::host_state_bytes(int index, const OperatorChoice& choice) const {
+  if (!choice.offload) return 0.0;
+  const Operator& op = workload_->op(index);
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  return sharded_fraction * osdp::host_state_bytes(choice.mode, *cluster_, op.parameter_bytes,
+                                                   op.gradient_bytes, op.optimizer_bytes);
+}
+
+bool CostModel::host_memory_fits(double host_memory_bytes) const {
+  return !cluster_->host.memory_bytes || host_memory_bytes <= *cluster_->host.memory_bytes;
+}
+
+double CostModel::host_optimizer_step_s(int index, const OperatorChoice& choice) const {
+  if (settings_.kind == CostModelKind::paper || !choice.offload) return 0.0;
+  // The CPU update reads and writes the rank's shard of every state once (CPU Adam); the node's
+  // ranks share the host's optimizer bandwidth. Ranks that compute on the host already update
+  // there, at the rate calibrated with every rank updating at once.
+  const double all_states = workload_->op(index).model_state_bytes();
+  const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
+  const double shard_bytes = sharded_fraction * all_states / shard_degree(choice.mode, *cluster_);
+  double rank_bandwidth = cluster_->host.optimizer_bandwidth_Bps / cluster_->gpus_per_node;
+  if (cluster_->host_cores) {
+    const Gpu& cpu = cluster_->gpu;
+    rank_bandwidth = cpu.optimizer_bandwidth_Bps.value_or(
+        cpu.memory_bandwidth_Bps.value_or(cluster_->host.optimizer_bandwidth_Bps));
+  }
+  return 2.0 * shard_bytes / rank_bandwidth;
 }
 
 double CostModel::model_state_bytes(int index, const OperatorChoice& choice) const {
   const Operator& op = workload_->op(index);
   const double sharded_fraction = static_cast<double>(choice.sharded_slices) / choice.slices;
-  double sharded_slice_states = resting_state_bytes(choice.mode, *cluster_, op.parameter_bytes,
-                                                    op.gradient_bytes, op.optimizer_bytes);
+  double sharded_slice_states =
+      resting_state_bytes(choice.mode, *cluster_, op.parameter_bytes, op.gradient_bytes,
+                          op.optimizer_bytes, choice.offload);
   // Parameters gathered once (FSDP SHARD_GRAD_OP) are kept from forward to backward, so at the
   // peak the whole copy lives beside the shard.
   if (describe_mode(choice.mode).parameters == ParameterUse::gathered_once) {
@@ -155,10 +187,23 @@ double CostModel::gradient_reduce_ratio() const {
          bytes_per_parameter(training_->precision, training_->optimizer).parameter;
 }
 
-double CostModel::sharded_communication_s(Mode mode, double slice_bytes,
-                                          Checkpoint checkpoint) const {
+double CostModel::host_copy_bytes(Mode mode, const HostCopy& copy, double slice_bytes) const {
+  const double shard_bytes = slice_bytes / shard_degree(mode, *cluster_);
+  return copy.gradients ? shard_bytes * gradient_reduce_ratio() : shard_bytes;
+}
+
+double CostModel::sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint,
+                                          bool offload) const {
   const ModeDescription& description = describe_mode(mode);
   double time_s = 0.0;
+  if (offload && description.offload) {
+    for (const HostCopy& copy : description.offload->copies) {
+      if (!copy_runs(copy, checkpoint)) continue;
+      const int runs =
+          copy_runs_every_micro_batch(description, copy) ? training_->accumulation_steps : 1;
+      time_s += runs * host_copy_s(*cluster_, host_copy_bytes(mode, copy, slice_bytes));
+    }
+  }
   for (const ModeCollective& collective : description.collectives) {
     if (!collective_runs(collective, checkpoint)) continue;
     // Reductions move gradients, in the precision the training reduces them in.
@@ -178,10 +223,13 @@ double CostModel::optimizer_step_s(int index, const OperatorChoice& choice) cons
   const std::optional<double> bandwidth = cluster_->gpu.optimizer_bandwidth_Bps
                                               ? cluster_->gpu.optimizer_bandwidth_Bps
                                               : cluster_->gpu.memory_bandwidth_Bps;
-  if (settings_.kind == CostModelKind::paper || !bandwidth) return 0.0;
+  if (settings_.kind == CostModelKind::paper) return 0.0;
   // The update reads and writes every state this rank owns once (memory bound): the shard of
-  // a sharded slice (for Z2 not the gathered copy it holds through the step), all of a DP one.
-  return 2.0 * owned_state_bytes(index, choice) / *bandwidth * straggler_slowdown();
+  // a sharded slice (for Z2 not the gathered copy it holds through the step), all of a DP one;
+  // an offloaded shard's update runs on the host.
+  const double device_s =
+      bandwidth ? 2.0 * owned_state_bytes(index, choice) / *bandwidth * straggler_slowdown() : 0.0;
+  return device_s + host_optimizer_step_s(index, choice);
 }
 
 double OverlappedPhase::length_s(double compute) const {
@@ -368,6 +416,37 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   auto gather_into = [&](OperatorCollectives& calls, int operator_index, Mode mode,
                          double slice_bytes, int count, bool dp_slices) {
     const ModeDescription& description = describe_mode(mode);
+    // Host copies (offload) run on the lane of their stage's collectives, before the gather
+    // they feed or after the reduction they drain (sim/program issues them there).
+    if (!dp_slices && choice.offload && description.offload) {
+      const int lane = static_cast<int>(description.shard_group.value_or(RankGroup::world)) * 2;
+      for (const HostCopy& copy : description.offload->copies) {
+        if (!copy_runs(copy, choice.checkpoint)) continue;
+        const double time_s =
+            count * host_copy_s(*cluster_, host_copy_bytes(mode, copy, slice_bytes));
+        const int copy_lane = lane + (copy.gradients && schedule.separate_reduction_lane ? 1 : 0);
+        switch (copy.stage) {
+          case Stage::forward:
+            calls.forward_gathers.add(copy_lane, time_s);
+            break;
+          case Stage::recompute:
+          case Stage::backward:
+            calls.backward_gathers.add(copy_lane, time_s);
+            if (copy.stage == Stage::backward) calls.backward_slice_gather_s += time_s / count;
+            break;
+          case Stage::after_backward:
+            if (copy_runs_every_micro_batch(description, copy)) {
+              calls.reductions.add(copy_lane, time_s);
+            } else {
+              calls.last_reductions.add(copy_lane, time_s);
+            }
+            break;
+          case Stage::after_step:
+            calls.after_step_s += time_s;
+            break;
+        }
+      }
+    }
     for (const ModeCollective& collective : description.collectives) {
       if (!collective_runs(collective, choice.checkpoint)) continue;
       const bool reduction = collective.kind != CollectiveKind::all_gather;
@@ -662,9 +741,11 @@ OptionCost CostModel::option_cost(int index, const OperatorChoice& choice) const
         sharded_communication_s(Mode::dp, op.parameter_bytes * (k - j) / k, choice.checkpoint);
   }
   if (j > 0) {
-    communication_s += j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint);
+    communication_s +=
+        j * sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint, choice.offload);
   }
   cost.communication_s = communication_s;
+  cost.host_bytes = host_state_bytes(index, choice);
 
   // What the extra slices add: measured on this hardware for the operator's kind (a recompute
   // repeats the forward's), or their partial sums into the output (forward, recompute) and the
@@ -795,6 +876,15 @@ PlanCost CostModel::plan_cost(const Plan& plan) const {
     result.compute_s += cost.compute_s.at(b);
     result.communication_s += cost.communication_s;
     result.optimizer_step_s += optimizer_step_s(i, choice);
+    result.host_optimizer_step_s += host_optimizer_step_s(i, choice);
+    if (choice.offload && choice.sharded_slices > 0) {
+      const double slice_bytes = workload_->op(i).parameter_bytes / choice.slices;
+      result.host_copy_s +=
+          choice.sharded_slices *
+          (sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint, true) -
+           sharded_communication_s(choice.mode, slice_bytes, choice.checkpoint));
+    }
+    result.host_memory_bytes += cluster_->gpus_per_node * cost.host_bytes;
     model_state_bytes_total += model_state_bytes(i, choice);
     extra_bytes += workload_->op(i).extra_bytes;
     activation_bytes += b * cost.persistent_bytes.per_sample;

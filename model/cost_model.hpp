@@ -137,6 +137,7 @@ struct OptionCost {
   Linear persistent_bytes;  // live for the whole iteration: model states, saved activations
   Linear transient_bytes;   // live only while this operator runs; peak adds the largest one
   double gather_buffer_bytes = 0;  // its gathered slice, which may be in flight beside another
+  double host_bytes = 0;           // in host memory per rank (offloaded states)
   // Its own next sharded slice, gathered while one runs (0 with fewer than two sharded slices).
   double next_slice_buffer_bytes = 0;
   // Breakdown, for explanations.
@@ -189,8 +190,12 @@ struct PlanCost {
   double communication_s = 0;
   // The part of the communication no compute hides (the compute stream waits for it).
   double exposed_communication_s = 0;
-  double optimizer_step_s = 0;
+  double optimizer_step_s = 0;  // of which host_optimizer_step_s on the CPU (offloaded states)
+  double host_optimizer_step_s = 0;
+  double host_copy_s = 0;  // copies between device and host memory (in communication_s)
   double peak_memory_bytes = 0;
+  // Offloaded states in host memory: one node's ranks together.
+  double host_memory_bytes = 0;
   // All ranks: ranks * b * accumulation steps / iteration time.
   double throughput_samples_per_s = 0;
   PeakBreakdown peak;
@@ -211,8 +216,16 @@ class CostModel {
   // Throws InputError when the choice is not valid for the operator (e.g. slices on an
   // unsplittable operator, checkpointing an operator without an input size).
   OptionCost option_cost(int op, const OperatorChoice& choice) const;
-  // Time of the optimizer step for this operator's local states (extended model only).
+  // Time of the optimizer step for this operator's local states (extended model only): on the
+  // device, and on the host's CPU for offloaded slices (host_optimizer_step_s, included).
   double optimizer_step_s(int op, const OperatorChoice& choice) const;
+  double host_optimizer_step_s(int op, const OperatorChoice& choice) const;
+  // Host memory one rank keeps for the operator (offloaded states of its sharded slices).
+  double host_state_bytes(int op, const OperatorChoice& choice) const;
+  // Whether the host memory of a node holds `host_memory_bytes` (always, when not given).
+  bool host_memory_fits(double host_memory_bytes) const;
+  // The bytes one host copy of a slice of `slice_bytes` parameters moves (a rank's shard).
+  double host_copy_bytes(Mode mode, const HostCopy& copy, double slice_bytes) const;
   // Whether the choice is allowed for the operator in this cluster.
   bool valid(int op, const OperatorChoice& choice) const;
 
@@ -265,8 +278,9 @@ class CostModel {
   // States the rank keeps and updates: all of a DP slice, the shard of a sharded one.
   double owned_state_bytes(int op, const OperatorChoice& choice) const;
   // One slice's collectives in `mode` over the iteration's micro-batches (DP: the DP slices'
-  // all-reduce), as model/mode describes them.
-  double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint) const;
+  // all-reduce), as model/mode describes them; with `offload`, its host copies too.
+  double sharded_communication_s(Mode mode, double slice_bytes, Checkpoint checkpoint,
+                                 bool offload = false) const;
   // The extended model's time: phases of overlap as the simulator schedules them (sim/program).
   OptionTime overlapped_time(int op, const OperatorChoice& choice, const Linear& slicing) const;
   // How much slower compute and communication run while they overlap (shared_core_overlap_slowdown

@@ -17,6 +17,7 @@ inline constexpr double kTiB = 1099511627776.0;
 inline constexpr double kPiB = 1024.0 * kTiB;
 
 inline constexpr Range gpu_memory_bytes{kMiB, 64 * kTiB, "a GPU's memory"};
+inline constexpr Range host_memory_bytes{kMiB, 64 * kPiB, "a node's host memory"};
 inline constexpr Range memory_limit_bytes{kMiB, 64 * kTiB, "a per-GPU memory limit"};
 // Parameter, gradient, optimizer and activation bytes of one operator (per sample).
 inline constexpr Range operator_bytes{0, kPiB, "an operator's bytes"};

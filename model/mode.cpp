@@ -12,6 +12,49 @@ constexpr ModeCollective gather(Stage stage, std::string_view what,
   return {stage, CollectiveKind::all_gather, group, false, false, what};
 }
 
+// PyTorch FSDP's CPUOffload(offload_params=True) for the modes that gather each use: the
+// parameter shard, the reduced gradient shard and the optimizer states live on the host; the
+// shard is copied in before every gather and the reduced gradient shard out after every
+// reduction; the CPU updates the shard.
+OffloadDescription fsdp_cpu_offload() {
+  return {"PyTorch FSDP CPUOffload(offload_params=True)",
+          true,
+          true,
+          {{Stage::forward, CopyDirection::to_device, false,
+            "the parameter shard in, before the forward gather"},
+           {Stage::recompute, CopyDirection::to_device, false,
+            "the parameter shard in, before the recompute gather"},
+           {Stage::backward, CopyDirection::to_device, false,
+            "the parameter shard in, before the backward gather"},
+           {Stage::after_backward, CopyDirection::to_host, true,
+            "the reduced gradient shard out, after the reduce-scatter"}},
+          "no model state in device memory at rest: the shards of parameters, gradients and "
+          "optimizer states in host memory; the optimizer step on the CPU",
+          "the mode's collectives, plus the parameter shard over PCIe before every gather and "
+          "the gradient shard back after every reduction",
+          "when even 1/N of the states does not fit and the host's PCIe and CPU are fast enough "
+          "for the step"};
+}
+
+// DeepSpeed ZeRO-Offload for the modes that keep their parameters on the device: the reduced
+// gradient shard goes to the host, the CPU updates its optimizer states (fp32 master included),
+// the updated parameter shard comes back after the step.
+OffloadDescription zero_offload() {
+  return {"DeepSpeed ZeRO-Offload",
+          false,
+          true,
+          {{Stage::after_backward, CopyDirection::to_host, true,
+            "the reduced gradient shard out, after the reduce-scatter"},
+           {Stage::after_step, CopyDirection::to_device, false,
+            "the updated parameter shard in, after the CPU's step"}},
+          "the mode's parameters and gradients on the device; the optimizer-state shard and the "
+          "gradient shard it updates in host memory; the step on the CPU",
+          "the mode's collectives, plus the gradient shard over PCIe to the host and the updated "
+          "parameter shard back, once an iteration",
+          "when the optimizer states are what does not fit: they leave the device, at the cost "
+          "of a CPU step"};
+}
+
 const std::array<ModeDescription, 5>& table() {
   static const std::array<ModeDescription, 5> modes{{
       {Mode::dp,
@@ -45,7 +88,8 @@ const std::array<ModeDescription, 5>& table() {
        "a 1/N shard of every state; the whole parameters only while the operator computes",
        "all-gathers before forward and backward, a reduce-scatter of the gradients (3(N-1) "
        "steps of S/N, 1.5x DP)",
-       "when memory is tight: 1/N of the states buys a larger batch"},
+       "when memory is tight: 1/N of the states buys a larger batch",
+       fsdp_cpu_offload()},
       {Mode::z2,
        "z2",
        "ZeRO-2 style, PyTorch FSDP SHARD_GRAD_OP",
@@ -60,7 +104,8 @@ const std::array<ModeDescription, 5>& table() {
          "gradients after backward"}},
        "a 1/N shard of every state, plus the whole parameters from forward to backward",
        "one all-gather and one reduce-scatter (DP's volume)",
-       "when gradients and optimizer states are what does not fit, not the parameters"},
+       "when gradients and optimizer states are what does not fit, not the parameters",
+       zero_offload()},
       {Mode::z1,
        "z1",
        "ZeRO-1 (DeepSpeed stage 1)",
@@ -76,7 +121,8 @@ const std::array<ModeDescription, 5>& table() {
          "updated parameter shards after the optimizer step"}},
        "parameters and gradients whole, a 1/N shard of the optimizer states (and of the update)",
        "a reduce-scatter of the gradients, an all-gather of the updated parameters (DP's volume)",
-       "when the optimizer states (12 of 16 bytes a parameter in mixed precision) do not fit"},
+       "when the optimizer states (12 of 16 bytes a parameter in mixed precision) do not fit",
+       zero_offload()},
       {Mode::hsdp,
        "hsdp",
        "hybrid sharding (PyTorch FSDP HYBRID_SHARD)",
@@ -91,13 +137,14 @@ const std::array<ModeDescription, 5>& table() {
                RankGroup::intra_node),
         gather(Stage::backward, "parameters inside the node before backward",
                RankGroup::intra_node),
-        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::intra_node, false,
-         false, "gradients inside the node"},
+        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::intra_node, false, false,
+         "gradients inside the node"},
         {Stage::after_backward, CollectiveKind::all_reduce, RankGroup::inter_node, true, true,
          "the gradient shard across nodes"}},
        "a 1/G shard of every state (G GPUs a node), replicated across nodes",
        "ZDP's collectives inside the node, an all-reduce of the 1/G gradient shard between nodes",
-       "on several nodes with slow links between them: gathers stay on the fast links"},
+       "on several nodes with slow links between them: gathers stay on the fast links",
+       fsdp_cpu_offload()},
   }};
   return modes;
 }
@@ -190,19 +237,55 @@ bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& c
 }
 
 double resting_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
-                           double gradient_bytes, double optimizer_bytes) {
+                           double gradient_bytes, double optimizer_bytes, bool offload) {
   const ModeDescription& description = describe_mode(mode);
   const double degree = shard_degree(mode, cluster);
   auto held = [degree](bool sharded, double bytes) { return sharded ? bytes / degree : bytes; };
-  return held(description.shards_parameters, parameter_bytes) +
-         held(description.shards_gradients, gradient_bytes) +
-         held(description.shards_optimizer_states, optimizer_bytes);
+  const OffloadDescription* moved =
+      offload && description.offload ? &*description.offload : nullptr;
+  // Offloaded states leave the device: the optimizer states always, the parameter shard when
+  // the host keeps it; a gradient the mode shards leaves too when the host keeps its shard (a
+  // whole gradient, as Z1 keeps, stays: the host gets a copy of the rank's shard of it).
+  const bool parameters_moved = moved && moved->parameters && description.shards_parameters;
+  const bool gradients_moved = moved && moved->gradients && description.shards_gradients;
+  return (parameters_moved ? 0.0 : held(description.shards_parameters, parameter_bytes)) +
+         (gradients_moved ? 0.0 : held(description.shards_gradients, gradient_bytes)) +
+         (moved ? 0.0 : held(description.shards_optimizer_states, optimizer_bytes));
+}
+
+double host_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
+                        double gradient_bytes, double optimizer_bytes) {
+  const ModeDescription& description = describe_mode(mode);
+  if (!description.offload) return 0.0;
+  const double degree = shard_degree(mode, cluster);
+  return (description.offload->parameters ? parameter_bytes / degree : 0.0) +
+         (description.offload->gradients ? gradient_bytes / degree : 0.0) +
+         optimizer_bytes / degree;
+}
+
+bool copy_runs(const HostCopy& copy, Checkpoint checkpoint) {
+  return copy.stage != Stage::recompute || checkpoint == Checkpoint::unfused;
+}
+
+bool copy_runs_every_micro_batch(const ModeDescription& mode, const HostCopy& copy) {
+  switch (copy.stage) {
+    case Stage::forward:
+    case Stage::recompute:
+    case Stage::backward:
+      return true;
+    case Stage::after_backward:
+      return mode.shards_gradients;
+    case Stage::after_step:
+      return false;
+  }
+  return true;
 }
 
 bool choice_consistent(const OperatorChoice& choice) {
   return choice.slices >= 1 && choice.sharded_slices >= 0 &&
          choice.sharded_slices <= choice.slices &&
-         (choice.mode == Mode::dp) == (choice.sharded_slices == 0);
+         (choice.mode == Mode::dp) == (choice.sharded_slices == 0) &&
+         (!choice.offload || describe_mode(choice.mode).offload.has_value());
 }
 
 }  // namespace osdp

@@ -51,6 +51,31 @@ struct ModeCollective {
   std::string_view what;  // "parameters before forward", for explanations
 };
 
+// A copy between a rank's device memory and its host memory of one sharded slice's shard.
+enum class CopyDirection { to_device, to_host };
+
+struct HostCopy {
+  // When it runs: before the stage's collective (to_device: before the gather of that stage) or,
+  // for after_backward, after the gradient reduction; after_step: after the CPU's update.
+  Stage stage;
+  CopyDirection direction;
+  bool gradients;         // the gradient shard (else the parameter shard)
+  std::string_view what;  // "the parameter shard, before the forward gather"
+};
+
+// CPU offload of a mode's sharded states (--offload, OperatorChoice::offload): the optimizer
+// states and their update always move to the host; the parameter shard and the reduced gradient
+// shard as the flags say; the copies move the shards between device and host.
+struct OffloadDescription {
+  std::string_view known_as;  // "PyTorch FSDP CPUOffload", "DeepSpeed ZeRO-Offload"
+  bool parameters;            // the parameter shard lives in host memory
+  bool gradients;             // the reduced gradient shard lives in host memory
+  std::vector<HostCopy> copies;
+  std::string_view keeps;  // teaching, as the mode's own
+  std::string_view sends;
+  std::string_view wins;
+};
+
 struct ModeDescription {
   Mode mode;
   std::string_view name;      // as in plans, scenarios and --modes
@@ -66,6 +91,8 @@ struct ModeDescription {
   std::string_view keeps;  // teaching: what a rank keeps
   std::string_view sends;  // what it sends
   std::string_view wins;   // when it wins
+  // Its CPU offload; nullopt: the mode cannot offload (dp shards nothing to move).
+  std::optional<OffloadDescription> offload = std::nullopt;
 };
 
 // Every mode, in the order of the Mode enum.
@@ -97,13 +124,23 @@ bool collective_runs(const ModeCollective& collective, Checkpoint checkpoint);
 // accumulates it (DDP's no_sync, ZeRO-1); what follows the optimizer step runs once.
 bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& collective);
 
-// The model states (parameters, gradients, optimizer states) one rank holds at rest for one
-// slice of `mode`, given the slice's full sizes.
+// The model states (parameters, gradients, optimizer states) one rank holds at rest in device
+// memory for one slice of `mode`, given the slice's full sizes; with `offload`, less what the
+// mode's offload moves to the host.
 double resting_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
-                           double gradient_bytes, double optimizer_bytes);
+                           double gradient_bytes, double optimizer_bytes, bool offload = false);
+// What one rank keeps in host memory for one offloaded slice of `mode` (0 when the mode has no
+// offload): the optimizer-state shard, and the parameter and gradient shards as it says.
+double host_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
+                        double gradient_bytes, double optimizer_bytes);
 
-// Whether the choice is consistent in itself: slices >= 1, 0 <= sharded <= slices, and mode dp
-// exactly when no slice is sharded.
+// Whether a host copy runs for this checkpointing (as collective_runs), and in every
+// micro-batch (as the collective of its stage).
+bool copy_runs(const HostCopy& copy, Checkpoint checkpoint);
+bool copy_runs_every_micro_batch(const ModeDescription& mode, const HostCopy& copy);
+
+// Whether the choice is consistent in itself: slices >= 1, 0 <= sharded <= slices, mode dp
+// exactly when no slice is sharded, and offload only for a mode that has one.
 bool choice_consistent(const OperatorChoice& choice);
 
 }  // namespace osdp

@@ -28,13 +28,13 @@ std::optional<Checkpoint> checkpoint_from_name(std::string_view name) {
 std::string describe(const OperatorChoice& choice) {
   std::string text(mode_name(choice.mode));
   if (choice.slices > 1) {
-    text = choice.mode == Mode::dp
-               ? fmt::format("dp x{}", choice.slices)
-               : fmt::format("{} {}/{}", mode_name(choice.mode), choice.sharded_slices,
-                             choice.slices);
+    text = choice.mode == Mode::dp ? fmt::format("dp x{}", choice.slices)
+                                   : fmt::format("{} {}/{}", mode_name(choice.mode),
+                                                 choice.sharded_slices, choice.slices);
   }
   if (choice.checkpoint == Checkpoint::unfused) text += "+ckpt";
   if (choice.checkpoint == Checkpoint::fused) text += "+fused-ckpt";
+  if (choice.offload) text += "+offload";
   return text;
 }
 

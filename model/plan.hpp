@@ -30,14 +30,19 @@ std::optional<Checkpoint> checkpoint_from_name(std::string_view name);
 
 // The choice for one operator. `slices` is the split granularity k; `sharded_slices` (j) of
 // them run in `mode` and the other k - j in DP. mode == dp exactly when sharded_slices == 0.
+// `offload`: the sharded slices' states live in host memory and their optimizer step runs on
+// the CPU, as the mode's offload description says (model/mode.hpp: FSDP CPUOffload for the
+// modes that gather each use, ZeRO-Offload for z2 and z1).
 struct OperatorChoice {
   Mode mode = Mode::dp;
   int slices = 1;
   int sharded_slices = 0;
   Checkpoint checkpoint = Checkpoint::none;
+  bool offload = false;
 
-  static OperatorChoice whole(Mode mode, Checkpoint checkpoint = Checkpoint::none) {
-    return {mode, 1, mode == Mode::dp ? 0 : 1, checkpoint};
+  static OperatorChoice whole(Mode mode, Checkpoint checkpoint = Checkpoint::none,
+                              bool offload = false) {
+    return {mode, 1, mode == Mode::dp ? 0 : 1, checkpoint, offload};
   }
   bool operator==(const OperatorChoice&) const = default;
 };

@@ -85,8 +85,8 @@ Plan load_choices(const JsonReader& reader, const Workload& workload, const Cost
   std::vector<bool> seen(workload.size(), false);
   const auto entries = reader.objects("operators");
   for (const auto& entry : entries) {
-    entry.require_only(
-        {"name", "mode", "slices", "sharded_slices", "checkpoint", "time_s", "memory_bytes"});
+    entry.require_only({"name", "mode", "slices", "sharded_slices", "checkpoint", "offload",
+                        "time_s", "memory_bytes"});
     const std::string name = entry.string("name");
     const auto index = workload.find(name);
     if (!index)
@@ -107,6 +107,10 @@ Plan load_choices(const JsonReader& reader, const Workload& workload, const Cost
     if (entry.has("checkpoint")) {
       choice.checkpoint =
           *checkpoint_from_name(entry.choice("checkpoint", {"none", "unfused", "fused"}));
+    }
+    choice.offload = entry.optional_boolean("offload").value_or(false);
+    if (choice.offload && !describe_mode(choice.mode).offload) {
+      entry.fail_value("offload", "true", "false for mode " + mode + " (it has no CPU offload)");
     }
     if (!choice_consistent(choice)) {
       entry.fail("sharded_slices", "0 for mode dp, and at least 1 for a sharded mode");
@@ -153,6 +157,7 @@ Json plan_to_json(const Plan& plan, const Workload& scenario_workload) {
     if (choice.checkpoint != Checkpoint::none) {
       entry["checkpoint"] = std::string(checkpoint_name(choice.checkpoint));
     }
+    if (choice.offload) entry["offload"] = true;
     operators.push_back(std::move(entry));
   }
   Json json = {{"batch_size", plan.batch_size}, {"operators", std::move(operators)}};

@@ -149,6 +149,25 @@ std::optional<SearchSpec::CheckpointPolicy> parse_checkpoint_policy(const std::s
   return std::nullopt;
 }
 
+std::optional<SearchSpec::OffloadPolicy> parse_offload_policy(const std::string& text) {
+  if (text == "off") return SearchSpec::OffloadPolicy::off;
+  if (text == "on") return SearchSpec::OffloadPolicy::on;
+  if (text == "auto") return SearchSpec::OffloadPolicy::automatic;
+  return std::nullopt;
+}
+
+std::string_view offload_policy_name(SearchSpec::OffloadPolicy policy) {
+  switch (policy) {
+    case SearchSpec::OffloadPolicy::off:
+      return "off";
+    case SearchSpec::OffloadPolicy::on:
+      return "on";
+    case SearchSpec::OffloadPolicy::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
 std::optional<SearchSpec::UnitsPolicy> parse_units_policy(const std::string& text) {
   if (text == "off") return SearchSpec::UnitsPolicy::off;
   if (text == "block") return SearchSpec::UnitsPolicy::block;
@@ -221,7 +240,7 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   if (reader.has("search")) {
     const JsonReader search = reader.object("search");
     search.require_only({"modes", "split", "checkpoint", "optimality_gap", "time_limit", "units",
-                         "min_unit_parameters"});
+                         "min_unit_parameters", "offload"});
     if (search.has("modes")) {
       const Json& modes = search.raw("modes");
       std::string joined;
@@ -261,6 +280,10 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     }
     if (search.has("units")) {
       scenario.search.units = *parse_units_policy(search.choice("units", {"off", "block", "auto"}));
+    }
+    if (search.has("offload")) {
+      scenario.search.offload =
+          *parse_offload_policy(search.choice("offload", {"off", "on", "auto"}));
     }
     if (search.has("min_unit_parameters")) {
       scenario.search.min_unit_parameters =

@@ -37,6 +37,9 @@ struct SearchSpec {
   // FSDP units (model/wrapping.hpp): off, one unit per operator; block, one unit per
   // transformer block; automatic, the best of several wrappings (search/units_search.hpp).
   enum class UnitsPolicy { off, block, automatic } units = UnitsPolicy::off;
+  // CPU offload of the sharded modes' states (model/mode.hpp): off, never; on, every operator
+  // that runs a mode with an offload; automatic, chosen per operator.
+  enum class OffloadPolicy { off, on, automatic } offload = OffloadPolicy::off;
   // The size-based wrapping's minimum (PyTorch's min_num_params): fsdp_min_params and --units
   // auto use it.
   double min_unit_parameters = 1e8;
@@ -47,6 +50,9 @@ std::optional<SearchSpec::CheckpointPolicy> parse_checkpoint_policy(const std::s
 std::optional<SearchSpec::UnitsPolicy> parse_units_policy(
     const std::string& text);  // "off", "block", "auto"
 std::string_view units_policy_name(SearchSpec::UnitsPolicy policy);
+std::optional<SearchSpec::OffloadPolicy> parse_offload_policy(
+    const std::string& text);  // "off", "on", "auto"
+std::string_view offload_policy_name(SearchSpec::OffloadPolicy policy);
 
 struct Scenario {
   std::string file;  // where it was read from ("" when built in code)

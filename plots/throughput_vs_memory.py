@@ -23,6 +23,8 @@ STRATEGY_LABELS = {
     "fsdp_ckpt_fairscale": "FSDP + ckpt (FairScale)",
     "fsdp_block": "FSDP, a unit per block",
     "fsdp_min_params": "FSDP, size-based units",
+    "fsdp_offload": "FSDP + CPU offload",
+    "zero2_offload": "ZeRO-2 + CPU offload (ZeRO-Offload)",
 }
 SUFFIX = "_throughput_samples_per_s"
 

@@ -1,5 +1,7 @@
 #include "search/exact.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -906,8 +908,35 @@ SearchResult search_global_batch(const CostModel& model, const SearchSpec& spec,
 
 }  // namespace
 
+namespace {
+SearchResult search_device_memory(const CostModel& model, const SearchSpec& spec,
+                                  std::optional<double> memory_limit_bytes, bool solve_every_batch);
+}  // namespace
+
 SearchResult search(const CostModel& model, const SearchSpec& spec,
                     std::optional<double> memory_limit_bytes, bool solve_every_batch) {
+  SearchResult result = search_device_memory(model, spec, memory_limit_bytes, solve_every_batch);
+  // Host memory is checked, not searched over: offloaded states are model states, so a plan that
+  // fits the device but not the host falls back to keeping them on the device.
+  if (spec.offload == SearchSpec::OffloadPolicy::off || !result.best ||
+      model.host_memory_fits(result.best->cost.host_memory_bytes)) {
+    return result;
+  }
+  SearchSpec without = spec;
+  without.offload = SearchSpec::OffloadPolicy::off;
+  const double needed = result.best->cost.host_memory_bytes;
+  result = search_device_memory(model, without, memory_limit_bytes, solve_every_batch);
+  result.host_memory_note = fmt::format(
+      "the best plan offloaded {:.4g} GiB a node, more than the host's {:.4g} GiB: searched "
+      "again without offload (the search does not trade host memory against time)",
+      needed / (1 << 30), *model.cluster().host.memory_bytes / (1 << 30));
+  return result;
+}
+
+namespace {
+SearchResult search_device_memory(const CostModel& model, const SearchSpec& spec,
+                                  std::optional<double> memory_limit_bytes,
+                                  bool solve_every_batch) {
   if (spec.units != SearchSpec::UnitsPolicy::off) {
     return search_over_units(model, spec, memory_limit_bytes, solve_every_batch);
   }
@@ -971,6 +1000,7 @@ SearchResult search(const CostModel& model, const SearchSpec& spec,
   }
   return result;
 }
+}  // namespace
 
 std::vector<ScheduledPlan> top_plans(const SearchResult& result, int count) {
   std::vector<ScheduledPlan> plans;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/cost_model.hpp"
@@ -54,6 +55,9 @@ struct SearchResult {
   // optimality gap when the search finished, larger when the time limit stopped it (1 when it
   // stopped before finding any plan).
   double proven_gap = 0;
+  // Set when the best plan offloaded more than the host's memory holds: the search does not
+  // trade host memory against time, so it fell back to no offload and says so here.
+  std::string host_memory_note;
 };
 
 // The batch-size scheduler over b = training.min_batch_size .. max_batch_size (those at which a

@@ -33,7 +33,7 @@ bool dominates(const Linear& a, const Linear& b) {
 // a is no worse than b in time and every memory term, for every batch size.
 bool dominates(const OptionCost& a, const OptionCost& b) {
   return no_slower(a.time_s, b.time_s) && dominates(a.persistent_bytes, b.persistent_bytes) &&
-         dominates(a.transient_bytes, b.transient_bytes) &&
+         dominates(a.transient_bytes, b.transient_bytes) && a.host_bytes <= b.host_bytes &&
          a.gather_buffer_bytes <= b.gather_buffer_bytes &&
          a.next_slice_buffer_bytes <= b.next_slice_buffer_bytes;
 }
@@ -55,9 +55,16 @@ std::vector<OperatorChoice> enumerate_choices(const CostModel& model, int op,
           if (k == 1) choices.push_back({Mode::dp, 1, 0, effective});
           continue;
         }
-        // j of the k slices in the sharded mode, the rest DP (only when DP is allowed).
+        // j of the k slices in the sharded mode, the rest DP (only when DP is allowed); their
+        // states offloaded to the host as the policy says (modes that have an offload).
+        const bool can_offload = describe_mode(mode).offload.has_value();
         for (int j = dp_allowed ? 1 : k; j <= k; ++j) {
-          choices.push_back({mode, k, j, effective});
+          if (spec.offload != SearchSpec::OffloadPolicy::on || !can_offload) {
+            choices.push_back({mode, k, j, effective, false});
+          }
+          if (spec.offload != SearchSpec::OffloadPolicy::off && can_offload) {
+            choices.push_back({mode, k, j, effective, true});
+          }
         }
       }
     }

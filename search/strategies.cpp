@@ -35,6 +35,20 @@ std::vector<Strategy> standard_strategies(double min_unit_parameters) {
       {"fsdp_min_params", Mode::zdp, Checkpoint::none,
        "FSDP FULL_SHARD wrapped by size (size_based_auto_wrap_policy, " + by_size.describe() + ")",
        by_size},
+      {"fsdp_offload",
+       Mode::zdp,
+       Checkpoint::none,
+       "PyTorch FSDP FULL_SHARD with CPUOffload(offload_params=True): parameter, gradient and "
+       "optimizer-state shards in host memory, copied in before each gather, the step on the CPU",
+       {},
+       true},
+      {"zero2_offload",
+       Mode::z2,
+       Checkpoint::none,
+       "DeepSpeed ZeRO-Offload on ZeRO-2: gradient shards to the host, the optimizer states and "
+       "step on the CPU, updated parameter shards back",
+       {},
+       true},
   };
 }
 
@@ -118,7 +132,7 @@ Plan plan_on(const StrategyModel& strategy_model, const Strategy& strategy, int 
   plan.choices.reserve(workload.size());
   for (const Operator& op : workload.operators()) {
     const Checkpoint checkpoint = checkpointable(op) ? strategy.checkpoint : Checkpoint::none;
-    plan.choices.push_back(OperatorChoice::whole(strategy.mode, checkpoint));
+    plan.choices.push_back(OperatorChoice::whole(strategy.mode, checkpoint, strategy.offload));
   }
   return plan;
 }
@@ -133,9 +147,10 @@ StrategyResult schedule_strategy(const CostModel& search_model, const Strategy& 
   const CostSettings& settings = model.settings();
   const double limit_bytes = memory_limit_bytes.value_or(model.memory_limit_bytes());
   const Training& training = model.training();
-  if (!strategy_valid(model, plan_on(strategy_model, strategy, training.min_batch_size))) {
-    return result;
-  }
+  const Plan smallest = plan_on(strategy_model, strategy, training.min_batch_size);
+  if (!strategy_valid(model, smallest)) return result;
+  // Offloaded states do not grow with the batch: a host too small for them fits no batch size.
+  if (!model.host_memory_fits(model.plan_cost(smallest).host_memory_bytes)) return result;
   for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
     // A fixed global batch: only the micro-batches that reach it, each evaluated with its own
     // steps (a model of its own); otherwise the one model serves every batch size.

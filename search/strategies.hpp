@@ -28,12 +28,15 @@ struct Strategy {
   // How the model is wrapped into FSDP units (model/wrapping.hpp); per operator for all but
   // fsdp_block and fsdp_min_params.
   WrappingRule units{};
+  // CPU offload of every operator's states (model/mode.hpp: fsdp_offload, zero2_offload).
+  bool offload = false;
 };
 
 // DDP, FSDP, ZeRO-2, then the same with checkpointing (PyTorch FSDP's fused recompute gather
 // for fsdp+ckpt), FairScale's FSDP with checkpointing (unfused), ZeRO-1 without and with, then
 // FSDP wrapped one unit per transformer block (fsdp_block) and by PyTorch's size-based auto-wrap
-// policy at `min_unit_parameters` (fsdp_min_params).
+// policy at `min_unit_parameters` (fsdp_min_params), then the CPU-offloaded FSDP
+// (fsdp_offload: PyTorch FSDP CPUOffload) and ZeRO-2 (zero2_offload: DeepSpeed ZeRO-Offload).
 std::vector<Strategy> standard_strategies(double min_unit_parameters = 1e8);
 // A standard strategy by name; "fsdp+ckpt-pytorch" is another name for "fsdp+ckpt".
 std::optional<Strategy> strategy_from_name(const std::string& name,

@@ -164,6 +164,8 @@ void Executor::release(int task, int by) {
 void Executor::begin(int task) {
   if (program_.items[task_item_[task]].collective) {
     begin_collective(task);
+  } else if (program_.items[task_item_[task]].host_copy) {
+    begin_host_copy(task);
   } else {
     begin_compute(task);
   }
@@ -185,7 +187,8 @@ void Executor::begin_compute(int task) {
   // Idle time before this compute, waiting for a collective, is that collective's exposure.
   const double idle = now - state.previous_end_s;
   const int by = ready_by_[task];
-  if (idle > 0 && by >= 0 && program_.items[task_item_[by]].collective) {
+  if (idle > 0 && by >= 0 &&
+      (program_.items[task_item_[by]].collective || program_.items[task_item_[by]].host_copy)) {
     exposed_[rank][static_cast<int>(program_.items[task_item_[by]].category)] += idle;
   }
   times_[task].start_s = now;
@@ -233,6 +236,22 @@ void Executor::finish_compute(int task) {
   }
   apply(program_.items[item].at_end, rank, item);
   for_each_successor(task, DepOn::end, [this, task](int next) { release(next, task); });
+}
+
+// A host copy runs on the GPU's copy engine: it neither slows the compute nor waits for it; it
+// takes its time (the node's GPUs copying at once, model/cluster's host_copy_s).
+void Executor::begin_host_copy(int task) {
+  const int item = task_item_[task];
+  const int rank = task_who_[task];
+  times_[task].start_s = kernel_.now();
+  apply(program_.items[item].at_start, rank, item);
+  for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
+  kernel_.after(program_.items[item].work_s, [this, task]() {
+    const int done_item = task_item_[task];
+    times_[task].end_s = kernel_.now();
+    apply(program_.items[done_item].at_end, task_who_[task], done_item);
+    for_each_successor(task, DepOn::end, [this, task](int next) { release(next, task); });
+  });
 }
 
 void Executor::begin_collective(int task) {
@@ -332,7 +351,7 @@ double Executor::optimizer_step_s(int rank) const {
   double total_s = 0;
   for (int item = 0; item < static_cast<int>(program_.items.size()); ++item) {
     const ProgramItem& it = program_.items[item];
-    if (it.collective || it.phase != Phase::optimizer) continue;
+    if (it.collective || it.host_copy || it.phase != Phase::optimizer) continue;
     const TaskTimes& t = times_[task_of(item, rank)];
     total_s += t.end_s - t.start_s;
   }

@@ -88,6 +88,7 @@ class Executor {
   void begin(int task);
   void begin_compute(int task);
   void begin_collective(int task);
+  void begin_host_copy(int task);
   void finish_compute(int task);
   void finish_collective(int task);
   void schedule_compute_end(int rank);

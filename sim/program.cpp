@@ -131,8 +131,8 @@ class Builder {
     const double sharded_fraction = static_cast<double>(c.sharded_slices) / c.slices;
     const double states = o.model_state_bytes();
     // Parameters gathered once are held as gathered buffers from forward to backward, not here.
-    const double sharded_states = resting_state_bytes(c.mode, cluster_, o.parameter_bytes,
-                                                      o.gradient_bytes, o.optimizer_bytes);
+    const double sharded_states = resting_state_bytes(
+        c.mode, cluster_, o.parameter_bytes, o.gradient_bytes, o.optimizer_bytes, c.offload);
     const double bytes = (1.0 - sharded_fraction) * states + sharded_fraction * sharded_states;
     if (bytes > 0) program_.initial.push_back({bytes, MemoryCategory::model_states, op});
     if (o.extra_bytes > 0) program_.initial.push_back({o.extra_bytes, MemoryCategory::extra, op});
@@ -183,6 +183,54 @@ class Builder {
     return index;
   }
 
+  // The host copy an offloaded slice's mode runs at `stage` in `direction` (nullptr if none).
+  const HostCopy* host_copy_of(int op, Stage stage, CopyDirection direction) const {
+    const OperatorChoice& c = choice(op);
+    const ModeDescription& description = describe_mode(c.mode);
+    if (!c.offload || !description.offload) return nullptr;
+    for (const HostCopy& copy : description.offload->copies) {
+      if (copy.stage == stage && copy.direction == direction) return &copy;
+    }
+    return nullptr;
+  }
+
+  // A copy of one rank's shard of slice `slice` between device and host, on the lane of the
+  // mode's collectives of that kind (after what the lane ran before, as a collective would be).
+  int add_host_copy(const HostCopy& copy, int op, int slice, CommCategory category,
+                    std::vector<Dep> deps) {
+    ProgramItem item;
+    item.host_copy = true;
+    item.copy_direction = copy.direction;
+    item.group = shard_group(op);
+    item.lane = copy.gradients && options_.separate_reduce_scatter_lane ? 1 : 0;
+    item.bytes = model_.host_copy_bytes(choice(op).mode, copy, slice_bytes(op));
+    item.work_s = host_copy_s(cluster_, item.bytes);
+    item.category = category;
+    item.op = op;
+    item.slice = slice;
+    item.deps = std::move(deps);
+    const int lane_key = static_cast<int>(item.group) * 2 + item.lane;
+    if (lane_tail_[lane_key] >= 0) item.deps.push_back({lane_tail_[lane_key], DepOn::end});
+    const int index = add_item(std::move(item));
+    lane_tail_[lane_key] = index;
+    return index;
+  }
+
+  static Stage stage_of(CommCategory category) {
+    switch (category) {
+      case CommCategory::ag_forward:
+        return Stage::forward;
+      case CommCategory::ag_recompute:
+        return Stage::recompute;
+      case CommCategory::ag_backward:
+        return Stage::backward;
+      case CommCategory::ag_after_step:
+        return Stage::after_step;
+      default:
+        return Stage::after_backward;
+    }
+  }
+
   // Whether the rate limiter could admit one more gather now: the free it would wait for is
   // known (a buffer still held, e.g. by a fused recompute's operator, makes a prefetch wait).
   bool limiter_can_admit() const {
@@ -205,6 +253,12 @@ class Builder {
         }
         deps.push_back({gather_free_item_[earlier], DepOn::end});
       }
+    }
+    // CPU offload of the parameters: the shard comes in from the host first; the gather waits
+    // for it (on the same lane, right after it).
+    if (const HostCopy* copy = host_copy_of(op, stage_of(category), CopyDirection::to_device)) {
+      const int copied = add_host_copy(*copy, op, slice, category, std::move(deps));
+      deps = {{copied, DepOn::end}};
     }
     const int index = add_collective(CollectiveKind::all_gather, shard_group(op), false,
                                      slice_bytes(op), category, op, slice, std::move(deps));
@@ -410,7 +464,8 @@ class Builder {
       if (collective.stage != stage) continue;
       // A mode that keeps the whole gradient accumulates it: reduced after the last micro-batch.
       if (!runs_every_micro_batch(description, collective) && !last_micro_batch_) continue;
-      const Dep dep = collective.after_previous && previous >= 0 ? Dep{previous, DepOn::end} : after;
+      const Dep dep =
+          collective.after_previous && previous >= 0 ? Dep{previous, DepOn::end} : after;
       const double full_bytes =
           collective.node_shard_bytes ? bytes / cluster_.gpus_per_node : bytes;
       previous = add_collective(collective.kind, group_kind(collective.group), reduction,
@@ -440,13 +495,21 @@ class Builder {
     const OperatorChoice& c = choice(step.op);
     if (sharded(step.op, step.slice)) {
       const int first = static_cast<int>(program_.items.size());
-      const int last = add_stage_collectives(
-          c.mode, Stage::after_backward, step.op, step.slice,
-          slice_bytes(step.op) * model_.gradient_reduce_ratio(), {compute, DepOn::end}, true);
+      const int last = add_stage_collectives(c.mode, Stage::after_backward, step.op, step.slice,
+                                             slice_bytes(step.op) * model_.gradient_reduce_ratio(),
+                                             {compute, DepOn::end}, true);
       // The slice's full gradient lives until its first reduction (a reduce-scatter) is done.
       if (last >= 0 && describe_mode(c.mode).shards_gradients) {
         program_.items[first].at_end.push_back(
             {-gradient_bytes, MemoryCategory::unsharded_gradients, step.op});
+      }
+      // CPU offload: the reduced gradient shard goes to the host, in the micro-batches where
+      // the mode's copy runs; the optimizer step waits for it.
+      const HostCopy* copy = host_copy_of(step.op, Stage::after_backward, CopyDirection::to_host);
+      if (copy && last >= 0 &&
+          (copy_runs_every_micro_batch(describe_mode(c.mode), *copy) || last_micro_batch_)) {
+        reductions_.push_back(add_host_copy(*copy, step.op, step.slice,
+                                            program_.items[last].category, {{last, DepOn::end}}));
       }
     }
     const int dp_slices = c.slices - c.sharded_slices;
@@ -487,8 +550,16 @@ class Builder {
     for (int op : model_.workload().execution_order()) {
       const OperatorChoice& c = choice(op);
       for (int s = 0; s < c.sharded_slices; ++s) {
-        const int last = add_stage_collectives(c.mode, Stage::after_step, op, s, slice_bytes(op),
-                                               {step, DepOn::end}, false);
+        // CPU offload: the updated parameter shard comes back from the host first.
+        Dep after{step, DepOn::end};
+        if (const HostCopy* copy = host_copy_of(op, Stage::after_step, CopyDirection::to_device)) {
+          const int copied =
+              add_host_copy(*copy, op, s, CommCategory::ag_after_step, {{step, DepOn::end}});
+          after_step.push_back(copied);
+          after = {copied, DepOn::end};
+        }
+        const int last =
+            add_stage_collectives(c.mode, Stage::after_step, op, s, slice_bytes(op), after, false);
         if (last >= 0) after_step.push_back(last);
       }
     }

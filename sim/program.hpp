@@ -34,6 +34,11 @@ struct MemoryAction {
 
 struct ProgramItem {
   bool collective = false;
+  // A copy of one rank's shard between its device and host memory (CPU offload): one task per
+  // rank like compute, on its group's lane like a collective (`group`, `lane`, `bytes`,
+  // `category` as the collective it feeds or drains), taking `work_s`.
+  bool host_copy = false;
+  CopyDirection copy_direction = CopyDirection::to_device;
   int op = -1;
   int slice = 0;
   // Compute items.

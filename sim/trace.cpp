@@ -26,12 +26,17 @@ std::string_view group_label(GroupKind kind) {
 
 // Track 0 is compute; communication lanes follow, two per group kind.
 int track_of(const ProgramItem& item) {
-  return item.collective ? 1 + static_cast<int>(item.group) * 2 + item.lane : 0;
+  return item.collective || item.host_copy ? 1 + static_cast<int>(item.group) * 2 + item.lane : 0;
 }
 
 std::string item_name(const ProgramItem& item, const Workload& workload) {
   const std::string op = item.op >= 0 ? workload.op(item.op).name : "";
   if (item.collective) return fmt::format("{} {}", collective_name(item.kind), op);
+  if (item.host_copy) {
+    return fmt::format("copy {} {}",
+                       item.copy_direction == CopyDirection::to_device ? "to device" : "to host",
+                       op);
+  }
   if (item.phase == Phase::optimizer) return "optimizer step";
   return fmt::format("{} {}", phase_name(item.phase), op);
 }
@@ -86,10 +91,11 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
     const int item_index = executor.item_of_task(t);
     const ProgramItem& item = program.items[item_index];
     const std::string name = item_name(item, workload);
-    const std::string category = item.collective ? std::string(comm_category_name(item.category))
-                                                 : std::string(phase_name(item.phase));
+    const std::string category = item.collective || item.host_copy
+                                     ? std::string(comm_category_name(item.category))
+                                     : std::string(phase_name(item.phase));
     Json args = {{"slice", item.slice}};
-    if (item.collective) args["bytes"] = item.bytes;
+    if (item.collective || item.host_copy) args["bytes"] = item.bytes;
     auto add = [&](int rank) {
       events.push_back({{"ph", "X"},
                         {"name", name},

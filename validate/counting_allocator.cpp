@@ -9,6 +9,22 @@
 namespace osdp::validate {
 namespace {
 
+// Whether this thread's allocations go to the host arena (HostArenaScope).
+thread_local bool in_host_arena = false;
+
+struct Counter {
+  std::atomic<std::int64_t> live{0};
+  std::atomic<std::int64_t> peak{0};
+
+  void add(std::int64_t delta) {
+    const std::int64_t now = live.fetch_add(delta) + delta;
+    std::int64_t high = peak.load();
+    while (now > high && !peak.compare_exchange_weak(high, now)) {
+    }
+  }
+  MemoryCounts counts() const { return {live.load(), peak.load()}; }
+};
+
 // Wraps the default CPU allocator; each allocation carries its size in the deleter context.
 class CountingAllocator final : public c10::Allocator {
  public:
@@ -16,43 +32,37 @@ class CountingAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t bytes) const override {
     c10::DataPtr inner = inner_->allocate(bytes);
-    auto* record = new Record{inner.release_context(), inner.get_deleter(), bytes,
-                              const_cast<CountingAllocator*>(this)};
+    Counter* counter = in_host_arena ? &host_ : &device_;
+    auto* record = new Record{inner.release_context(), inner.get_deleter(), bytes, counter};
     void* data = inner.get();
-    add(static_cast<std::int64_t>(bytes));
+    counter->add(static_cast<std::int64_t>(bytes));
     return {data, record, &CountingAllocator::free, inner.device()};
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
-  MemoryCounts counts() const { return {live_.load(), peak_.load()}; }
-  void reset_peak() { peak_.store(live_.load()); }
+  MemoryCounts counts() const { return device_.counts(); }
+  MemoryCounts host_counts() const { return host_.counts(); }
+  void reset_peak() { device_.peak.store(device_.live.load()); }
 
  private:
   struct Record {
     void* inner_context;
     c10::DeleterFnPtr inner_deleter;
     size_t bytes;
-    CountingAllocator* owner;
+    Counter* counter;  // the arena it was counted in
   };
 
   static void free(void* context) {
     auto* record = static_cast<Record*>(context);
     if (record->inner_deleter != nullptr) record->inner_deleter(record->inner_context);
-    record->owner->add(-static_cast<std::int64_t>(record->bytes));
+    record->counter->add(-static_cast<std::int64_t>(record->bytes));
     delete record;
   }
 
-  void add(std::int64_t delta) const {
-    const std::int64_t live = live_.fetch_add(delta) + delta;
-    std::int64_t peak = peak_.load();
-    while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
-    }
-  }
-
   c10::Allocator* inner_;
-  mutable std::atomic<std::int64_t> live_{0};
-  mutable std::atomic<std::int64_t> peak_{0};
+  mutable Counter device_;
+  mutable Counter host_;
 };
 
 // The process-wide instance (see the header); never destroyed, since tensors may outlive main.
@@ -74,6 +84,13 @@ MemoryCounts memory_counts() { return instance != nullptr ? instance->counts() :
 
 void reset_peak_memory() {
   if (instance != nullptr) instance->reset_peak();
+}
+
+HostArenaScope::HostArenaScope() : outer_(in_host_arena) { in_host_arena = true; }
+HostArenaScope::~HostArenaScope() { in_host_arena = outer_; }
+
+MemoryCounts host_memory_counts() {
+  return instance != nullptr ? instance->host_counts() : MemoryCounts{};
 }
 
 }  // namespace osdp::validate

@@ -23,4 +23,19 @@ MemoryCounts memory_counts();
 // Starts a new high-water mark at the current live bytes.
 void reset_peak_memory();
 
+// The host arena (CPU offload on the CPU testbed, where device and host are one memory):
+// allocations made on this thread while a HostArenaScope lives are counted apart, in
+// host_memory_counts(), not in memory_counts(); their frees go back to the count they came from.
+class HostArenaScope {
+ public:
+  HostArenaScope();
+  ~HostArenaScope();
+  HostArenaScope(const HostArenaScope&) = delete;
+  HostArenaScope& operator=(const HostArenaScope&) = delete;
+
+ private:
+  bool outer_;
+};
+MemoryCounts host_memory_counts();
+
 }  // namespace osdp::validate

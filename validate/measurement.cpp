@@ -147,10 +147,12 @@ Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
   for (const auto& run : plans) {
     Json choices = Json::array();
     for (const auto& choice : run.plan.choices) {
-      choices.push_back({{"mode", std::string(mode_name(choice.mode))},
-                         {"slices", choice.slices},
-                         {"sharded_slices", choice.sharded_slices},
-                         {"checkpoint", std::string(checkpoint_name(choice.checkpoint))}});
+      Json entry = {{"mode", std::string(mode_name(choice.mode))},
+                    {"slices", choice.slices},
+                    {"sharded_slices", choice.sharded_slices},
+                    {"checkpoint", std::string(checkpoint_name(choice.checkpoint))}};
+      if (choice.offload) entry["offload"] = true;
+      choices.push_back(std::move(entry));
     }
     Json entry = {
         {"name", run.name}, {"batch_size", run.plan.batch_size}, {"choices", std::move(choices)}};
@@ -168,7 +170,7 @@ std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
     run.name = entry.string("name");
     run.plan.batch_size = static_cast<int>(entry.integer("batch_size", 1, 1 << 16));
     for (const JsonReader& choice : entry.objects("choices")) {
-      choice.require_only({"mode", "slices", "sharded_slices", "checkpoint"});
+      choice.require_only({"mode", "slices", "sharded_slices", "checkpoint", "offload"});
       OperatorChoice parsed;
       const std::string mode = choice.string("mode");
       const std::string checkpoint = choice.string("checkpoint");
@@ -184,6 +186,7 @@ std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
       }
       parsed.slices = static_cast<int>(choice.integer("slices", 1, 1 << 16));
       parsed.sharded_slices = static_cast<int>(choice.integer("sharded_slices", 0, parsed.slices));
+      parsed.offload = choice.optional_boolean("offload").value_or(false);
       run.plan.choices.push_back(parsed);
     }
     // FSDP units: operators per unit, checked against the GPT by check_runnable.

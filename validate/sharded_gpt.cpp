@@ -13,6 +13,7 @@
 
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
+#include "validate/counting_allocator.hpp"
 #include "validate/rank_device.hpp"
 
 namespace osdp::validate {
@@ -66,6 +67,14 @@ struct Slice {
   // From the mode's table: its gradient reduction runs in every micro-batch (it keeps only a
   // shard), not only after the last one (it keeps the whole gradient and accumulates it).
   bool reduces_every_micro_batch = true;
+  // CPU offload (the mode's offload description): the optimizer states live in host memory
+  // (the host arena on the CPU testbed) and the step runs there; the parameter shard and the
+  // reduced gradient shard too when the description says so. The copies between device and
+  // host are the gather's copy of the shard in, the reduction's copy of its chunk out, and (for
+  // parameters kept on the device) the updated shard back after the step.
+  bool offloaded = false;
+  bool parameters_on_host = false;
+  bool gradients_on_host = false;
 
   int64_t shard_numel() const { return numel / static_cast<int64_t>(shard_group.size()); }
   // Whether the slice's parameters are gathered before use (not when its mode replicates them).
@@ -318,6 +327,16 @@ struct ShardedGpt::Impl {
     return slices;
   }
 
+  // Host memory for offloaded states: CPU tensors, counted in the host arena.
+  static at::Tensor host_zeros(int64_t numel) {
+    HostArenaScope arena;
+    return at::zeros({numel}, at::TensorOptions().dtype(at::kFloat));
+  }
+  static at::Tensor on_host(const at::Tensor& values) {
+    HostArenaScope arena;
+    return values.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
+
   Member member_of(int i) const {
     if (i == 0) return {OperatorKind::embedding, "embedding."};
     if (i == shape.operators() - 1) return {OperatorKind::head, "head."};
@@ -372,9 +391,17 @@ struct ShardedGpt::Impl {
         }
         slice.shard_index = group_index(slice.shard_group, rank);
         const int64_t chunk = slice.shard_index * slice.shard_numel();
+        const ModeDescription& description = describe_mode(slice.mode);
+        slice.offloaded = choice.offload && description.offload.has_value();
+        slice.parameters_on_host =
+            slice.offloaded && description.offload->parameters && slice.gathers();
+        slice.gradients_on_host = slice.offloaded && description.offload->gradients;
         if (slice.gathers()) {
-          slice.shard = flat.narrow(0, chunk, slice.shard_numel()).clone();
-          slice.shard_grad = at::zeros_like(slice.shard);
+          slice.shard = slice.parameters_on_host
+                            ? on_host(flat.narrow(0, chunk, slice.shard_numel()))
+                            : flat.narrow(0, chunk, slice.shard_numel()).clone();
+          slice.shard_grad = slice.gradients_on_host ? host_zeros(slice.shard_numel())
+                                                     : at::zeros_like(slice.shard);
           slice.full = at::empty({slice.numel}, float_options);
           free_storage(slice.full);
           slice.present = false;
@@ -385,7 +412,9 @@ struct ShardedGpt::Impl {
           slice.present = true;
           slice.shard = flat.detach().narrow(0, chunk, slice.shard_numel());
           slice.full_grad = at::zeros({slice.numel}, float_options);
-          slice.shard_grad = slice.full_grad.narrow(0, chunk, slice.shard_numel());
+          slice.shard_grad = slice.gradients_on_host
+                                 ? host_zeros(slice.shard_numel())
+                                 : slice.full_grad.narrow(0, chunk, slice.shard_numel());
         }
       } else {
         slice.shard_group = {rank};
@@ -395,9 +424,12 @@ struct ShardedGpt::Impl {
         dp_numel += slice.numel;
       }
       slice.full.set_requires_grad(true);
-      slice.exp_avg = at::zeros_like(slice.local_parameters());
+      const int64_t local_numel = slice.local_parameters().numel();
+      slice.exp_avg =
+          slice.offloaded ? host_zeros(local_numel) : at::zeros_like(slice.local_parameters());
       if (options.adam.kind == AdamSettings::Kind::adam) {
-        slice.exp_avg_sq = at::zeros_like(slice.local_parameters());
+        slice.exp_avg_sq =
+            slice.offloaded ? host_zeros(local_numel) : at::zeros_like(slice.local_parameters());
       }
     }
     if (dp_numel > 0) op.dp_grad = at::zeros({dp_numel}, float_options);
@@ -798,7 +830,12 @@ struct ShardedGpt::Impl {
         destination.add_(chunk);
       }
     };
-    if (slice.full_grad.defined()) {
+    if (slice.full_grad.defined() && slice.gradients_on_host) {
+      // ZeRO-Offload on Z1: the reduced chunk of the whole gradient is copied to the host.
+      std::function<void()> copy_out = [chunk, destination]() mutable { destination.copy_(chunk); };
+      slice.reduced =
+          comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group, std::move(copy_out));
+    } else if (slice.full_grad.defined()) {
       slice.reduced = comm.start(CollectiveKind::reduce_scatter, grad, slice.shard_group);
     } else if (slice.replica_group.empty()) {
       slice.reduced =
@@ -810,7 +847,25 @@ struct ShardedGpt::Impl {
     }
   }
 
-  void adam(Slice& slice, const at::Tensor& grad) {
+  // The update of a slice's parameters this rank owns; an offloaded slice's runs on the host,
+  // on a host copy of its shard when the parameters stay on the device (ZeRO-Offload), which
+  // is copied back after the step.
+  void update(Slice& slice, const at::Tensor& grad) {
+    if (!slice.offloaded) {
+      adam(slice, slice.local_parameters(), grad);
+      return;
+    }
+    HostArenaScope arena;
+    if (slice.parameters_on_host) {
+      adam(slice, slice.shard, grad);
+      return;
+    }
+    at::Tensor master = on_host(slice.shard);
+    adam(slice, master, grad.device().is_cpu() ? grad : on_host(grad));
+    slice.shard.copy_(master);
+  }
+
+  void adam(Slice& slice, at::Tensor parameters, const at::Tensor& grad) {
     const AdamSettings& a = options.adam;
     if (a.kind == AdamSettings::Kind::sgd) {
       // torch::optim::SGD: the first step copies the gradient into the momentum buffer.
@@ -819,7 +874,7 @@ struct ShardedGpt::Impl {
       } else {
         slice.exp_avg.mul_(a.beta1).add_(grad);
       }
-      slice.local_parameters().add_(slice.exp_avg, -a.learning_rate);
+      parameters.add_(slice.exp_avg, -a.learning_rate);
       return;
     }
     const double correction1 = 1.0 - std::pow(a.beta1, adam_step);
@@ -828,7 +883,7 @@ struct ShardedGpt::Impl {
     slice.exp_avg_sq.mul_(a.beta2).addcmul_(grad, grad, 1.0 - a.beta2);
     const at::Tensor denominator =
         (slice.exp_avg_sq.sqrt() / std::sqrt(correction2)).add_(a.epsilon);
-    slice.local_parameters().addcdiv_(slice.exp_avg, denominator, -a.learning_rate / correction1);
+    parameters.addcdiv_(slice.exp_avg, denominator, -a.learning_rate / correction1);
   }
 
   // Clocks are read with the device synchronised, so that a phase's time is its work's.
@@ -915,9 +970,9 @@ struct ShardedGpt::Impl {
         for (Slice& slice : op.slices) {
           if (slice.sharded) {
             wait(slice.reduced);
-            adam(slice, slice.shard_grad);
+            update(slice, slice.shard_grad);
           } else {
-            adam(slice, op.dp_grad.narrow(0, slice.dp_offset, slice.numel));
+            update(slice, op.dp_grad.narrow(0, slice.dp_offset, slice.numel));
           }
         }
       }
@@ -974,18 +1029,27 @@ struct ShardedGpt::Impl {
 
   // The gradients counted here are also what accumulation adds micro-batches into (the whole
   // gradient of dp and z1, the kept shard of the others): it needs no buffer of its own.
-  std::int64_t persistent_bytes() const {
+  // Device memory by default; with `host`, the host memory of offloaded states.
+  std::int64_t persistent_bytes(bool host = false) const {
     std::int64_t bytes = 0;
+    auto count = [&](const at::Tensor& tensor, bool on_host) {
+      if (tensor.defined() && on_host == host) bytes += tensor.numel() * 4;
+    };
     for (const OperatorRuntime& op : ops) {
-      if (op.dp_grad.defined()) bytes += op.dp_grad.nbytes();
+      count(op.dp_grad, false);
       for (const Slice& slice : op.slices) {
-        const int64_t local = slice.sharded ? slice.shard_numel() : slice.numel;
-        const int moments = options.adam.kind == AdamSettings::Kind::adam ? 2 : 1;
-        if (slice.sharded && !slice.gathers()) {
-          bytes += 4 * (2 * slice.numel + moments * local);  // z1: parameters, gradient, moments
-          continue;
+        if (!slice.sharded) {
+          count(slice.full, false);  // DP: its gradient is in the operator's dp_grad
+        } else if (slice.gathers()) {
+          count(slice.shard, slice.parameters_on_host);
+          count(slice.shard_grad, slice.gradients_on_host);
+        } else {
+          count(slice.full, false);  // z1: whole parameters and gradient
+          count(slice.full_grad, false);
+          if (slice.gradients_on_host) count(slice.shard_grad, true);
         }
-        bytes += 4 * local * (1 + moments + (slice.sharded ? 1 : 0));  // parameters, moments, grad
+        count(slice.exp_avg, slice.offloaded);
+        count(slice.exp_avg_sq, slice.offloaded);
       }
     }
     return bytes;

@@ -146,7 +146,7 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
   REQUIRE(document["operators"].size() == 98);
   CHECK(document["operators"][0]["name"] == "embedding");
   CHECK(document["operators"][0].contains("mode"));
-  CHECK(document["baselines"].size() == 11);
+  CHECK(document["baselines"].size() == 13);
   bool fairscale = false;
   for (const auto& baseline : document["baselines"]) {
     CHECK(baseline.contains("description"));
@@ -223,6 +223,43 @@ TEST_CASE("FSDP units: plan --units auto lists the wrapped baselines; simulate r
   REQUIRE(text.exit_code == 0);
   CHECK(contains(text.out, "FSDP units: 50 units"));
   CHECK(contains(text.out, "layer0.attention..layer0.mlp"));
+}
+
+TEST_CASE("CPU offload: plan --offload auto lists the offloaded baselines; simulate runs them") {
+  const Run run = run_osdp({"plan", scenarios + "default.json", "--modes", "dp,zdp,z2,z1",
+                            "--offload", "auto", "--units", "auto", "--json"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const osdp::Json document = osdp::Json::parse(run.out);
+  for (const char* name :
+       {"zero1", "fsdp_offload", "zero2_offload", "fsdp_block", "fsdp_min_params"}) {
+    INFO(name);
+    int found = 0;
+    for (const auto& baseline : document["baselines"]) {
+      if (baseline["strategy"] != name) continue;
+      ++found;
+      if (baseline["feasible"].get<bool>()) {
+        CHECK(baseline["throughput_samples_per_s"].get<double>() > 0);
+      }
+    }
+    CHECK(found == 1);
+  }
+  if (run_osdp({"simulate", "--help"}).exit_code != 0) return;  // a build without SimGrid
+  for (const char* strategy : {"fsdp_offload", "zero2_offload"}) {
+    const Run simulated =
+        run_osdp({"simulate", scenarios + "default.json", "--strategy", strategy, "--json"});
+    INFO(strategy << ": " << simulated.err);
+    REQUIRE(simulated.exit_code == 0);
+    const osdp::Json result = osdp::Json::parse(simulated.out);
+    CHECK(result["iteration_time_s"].get<double>() > 0);
+    // A strategy's analytic figure is scored with its whole neighbours, as the plan's table.
+    CHECK(result["analytic"]["iteration_time_s"].get<double>() ==
+          Approx(result["iteration_time_s"].get<double>()).epsilon(0.05));
+  }
+  // ZeRO-1 does not fit this scenario's 8 GiB: simulate says so (exit 3), as plan's table does.
+  const Run zero1 = run_osdp({"simulate", scenarios + "default.json", "--strategy", "zero1"});
+  CHECK(zero1.exit_code == 3);
+  CHECK(contains(zero1.err, "does not fit"));
 }
 
 TEST_CASE("plan --evaluate sim chooses only plans the search options allow") {
@@ -343,20 +380,22 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   std::string header;
   REQUIRE(std::getline(csv, header));
   const std::vector<std::string> columns = split(header, ',');
-  REQUIRE(columns.size() == 2 + 12 * 4);
+  REQUIRE(columns.size() == 2 + 14 * 4);
   CHECK(columns[0] == "memory_limit_bytes");
   CHECK(columns[3] == "osdp_throughput_samples_per_s");
   std::vector<std::size_t> baseline_columns;
-  std::vector<std::size_t> wrapped_columns;  // FSDP units: outside a search without --units
+  // FSDP units and CPU offload: outside a search without --units and --offload.
+  std::vector<std::size_t> outside_columns;
   for (std::size_t c = 4; c < columns.size(); ++c) {
     if (!columns[c].ends_with("_throughput_samples_per_s")) continue;
-    (columns[c].starts_with("fsdp_block") || columns[c].starts_with("fsdp_min_params")
-         ? wrapped_columns
+    (columns[c].starts_with("fsdp_block") || columns[c].starts_with("fsdp_min_params") ||
+             columns[c].find("offload") != std::string::npos
+         ? outside_columns
          : baseline_columns)
         .push_back(c);
   }
   REQUIRE(baseline_columns.size() == 9);
-  REQUIRE(wrapped_columns.size() == 2);
+  REQUIRE(outside_columns.size() == 4);
   CHECK(std::find(columns.begin(), columns.end(), "fsdp_ckpt_fairscale_throughput_samples_per_s") !=
         columns.end());
   int rows = 0;

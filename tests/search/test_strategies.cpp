@@ -19,7 +19,12 @@ bool spec_allows(const SearchSpec& spec, const Strategy& strategy) {
   // A search of one unit per operator holds no wrapped strategy (fsdp_block, fsdp_min_params).
   const bool units = strategy.units.kind == WrappingRule::Kind::per_operator ||
                      spec.units != SearchSpec::UnitsPolicy::off;
-  return mode && checkpoint && units;
+  // Offloaded strategies only where the search may offload; under --offload on, the search
+  // offloads every mode that can.
+  const bool offload = strategy.offload ? spec.offload != SearchSpec::OffloadPolicy::off
+                                        : spec.offload != SearchSpec::OffloadPolicy::on ||
+                                              !describe_mode(strategy.mode).offload;
+  return mode && checkpoint && units && offload;
 }
 
 // Throughput of OSDP against every strategy its spec allows.
@@ -49,7 +54,8 @@ TEST_CASE("standard strategies and their names", "[search][strategies]") {
   for (const auto& strategy : strategies) names.push_back(strategy.name);
   CHECK(names == std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt",
                                           "zero2+ckpt", "fsdp+ckpt-fairscale", "zero1",
-                                          "zero1+ckpt", "fsdp_block", "fsdp_min_params"});
+                                          "zero1+ckpt", "fsdp_block", "fsdp_min_params",
+                                          "fsdp_offload", "zero2_offload"});
   for (const auto& strategy : strategies) {
     const auto parsed = strategy_from_name(strategy.name);
     REQUIRE(parsed);
@@ -188,8 +194,9 @@ TEST_CASE("strategies on a one-rank cluster", "[search][strategies]") {
     INFO("strategy " << strategy.name);
     const StrategyResult result = schedule_strategy(instance.model, strategy);
     REQUIRE(result.best);
-    // Nothing to communicate with one rank.
-    CHECK(result.best->cost.communication_s == 0.0);
+    // Nothing to communicate with one rank but an offload's copies to and from the host.
+    CHECK(result.best->cost.communication_s == result.best->cost.host_copy_s);
+    CHECK((result.best->cost.host_copy_s > 0) == strategy.offload);
   }
 }
 

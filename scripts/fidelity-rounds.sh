@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The validator's fidelity as a new user meets it (issue 11's protocol), in rounds. Each round:
+#   1. bench/fidelity_bench against the shipped cluster (scenarios/local-cpu-cluster.json);
+#   2. osdp calibrate --ranks 2 --out C.json (a fresh calibration of this machine);
+#   3. bench/fidelity_bench --cluster C.json;
+#   4. osdp validate scenarios/local-cpu.json --cluster C.json --strategies osdp,ddp,fsdp,zero2
+#      --ranks 2 --json.
+# Prints one summary line per step (median and largest |time error|, median |peak memory
+# error|, the machine's load) and keeps every output in the directory given (default: a new one
+# under /tmp). Run it on a quiet machine: a compiler beside it is measured too.
+#   scripts/fidelity-rounds.sh [ROUNDS] [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-3}"
+out="${2:-$(mktemp -d /tmp/osdp-fidelity.XXXXXX)}"
+mkdir -p "$out"
+build=build/release
+osdp="$build/cli/osdp"
+bench="$build/bench/fidelity_bench"
+for tool in "$osdp" "$bench"; do
+  if [ ! -x "$tool" ]; then
+    echo "fidelity-rounds: $tool is missing: build the release preset first" >&2
+    exit 2
+  fi
+done
+
+# One line from a validation JSON: median / largest |time error| and median |memory error|.
+summarize() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import json, statistics, sys
+data = json.load(open(sys.argv[1]))
+rows = data["plans"]
+time = [abs(r["time_error_percent"]) for r in rows]
+memory = [abs(r["memory_error_percent"]) for r in rows]
+line = (f"median |time error| {statistics.median(time):.1f} % (max {max(time):.1f} %), "
+        f"median |peak memory error| {statistics.median(memory):.1f} %, "
+        f"ranking {data['concordant_pairs']} of {data['separated_pairs']} separated pairs alike")
+if "machine_load" in data:
+    load = data["machine_load"]
+    line += f", load {load['load_average_before']:.2f}/{load['load_average_after']:.2f}"
+if "compute_check" in data:
+    check = data["compute_check"]
+    line += (f", compute check {check['measured_over_law_before']:.2f}x/"
+             f"{check['measured_over_law_after']:.2f}x")
+print(line)
+EOF
+}
+
+for round in $(seq 1 "$rounds"); do
+  dir="$out/round$round"
+  mkdir -p "$dir"
+  "$bench" --out "$dir/shipped" > "$dir/shipped.txt" 2>&1 || true
+  echo "round $round, shipped cluster, fidelity_bench: $(summarize "$dir/shipped/fidelity.json")"
+  grep -h "machine load\|compute alone" "$dir/shipped.txt" | sed 's/^/    /' || true
+  "$osdp" calibrate --ranks 2 --out "$dir/C.json" > "$dir/calibrate.txt" 2>&1
+  "$bench" --cluster "$dir/C.json" --out "$dir/fresh" > "$dir/fresh.txt" 2>&1 || true
+  echo "round $round, fresh calibration, fidelity_bench: $(summarize "$dir/fresh/fidelity.json")"
+  grep -h "machine load\|compute alone" "$dir/fresh.txt" | sed 's/^/    /' || true
+  "$osdp" validate scenarios/local-cpu.json --cluster "$dir/C.json" \
+    --strategies osdp,ddp,fsdp,zero2 --ranks 2 --json > "$dir/validate.json"
+  echo "round $round, fresh calibration, validate: $(summarize "$dir/validate.json")"
+done
+echo "outputs in $out"
