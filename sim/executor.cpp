@@ -246,12 +246,23 @@ void Executor::begin_host_copy(int task) {
   times_[task].start_s = kernel_.now();
   apply(program_.items[item].at_start, rank, item);
   for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
-  kernel_.after(program_.items[item].work_s, [this, task]() {
+  auto done = [this, task]() {
     const int done_item = task_item_[task];
     times_[task].end_s = kernel_.now();
     apply(program_.items[done_item].at_end, task_who_[task], done_item);
     for_each_successor(task, DepOn::end, [this, task](int next) { release(next, task); });
-  });
+  };
+  // On a topology the copy is a flow over the GPU's path to its host memory, where it shares
+  // the links with the collectives; otherwise it takes the time the cost model gives it.
+  const ProgramItem& it = program_.items[item];
+  if (!network_.host_channels.empty() && !shared_cores_) {
+    const HostChannels& channels = network_.host_channels.at(rank);
+    kernel_.send(
+        it.copy_direction == CopyDirection::to_host ? channels.to_host : channels.to_device,
+        it.bytes, 0.0, std::move(done));
+  } else {
+    kernel_.after(it.work_s, std::move(done));
+  }
 }
 
 void Executor::begin_collective(int task) {

@@ -39,6 +39,7 @@ Fabric::Fabric(const Topology& topology) : topology_(topology) {
   const bool multi_node = topology.nodes > 1;
   gpu_vertex_.assign(topology.ranks(), -1);
   nic_vertex_.assign(topology.nodes, {});
+  cpu_vertex_.assign(topology.nodes, {});
   // The switches between nodes first, so that the depth-first ring starts at the first of them
   // and visits nodes in order: one network switch, or leaves (then spines).
   const std::optional<LeafSpine>& leaf_spine = topology.leaf_spine;
@@ -91,7 +92,7 @@ Fabric::Fabric(const Topology& topology) : topology_(topology) {
       }
       case NodeKind::pcie: {
         const PcieTree& tree = node.pcie;
-        std::vector<int> cpus;
+        std::vector<int>& cpus = cpu_vertex_[n];
         int g = 0;
         for (int s = 0; s < tree.sockets; ++s) {
           cpus.push_back(add_vertex(VertexKind::cpu, n, s));
@@ -191,6 +192,16 @@ Path Fabric::shortest(int from_vertex, int to_vertex) const {
 void Fabric::append(Path& path, const Path& more) const {
   path.hops.insert(path.hops.end(), more.hops.begin(), more.hops.end());
   path.latency_s += more.latency_s;
+}
+
+Path Fabric::path_to_cpu(int rank) const {
+  const PcieTree& tree = topology_.node.pcie;
+  if (topology_.node.kind != NodeKind::pcie) {
+    throw std::logic_error("fabric: a route to the CPU exists on PCIe trees only");
+  }
+  const int local = rank % topology_.node.gpus;
+  const int socket = local / (tree.switches_per_socket * tree.gpus_per_switch);
+  return shortest(gpu_vertex_.at(rank), cpu_vertex_.at(node_of(rank)).at(socket));
 }
 
 Path Fabric::path(int from_rank, int to_rank) const {

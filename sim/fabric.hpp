@@ -75,6 +75,9 @@ class Fabric {
   // (and, between leaves, through spine `nic` mod spines).
   Path path_via_nic(int from_rank, int to_rank, int nic) const;
   int node_of(int rank) const { return rank / topology_.node.gpus; }
+  // A PCIe tree's route from a GPU to the root complex (CPU) of its socket, where its host
+  // memory hangs: the GPU link and the switch uplink. Throws for other node kinds.
+  Path path_to_cpu(int rank) const;
 
  private:
   int add_vertex(VertexKind kind, int node, int index);
@@ -87,6 +90,7 @@ class Fabric {
   std::vector<FabricLink> links_;
   std::vector<int> gpu_vertex_;
   std::vector<std::vector<int>> nic_vertex_;  // [node][nic]
+  std::vector<std::vector<int>> cpu_vertex_;  // [node][socket], PCIe trees
   std::vector<int> nic_link_;             // link id of NIC (node * nics + nic) to its (leaf) switch
   std::vector<std::vector<int>> uplink_;  // [leaf][spine]: link id, leaf -> spine is "up"
   std::vector<int> ring_order_;

@@ -54,10 +54,11 @@ Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
   auto host_of = [&](const Endpoint& endpoint) {
     auto [it, inserted] = state_->hosts.try_emplace(endpoint, nullptr);
     if (inserted) {
-      it->second =
-          zone->create_host(endpoint.tag < 0 ? fmt::format("gpu{}", endpoint.rank)
-                                             : fmt::format("gpu{}.{}", endpoint.rank, endpoint.tag),
-                            1.0);
+      const std::string name =
+          endpoint.tag == host_memory_tag ? fmt::format("memory{}", endpoint.rank)
+          : endpoint.tag < 0              ? fmt::format("gpu{}", endpoint.rank)
+                                          : fmt::format("gpu{}.{}", endpoint.rank, endpoint.tag);
+      it->second = zone->create_host(name, 1.0);
     }
     return it->second;
   };
@@ -77,20 +78,25 @@ Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
     }
     return hop.up ? up[hop.link] : down[hop.link];
   };
+  auto add_route = [&](const Channel& channel) {
+    sg4::Host* from = host_of(channel.from);
+    sg4::Host* to = host_of(channel.to);
+    if (!routed.insert({channel.from, channel.to}).second) return;
+    std::vector<sg4::LinkInRoute> route;
+    for (const Hop& hop : channel.hops) {
+      if (plan.links.at(hop.link).ideal) continue;
+      route.emplace_back(link_of(hop));
+    }
+    zone->add_route(from->get_netpoint(), to->get_netpoint(), nullptr, nullptr, route, false);
+  };
   for (const auto& ring : plan.rings) {
     for (const auto& edge : ring.edges) {
-      for (const auto& channel : edge.channels) {
-        sg4::Host* from = host_of(channel.from);
-        sg4::Host* to = host_of(channel.to);
-        if (!routed.insert({channel.from, channel.to}).second) continue;
-        std::vector<sg4::LinkInRoute> route;
-        for (const Hop& hop : channel.hops) {
-          if (plan.links.at(hop.link).ideal) continue;
-          route.emplace_back(link_of(hop));
-        }
-        zone->add_route(from->get_netpoint(), to->get_netpoint(), nullptr, nullptr, route, false);
-      }
+      for (const auto& channel : edge.channels) add_route(channel);
     }
+  }
+  for (const HostChannels& channels : plan.host_channels) {
+    add_route(channels.to_host);
+    add_route(channels.to_device);
   }
   zone->seal();
   sg4::Activity::on_completion_cb(

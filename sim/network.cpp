@@ -210,6 +210,56 @@ std::vector<int> world_members(const Cluster& cluster) {
   return members;
 }
 
+namespace {
+
+// Each rank's route to its node's host memory, with the host links appended to `links`.
+std::vector<HostChannels> host_channels(const Cluster& cluster, const Fabric& fabric,
+                                        std::vector<FabricLink>& links) {
+  const Topology& topology = fabric.topology();
+  const HostMemory& host = cluster.host;
+  const bool pcie = topology.node.kind == NodeKind::pcie;
+  const int sockets = pcie ? topology.node.pcie.sockets : 1;
+  // Memory links: per socket (its share of the node's bandwidth), or per node.
+  std::vector<int> memory_link;  // [node * sockets + socket]
+  for (int n = 0; n < topology.nodes; ++n) {
+    for (int s = 0; s < sockets; ++s) {
+      memory_link.push_back(static_cast<int>(links.size()));
+      links.push_back({fmt::format("n{}.cpu{}-memory", n, s), -1, -1,
+                       Link{host.memory_bandwidth_Bps / sockets, 0.0}, false});
+    }
+  }
+  std::vector<HostChannels> channels;
+  for (int rank = 0; rank < topology.ranks(); ++rank) {
+    const int node = fabric.node_of(rank);
+    Path path;
+    int socket = 0;
+    if (pcie) {
+      path = fabric.path_to_cpu(rank);
+      const PcieTree& tree = topology.node.pcie;
+      socket = (rank % topology.node.gpus) / (tree.switches_per_socket * tree.gpus_per_switch);
+    } else {
+      const int link = static_cast<int>(links.size());
+      links.push_back({fmt::format("n{}.gpu{}-host", node, rank % topology.node.gpus), -1, -1,
+                       host.link, false});
+      path.hops.push_back({link, true});
+      path.latency_s = host.link.latency_s;
+    }
+    path.hops.push_back({memory_link.at(node * sockets + socket), true});
+    const Endpoint gpu{rank, -1};
+    const Endpoint memory{node * sockets + socket, host_memory_tag};
+    HostChannels both;
+    both.to_host = {gpu, memory, path.hops, path.latency_s, 1.0};
+    both.to_device = {memory, gpu, {}, path.latency_s, 1.0};
+    for (auto hop = path.hops.rbegin(); hop != path.hops.rend(); ++hop) {
+      both.to_device.hops.push_back({hop->link, !hop->up});
+    }
+    channels.push_back(std::move(both));
+  }
+  return channels;
+}
+
+}  // namespace
+
 NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& groups) {
   NetworkPlan plan;
   if (cluster.topology) {
@@ -217,6 +267,7 @@ NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& group
     plan.links = fabric.links();
     plan.split_duplex = cluster.topology->split_duplex;
     for (const auto& group : groups) plan.rings.push_back(fabric_ring(fabric, group));
+    plan.host_channels = host_channels(cluster, fabric, plan.links);
   } else {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       plan.rings.push_back(logical_ring(cluster, groups[g], static_cast<int>(g), plan));

@@ -68,10 +68,23 @@ struct GroupRing {
 // Resolution of logical links: one unit is a picosecond of transfer.
 inline constexpr double logical_units_per_s = 1e12;
 
+// The endpoint tag of a node's host memory (its rank field is the node).
+inline constexpr int host_memory_tag = -2;
+
+// One GPU's copies to and from its host memory (CPU offload): over a PCIe tree its GPU link and
+// switch uplink to its socket's root complex, then that socket's share of the memory bandwidth;
+// on NVLink and NVSwitch nodes its own host link, then the node's memory bandwidth. The copies
+// share those links with the collectives that cross them.
+struct HostChannels {
+  Channel to_host;
+  Channel to_device;
+};
+
 struct NetworkPlan {
   std::vector<FabricLink> links;
   bool split_duplex = true;
-  std::vector<GroupRing> rings;  // one per group, same order
+  std::vector<GroupRing> rings;             // one per group, same order
+  std::vector<HostChannels> host_channels;  // per rank; empty without a topology
 };
 
 NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& groups);

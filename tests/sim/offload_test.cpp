@@ -86,6 +86,27 @@ TEST_CASE("offload copies run where the mode's description puts them", "[sim][of
         Approx(scenario.workload->model_state_bytes() / scenario.cluster.ranks).epsilon(1e-9));
 }
 
+TEST_CASE("on a PCIe tree the copies are flows to each socket's memory", "[sim][offload]") {
+  const Scenario scenario = gpt_on_titans();
+  const CostModel model = scenario.cost_model();
+  const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
+  const Plan plain = uniform(*scenario.workload, OperatorChoice::whole(Mode::z2));
+  const Plan offloaded =
+      uniform(*scenario.workload, OperatorChoice::whole(Mode::z2, Checkpoint::none, true));
+  const SimulationResult without = simulate_plan(scenario, plain, options);
+  const SimulationResult with = simulate_plan(scenario, offloaded, options);
+  // ZeRO-Offload: two copies a slice (out and back) on every rank, each one flow.
+  const std::int64_t copies = 2LL * scenario.workload->size() * scenario.cluster.ranks;
+  CHECK(with.flows - without.flows == copies);
+  // Alone on its path (every GPU of the node copying at once) a copy takes what the cost model
+  // charges it: the simulated iteration grows by the copies and the CPU's step.
+  const PlanCost analytic_plain = model.plan_cost(plain);
+  const PlanCost analytic_offloaded = model.plan_cost(offloaded);
+  CHECK(with.iteration_time_s - without.iteration_time_s ==
+        Approx(analytic_offloaded.iteration_time_s - analytic_plain.iteration_time_s)
+            .epsilon(0.05));
+}
+
 TEST_CASE("offloaded plans: analytic figures agree with their simulation", "[sim][offload]") {
   const Scenario scenario = gpt_on_titans();
   const CostModel model = scenario.cost_model();
