@@ -47,8 +47,8 @@ OffloadDescription zero_offload() {
             "the reduced gradient shard out, after the reduce-scatter"},
            {Stage::after_step, CopyDirection::to_device, false,
             "the updated parameter shard in, after the CPU's step"}},
-          "the mode's parameters and gradients on the device; the optimizer-state shard and the "
-          "gradient shard it updates in host memory; the step on the CPU",
+          "the parameters stay on the device (Z1's whole gradient too); the reduced gradient "
+          "shard and the optimizer-state shard in host memory; the step on the CPU",
           "the mode's collectives, plus the gradient shard over PCIe to the host and the updated "
           "parameter shard back, once an iteration",
           "when the optimizer states are what does not fit: they leave the device, at the cost "
