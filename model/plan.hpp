@@ -59,7 +59,7 @@ struct Plan {
   int accumulation_steps = 0;
   // FSDP units (model/wrapping.hpp): operators per unit in execution order; `choices` then has
   // one entry per unit. Empty: one unit per operator, a choice per operator.
-  std::vector<int> unit_sizes = {};
+  std::vector<int> unit_sizes;
 };
 
 }  // namespace osdp
