@@ -140,9 +140,11 @@ void check_memory_limit_flag(const std::string& flag, const std::string& text, d
   }
 }
 
-void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit) {
-  app.add_option("scenario", options.scenario_path, "Scenario JSON file (see scenarios/)")
-      ->required();
+void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit,
+                          bool scenario_required) {
+  CLI::Option* scenario =
+      app.add_option("scenario", options.scenario_path, "Scenario JSON file (see scenarios/)");
+  if (scenario_required) scenario->required();
   if (with_memory_limit) {
     app.add_option("--memory-limit", options.memory_limit,
                    "Per-GPU memory limit, e.g. 8GiB (overrides the scenario's training)");
@@ -166,6 +168,20 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
                  "Search time budget, e.g. 30s (default 10s); then the best plan so far");
   app.add_flag("--force", options.force,
                "Run even when the estimated work is far beyond a few minutes");
+}
+
+std::optional<std::pair<std::string, std::string>> first_override_given(
+    const ScenarioOptions& options) {
+  const std::pair<const std::string*, const char*> flags[] = {
+      {&options.memory_limit, "--memory-limit"}, {&options.modes, "--modes"},
+      {&options.split, "--split"},               {&options.checkpoint, "--checkpoint"},
+      {&options.cost_model, "--cost-model"},     {&options.gap, "--gap"},
+      {&options.time_limit, "--time-limit"},     {&options.units, "--units"},
+      {&options.offload, "--offload"},           {&options.min_unit_params, "--min-unit-params"}};
+  for (const auto& [value, flag] : flags) {
+    if (!value->empty()) return std::make_pair(std::string(flag), *value);
+  }
+  return std::nullopt;
 }
 
 std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options) {

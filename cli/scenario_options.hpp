@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 
 #include "model/scenario.hpp"
@@ -26,8 +28,15 @@ struct ScenarioOptions {
 };
 
 // Registers SCENARIO and the override flags on `app`. `with_memory_limit` is false for
-// commands that take their own limits (sweep).
-void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit = true);
+// commands that take their own limits (sweep); `scenario_required` is false for commands that
+// also run without a scenario (simulate --collective).
+void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit = true,
+                          bool scenario_required = true);
+
+// The first override flag given and its value ({"--modes", "dp,zdp"}), or nothing: for commands
+// that refuse them in a mode that reads no scenario.
+std::optional<std::pair<std::string, std::string>> first_override_given(
+    const ScenarioOptions& options);
 
 // Loads the scenario and applies the overrides. Bad flag values are InputErrors naming the flag.
 // Held by pointer: the cost model keeps references into the scenario.

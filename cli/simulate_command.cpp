@@ -11,6 +11,7 @@
 
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
+#include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
 #include "model/units.hpp"
@@ -24,7 +25,7 @@ namespace {
 constexpr const char* command_line = "<command line>";
 
 struct SimulateOptions {
-  std::string scenario_path;
+  ScenarioOptions scenario;  // SCENARIO, --memory-limit, --modes, ... as `osdp plan` takes them
   std::string plan_path;
   std::string strategy;
   std::string trace_path;
@@ -34,7 +35,6 @@ struct SimulateOptions {
   std::string cluster_path;
   std::string granularity;
   bool json = false;
-  bool force = false;  // run even when the work estimate is absurd
 };
 
 CollectiveKind parse_collective(const std::string& name) {
@@ -60,8 +60,12 @@ int run_collective(const SimulateOptions& options) {
   if (options.cluster_path.empty()) {
     throw InputError(command_line, "--cluster", "nothing", "a cluster JSON file for --collective");
   }
-  if (!options.scenario_path.empty() || !options.plan_path.empty() || !options.strategy.empty() ||
-      !options.trace_path.empty()) {
+  if (const auto given = first_override_given(options.scenario)) {
+    throw InputError(command_line, given->first, given->second,
+                     "no search flag with --collective (they apply to a SCENARIO's plan)");
+  }
+  if (!options.scenario.scenario_path.empty() || !options.plan_path.empty() ||
+      !options.strategy.empty() || !options.trace_path.empty()) {
     throw InputError(command_line, "--collective", options.collective,
                      "either --collective with --bytes and --cluster, or a SCENARIO");
   }
@@ -117,12 +121,20 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
     throw InputError(command_line, "--strategy", strategy, "osdp or one of " + strategy_names());
   }
   const StrategyResult result = schedule_strategy(model, *named);
-  if (!result.best) throw InfeasibleError(fmt::format("{} does not fit in memory", strategy));
+  if (!result.best) {
+    const int min_batch = model.training().min_batch_size;
+    const std::optional<double> need = strategy_peak_bytes(model, *named, min_batch);
+    throw InfeasibleError(fmt::format(
+        "{} does not fit in memory: at batch size {} it needs {} per GPU against the limit of "
+        "{} (raise it with --memory-limit, up to the GPU's memory)",
+        strategy, min_batch, need ? units::format_bytes(*need) : std::string("more"),
+        units::format_bytes(model.memory_limit_bytes())));
+  }
   return result.best->plan;
 }
 
 int run_plan(const SimulateOptions& options) {
-  if (options.scenario_path.empty()) {
+  if (options.scenario.scenario_path.empty()) {
     throw InputError(command_line, "SCENARIO", "nothing",
                      "a scenario file, or --collective with --bytes and --cluster");
   }
@@ -135,8 +147,10 @@ int run_plan(const SimulateOptions& options) {
     throw InputError(command_line, "--trace", options.trace_path,
                      "a file path osdp can write to (this is " + *why + ")");
   }
-  const auto scenario = std::make_unique<const Scenario>(load_scenario(options.scenario_path));
-  refuse_unless_forced(simulation_work(*scenario), options.force);
+  // The plan and sweep commands' overrides apply here too, so that `osdp simulate X --units auto`
+  // simulates the plan `osdp plan X --units auto` found.
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  refuse_unless_forced(simulation_work(*scenario), options.scenario.force);
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
   const CostModel model = scenario->cost_model();
@@ -219,7 +233,8 @@ Subcommand add_simulate_command(CLI::App& root) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* app = root.add_subcommand(
       "simulate", "Simulate one training iteration (or one collective) on the cluster (SimGrid)");
-  app->add_option("scenario", options->scenario_path, "Scenario JSON file");
+  add_scenario_options(*app, options->scenario, /*with_memory_limit=*/true,
+                       /*scenario_required=*/false);
   app->add_option("--plan", options->plan_path, "Plan JSON file (as `osdp plan --json` writes)");
   app->add_option("--strategy", options->strategy,
                   "osdp (default) or a baseline: " + strategy_names());
@@ -236,8 +251,6 @@ Subcommand add_simulate_command(CLI::App& root) {
                   "step (every ring step a flow), scale (one flow per ring edge) or auto "
                   "(step up to 32 ranks; the default)");
   app->add_flag("--json", options->json, "Print the figures as JSON");
-  app->add_flag("--force", options->force,
-                "Run even when the estimated work is far beyond a few minutes");
   return {app, [options]() {
             return options->collective.empty() ? run_plan(*options) : run_collective(*options);
           }};

@@ -260,6 +260,23 @@ TEST_CASE("CPU offload: plan --offload auto lists the offloaded baselines; simul
   const Run zero1 = run_osdp({"simulate", scenarios + "default.json", "--strategy", "zero1"});
   CHECK(zero1.exit_code == 3);
   CHECK(contains(zero1.err, "does not fit"));
+  CHECK(contains(zero1.err, "needs 13.48 GiB"));  // plan's table: "needs 13.48 GiB"
+  // simulate takes plan's search flags: at 16 GiB ZeRO-1 fits, and the OSDP plan simulated
+  // under --units auto --offload auto is the one `plan` found with them (same batch, same
+  // analytic time).
+  const Run zero1_16g = run_osdp({"simulate", scenarios + "default.json", "--strategy", "zero1",
+                                  "--memory-limit", "16GiB", "--json"});
+  INFO(zero1_16g.err);
+  REQUIRE(zero1_16g.exit_code == 0);
+  CHECK(osdp::Json::parse(zero1_16g.out)["peak_memory_bytes"].get<double>() <= 16.0 * (1 << 30));
+  const Run osdp_plan = run_osdp({"simulate", scenarios + "default.json", "--modes", "dp,zdp,z2,z1",
+                                  "--offload", "auto", "--units", "auto", "--json"});
+  INFO(osdp_plan.err);
+  REQUIRE(osdp_plan.exit_code == 0);
+  const osdp::Json simulated_plan = osdp::Json::parse(osdp_plan.out);
+  CHECK(simulated_plan["batch_size"] == document["batch_size"]);
+  CHECK(simulated_plan["analytic"]["iteration_time_s"].get<double>() ==
+        Approx(document["iteration_time_s"].get<double>()).epsilon(1e-9));
 }
 
 TEST_CASE("plan --evaluate sim chooses only plans the search options allow") {

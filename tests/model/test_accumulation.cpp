@@ -31,7 +31,7 @@ struct Setup {
 };
 
 Plan uniform(const Workload& workload, int batch, OperatorChoice choice) {
-  return {batch, std::vector<OperatorChoice>(workload.size(), choice)};
+  return {batch, std::vector<OperatorChoice>(workload.size(), choice), 0, {}};
 }
 
 }  // namespace

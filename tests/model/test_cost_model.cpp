@@ -70,7 +70,7 @@ TEST_CASE("extended model: gather buffers shrink with slices", "[model][cost]") 
   CHECK(sliced.transient_bytes.fixed == Approx((50331648.0 + 50331648.0) / 4));
   CHECK(sliced.gather_buffer_bytes == Approx(50331648.0 / 4));
   // The plan's peak adds one more largest buffer for the unit in flight.
-  const PlanCost plan = model.plan_cost({1, {{Mode::zdp, 4, 4, Checkpoint::none}}});
+  const PlanCost plan = model.plan_cost({1, {{Mode::zdp, 4, 4, Checkpoint::none}}, 0, {}});
   CHECK(plan.peak.prefetch_bytes == Approx(50331648.0 / 4));
   CHECK(plan.peak_memory_bytes ==
         Approx(sliced.persistent_bytes.at(1) + sliced.transient_bytes.at(1) + 50331648.0 / 4));
@@ -276,7 +276,7 @@ TEST_CASE(
   const double gather_s = f.cluster.world.time_s(CollectiveKind::all_gather, op.parameter_bytes, 8);
   const double reduce_s =
       f.cluster.world.time_s(CollectiveKind::reduce_scatter, op.parameter_bytes, 8);
-  const Plan plan_of{0, std::vector<OperatorChoice>(4, zdp)};
+  const Plan plan_of{0, std::vector<OperatorChoice>(4, zdp), 0, {}};
   auto iteration_s = [&](int batch) {
     Plan plan = plan_of;
     plan.batch_size = batch;

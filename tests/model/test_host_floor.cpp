@@ -135,7 +135,7 @@ TEST_CASE("the cost model takes max(host floor, fixed + b x FLOPs / rate) per ca
           Approx(cost.communication_s +
                  model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp)) +
                  4 * cluster.gpu.kernel_launch_s));
-    const Plan plan{b, {OperatorChoice::whole(Mode::dp, Checkpoint::unfused)}};
+    const Plan plan{b, {OperatorChoice::whole(Mode::dp, Checkpoint::unfused)}, 0, {}};
     CHECK(model.plan_cost(plan).compute_s == Approx(compute));
   }
 

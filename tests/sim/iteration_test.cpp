@@ -274,7 +274,7 @@ TEST_CASE("mixed plans finish under every prefetch policy", "[sim][iteration]") 
                                         OperatorChoice{Mode::zdp, 2, 2, Checkpoint::fused},
                                         OperatorChoice::whole(Mode::zdp)};
   for (int rotation = 0; rotation < 3; ++rotation) {
-    Plan plan{2, {}};
+    Plan plan{2, {}, 0, {}};
     for (int i = 0; i < spec.operators; ++i)
       plan.choices.push_back(mix[(i + rotation) % mix.size()]);
     for (BackwardPrefetch policy :
