@@ -5,6 +5,8 @@
 // Writes a cluster description that `plan`, `simulate` and `validate --cluster` load. Runs in
 // osdp-runtime (it loads libtorch); `osdp calibrate` hands its arguments over.
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstdio>
@@ -83,13 +85,20 @@ int run(const CalibrateOptions& options) {
     return exit_ok;
   }
   fmt::print("calibrated {} ranks on this machine\n", result->ranks);
-  fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}{:>10}\n", "collective", "bytes", "time", "step time",
-             "bus bandwidth", "CPU busy");
+  fmt::print(
+      "  collectives as a training step issues them (after compute, waited for; mean and middle "
+      "half), and back-to-back\n");
+  fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}\n", "collective", "bytes", "time",
+             "middle half", "step time", "bus bandwidth", "back-to-back", "CPU busy");
   for (const auto& point : result->collectives) {
-    fmt::print("  {:<16}{:>12}{:>12}{:>14}{:>16}{:>9.0f}%\n", collective_name(point.kind),
-               units::format_bytes(point.bytes), units::format_seconds(point.time_s),
+    fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%\n",
+               collective_name(point.kind), units::format_bytes(point.bytes),
+               units::format_seconds(point.time_s),
+               units::format_seconds(point.time_q1_s) + " - " +
+                   units::format_seconds(point.time_q3_s),
                units::format_seconds(point.step_time_s),
-               units::format_bandwidth(point.bus_bandwidth_Bps), 100 * point.cpu_fraction);
+               units::format_bandwidth(point.bus_bandwidth_Bps),
+               units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
   }
   fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}\n", "operator", "batch", "forward", "backward",
              "GFLOP/s");
@@ -118,6 +127,18 @@ int run(const CalibrateOptions& options) {
   fmt::print("  optimizer update  {} of states read and written\n",
              units::format_bandwidth(result->optimizer_bandwidth_Bps));
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
+  {
+    const auto& runs = result->compute_straggling_runs;
+    const auto [low, high] = runs.empty() ? std::pair<double, double>{1.0, 1.0}
+                                          : std::pair<double, double>{
+                                                *std::min_element(runs.begin(), runs.end()),
+                                                *std::max_element(runs.begin(), runs.end())};
+    fmt::print(
+        "  straggling        {:.3f}x [{:.3f}-{:.3f}x over {} runs] (the slowest rank's compute "
+        "over the mean, every rank\n                    computing at once with no collective: "
+        "a step meets at each collective)\n",
+        result->compute_straggler_slowdown, low, high, runs.size());
+  }
   if (result->cluster.host_cores) {
     fmt::print(
         "  shared cores      {} (every rank's compute and communication thread run on "

@@ -35,6 +35,22 @@ double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
 }
 
+// Linear interpolation between the order statistics (q = 0.25: first quartile).
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const auto below = static_cast<std::size_t>(position);
+  const std::size_t above = std::min(below + 1, values.size() - 1);
+  return values[below] + (position - static_cast<double>(below)) * (values[above] - values[below]);
+}
+
+double mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double value : values) sum += value;
+  return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
 // Rank 0's value for everyone (an all-reduce of a buffer that only rank 0 fills).
 double from_rank0(Communicator& comm, double value) {
   at::Tensor buffer = at::zeros({comm.size()}, at::kDouble);
@@ -56,7 +72,8 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
   struct Probe {
     CollectiveKind kind;
     at::Tensor buffer;
-    std::vector<double> times_s;
+    std::vector<double> issued_times_s;
+    std::vector<double> back_to_back_times_s;
     std::vector<double> cpu_fractions;
   };
   std::vector<Probe> probes;
@@ -64,17 +81,24 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     for (double bytes : options.message_bytes) {
       const int64_t elements = std::max<int64_t>(n, static_cast<int64_t>(bytes / 4) / n * n);
-      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}});
+      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}, {}});
     }
   }
   // Rounds over every (collective, size), the first one a warm-up: a slow spell of the machine
   // (wake-ups of idle cores took a scheduler tick, 4 ms, for a while here) then touches one
-  // sample of many points, which their medians drop, instead of every sample of a few. A
-  // sample is the mean of back-to-back calls, as nccl-tests times them: a single call after a
-  // barrier also timed how late the ranks woke from it (on a virtual machine whose idle cores
-  // sleep, 1.7x the steady transport cost here), which no training step, whose cores are busy,
-  // pays.
+  // sample of many points instead of every sample of a few. Each collective is timed two ways:
+  // - as a training step issues it, which is what the cluster gets: after a stretch of compute
+  //   (about a millisecond) on every rank, from the computing thread, which then waits for it.
+  //   The communication and transport threads have gone to sleep meanwhile and must be woken,
+  //   and each rank arrives when its own compute ends; steps of the testbed's runtime showed
+  //   collectives 0.4-0.9 ms longer each than back-to-back calls, which left every sharded plan
+  //   simulated 10-36 % fast. A sample is the mean of 4 such calls; the point is the mean of
+  //   the samples (a heavy tail of wake-ups of a few ms adds up over a step: a median would
+  //   drop it);
+  // - back-to-back, as nccl-tests times them (after a barrier and one call, 4 calls in a row),
+  //   for comparison, with the share of a core the transport keeps busy.
   constexpr int calls_per_sample = 4;
+  at::Tensor work = at::rand({256, 256}, at::kFloat);  // about 1 ms of compute between calls
   for (int round = 0; round <= options.collective_rounds; ++round) {
     for (Probe& probe : probes) {
       comm.barrier();
@@ -83,9 +107,18 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
       const auto start = Clock::now();
       for (int call = 0; call < calls_per_sample; ++call) comm.run(probe.kind, probe.buffer);
       const double wall_s = seconds_since(start);
+      const double cpu_s = process_cpu_s() - cpu_start_s;
+      double issued_s = 0;
+      for (int call = 0; call < calls_per_sample; ++call) {
+        for (int product = 0; product < 2; ++product) work = at::mm(work, work).div_(256.0);
+        const auto issued = Clock::now();
+        comm.run(probe.kind, probe.buffer);
+        issued_s += seconds_since(issued);
+      }
       if (round > 0) {
-        probe.times_s.push_back(wall_s / calls_per_sample);
-        probe.cpu_fractions.push_back((process_cpu_s() - cpu_start_s) / wall_s);
+        probe.back_to_back_times_s.push_back(wall_s / calls_per_sample);
+        probe.cpu_fractions.push_back(cpu_s / wall_s);
+        probe.issued_times_s.push_back(issued_s / calls_per_sample);
       }
     }
   }
@@ -94,7 +127,10 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
     CollectivePoint point;
     point.kind = probe.kind;
     point.bytes = static_cast<double>(probe.buffer.nbytes());
-    point.time_s = from_rank0(comm, median(probe.times_s));
+    point.time_s = from_rank0(comm, mean(probe.issued_times_s));
+    point.time_q1_s = from_rank0(comm, quantile(probe.issued_times_s, 0.25));
+    point.time_q3_s = from_rank0(comm, quantile(probe.issued_times_s, 0.75));
+    point.back_to_back_time_s = from_rank0(comm, median(probe.back_to_back_times_s));
     point.step_bytes = ring_step_bytes(point.bytes, n);
     point.step_time_s =
         ring_steps(probe.kind, n) > 0 ? point.time_s / ring_steps(probe.kind, n) : 0.0;
@@ -264,19 +300,11 @@ ContentionBySize collective_contention(Communicator& comm,
   return contention;
 }
 
-// The slowest rank's compute over the ranks' mean, summed over every phase of every step
-// (each operator's forward and backward, the update): ranks that meet at every collective run
-// at the pace of the slowest, which jitter makes slower than the average.
-double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
+// The slowest rank's time over the ranks' mean, summed over phases: each rank passes its own
+// phase times, in the same order. Ranks that meet at every collective run at the pace of the
+// slowest, which jitter makes slower than the average.
+double slowest_over_mean(Communicator& comm, const std::vector<double>& mine) {
   const int n = comm.size();
-  std::vector<double> mine;
-  for (const StepMetrics& step : run.steps) {
-    for (const auto& op : step.operators) {
-      mine.push_back(op.forward_s);
-      mine.push_back(op.backward_s);
-    }
-    mine.push_back(step.optimizer_step_s);
-  }
   if (mine.empty() || n < 2) return 1.0;
   const std::vector<std::vector<double>> all = values_of_every_rank(comm, mine);
   double slowest_s = 0, mean_s = 0;
@@ -290,6 +318,20 @@ double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
     mean_s += sum / n;
   }
   return mean_s > 0 ? std::max(1.0, slowest_s / mean_s) : 1.0;
+}
+
+// Straggling in a training step: every phase of every step (each operator's forward and
+// backward, the update).
+double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
+  std::vector<double> mine;
+  for (const StepMetrics& step : run.steps) {
+    for (const auto& op : step.operators) {
+      mine.push_back(op.forward_s);
+      mine.push_back(op.backward_s);
+    }
+    mine.push_back(step.optimizer_step_s);
+  }
+  return slowest_over_mean(comm, mine);
 }
 
 // Per segment and overall, the median over the probe runs (every run has the same segments).
@@ -315,9 +357,11 @@ int probe_slices(const GptShape& probe) {
 
 // Per-kind compute of `plan` on the probe (forward and backward medians over the steps, summed
 // over the kind's operators), on `solo` (no collective overlaps it) with every rank computing.
+// With `straggling`, also the slowest rank's compute over the mean, phase by phase.
 std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communicator& solo,
                                                     const CalibrationOptions& options,
-                                                    const Workload& workload, const Plan& plan) {
+                                                    const Workload& workload, const Plan& plan,
+                                                    double* straggling = nullptr) {
   const int n = comm.size();
   const int batch = plan.batch_size;
   comm.barrier();
@@ -327,6 +371,16 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
     const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
     const StepMetrics metrics = model.train_step(data.rows(comm.rank() * batch, batch));
     if (step > 0) steps.push_back(metrics.operators);
+  }
+  if (straggling != nullptr) {
+    std::vector<double> mine;
+    for (const auto& step : steps) {
+      for (const auto& op : step) {
+        mine.push_back(op.forward_s);
+        mine.push_back(op.backward_s);
+      }
+    }
+    *straggling = slowest_over_mean(comm, mine);
   }
   std::map<std::string, OperatorPoint> by_kind;
   for (int i = 0; i < workload.size(); ++i) {
@@ -389,9 +443,12 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
       Plan plan;
       plan.batch_size = batch;
       plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-      for (auto& [kind, point] : time_operators(comm, solo, per_round, workload, plan)) {
+      double straggling = 1.0;
+      for (auto& [kind, point] :
+           time_operators(comm, solo, per_round, workload, plan, &straggling)) {
         samples[{batch, kind}].push_back(point);
       }
+      result.compute_straggling_runs.push_back(straggling);
     }
   }
   double total_flops = 0;
@@ -412,6 +469,7 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
     result.operators.push_back(point);
   }
   result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
+  result.compute_straggler_slowdown = median(result.compute_straggling_runs);
 }
 
 // Splitting: the middle batch size again with every operator but the embedding in k slices;
@@ -495,6 +553,9 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   cluster.gpu.optimizer_bandwidth_Bps = result.optimizer_bandwidth_Bps;
   cluster.gpu.kernel_launch_s = result.kernel_launch_s;
   cluster.gpu.operator_compute = fit_operator_compute(result.operators);
+  // Ranks meet at every collective, so a step goes at the pace of the slowest rank's compute:
+  // the jitter between ranks computing at once, measured with no collective among them.
+  cluster.gpu.straggler_slowdown = result.compute_straggler_slowdown;
   for (const SlicingPoint& point : result.slicing) {
     cluster.gpu.operator_compute[point.kind].forward.extra_slice_s = point.forward_s;
     cluster.gpu.operator_compute[point.kind].backward.extra_slice_s = point.backward_s;
@@ -638,6 +699,9 @@ Json calibration_report_json(const CalibrationResult& result) {
                            {"step_bytes", p.step_bytes},
                            {"step_time_s", p.step_time_s},
                            {"bus_bandwidth_Bps", p.bus_bandwidth_Bps},
+                           {"time_q1_s", p.time_q1_s},
+                           {"time_q3_s", p.time_q3_s},
+                           {"back_to_back_time_s", p.back_to_back_time_s},
                            {"cpu_fraction", p.cpu_fraction}});
   }
   Json operators = Json::array();
@@ -663,6 +727,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"collective_contention", contention_json(result.collective_contention)},
           {"slicing", slicing_json(result.slicing)},
           {"straggler_slowdown", result.straggler_slowdown},
+          {"compute_straggler_slowdown", result.compute_straggler_slowdown},
+          {"compute_straggling_runs", result.compute_straggling_runs},
           {"in_training_runs", in_training_runs_json(result.in_training_runs)}};
 }
 
@@ -728,6 +794,9 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
       point.step_time_s = p.at("step_time_s").get<double>();
       point.bus_bandwidth_Bps = p.at("bus_bandwidth_Bps").get<double>();
       point.cpu_fraction = p.value("cpu_fraction", 0.0);
+      point.time_q1_s = p.value("time_q1_s", point.time_s);
+      point.time_q3_s = p.value("time_q3_s", point.time_s);
+      point.back_to_back_time_s = p.value("back_to_back_time_s", point.time_s);
       parsed.collectives.push_back(point);
     }
     for (const auto& p : report.at("operators")) {
@@ -749,6 +818,9 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
                                 p.at("extra_slice_backward_s").get<double>()});
     }
     parsed.straggler_slowdown = report.at("straggler_slowdown").get<double>();
+    parsed.compute_straggler_slowdown = report.at("compute_straggler_slowdown").get<double>();
+    parsed.compute_straggling_runs =
+        report.at("compute_straggling_runs").get<std::vector<double>>();
     for (const auto& run : report.at("in_training_runs")) {
       parsed.in_training_runs.push_back({run.at("collective_contention").get<double>(),
                                          run.at("overlap_slowdown").get<double>(),

@@ -41,13 +41,20 @@ struct CalibrationOptions {
 
 struct CollectivePoint {
   CollectiveKind kind = CollectiveKind::all_gather;
-  double bytes = 0;        // S
-  double time_s = 0;       // median
+  double bytes = 0;  // S
+  // As a training step issues it (after compute, from the computing thread, which waits): the
+  // mean over the samples, and their first and third quartiles. The cluster's fit uses the mean.
+  double time_s = 0;
+  double time_q1_s = 0;
+  double time_q3_s = 0;
   double step_bytes = 0;   // S / N
   double step_time_s = 0;  // time / ring steps
   double bus_bandwidth_Bps = 0;
-  // CPU seconds this rank's process spent per second of the collective (its communication
-  // thread; the caller waits asleep): how much of a core the transport keeps busy.
+  // Back-to-back calls (nccl-tests' way; median), for comparison: what the transport costs
+  // once its threads are awake and the ranks in step.
+  double back_to_back_time_s = 0;
+  // CPU seconds this rank's process spent per second of the back-to-back calls (its
+  // communication thread; the caller waits asleep): how much of a core the transport keeps busy.
   double cpu_fraction = 0;
 };
 
@@ -93,6 +100,11 @@ struct CalibrationResult {
   double kernel_launch_s = 0;
   double overlap_slowdown = 1;
   double straggler_slowdown = 1;  // the slowest rank's compute over the mean, in training
+  // The slowest rank's compute over the mean while every rank computes the compute laws' runs
+  // at once, with no collective among them (median over the runs; each run's figure): the
+  // cluster's straggler_slowdown.
+  double compute_straggler_slowdown = 1;
+  std::vector<double> compute_straggling_runs;
   ContentionBySize collective_contention;
   // The in-training figures are medians over several probe runs (a noisy machine moves one
   // run's figures by tens of percent); each run's figures, in the order run, for their spread.

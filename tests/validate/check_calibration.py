@@ -1,0 +1,36 @@
+"""Checks what `osdp calibrate --json` wrote: the cluster's collectives are the fit of the
+points as a training step issues them (each point's mean inside its middle half, the
+back-to-back figure beside it), and its straggler_slowdown is the compute laws' straggling."""
+import json
+import sys
+
+document = json.load(open(sys.argv[1]))
+cluster, report = document["cluster"], document["report"]
+failures = []
+for point in report["collectives"]:
+    name = f"{point['collective']} {point['bytes']:.0f} B"
+    if not point["time_q1_s"] <= point["time_q3_s"]:
+        failures.append(f"{name}: first quartile above the third")
+    if not point["time_s"] > 0 or not point["back_to_back_time_s"] > 0:
+        failures.append(f"{name}: a time not above zero")
+    if not 0 < point["cpu_fraction"] <= 1.5:
+        failures.append(f"{name}: CPU busy {point['cpu_fraction']:.2f} of a core (not the transport's alone)")
+runs = report["compute_straggling_runs"]
+if not runs or min(runs) < 1:
+    failures.append(f"straggling runs {runs}: expected at least one, each >= 1")
+ordered = sorted(runs)
+middle = len(ordered) // 2
+expected = ordered[middle] if len(ordered) % 2 else 0.5 * (ordered[middle - 1] + ordered[middle])
+if abs(report["compute_straggler_slowdown"] - expected) > 1e-12:
+    failures.append("compute_straggler_slowdown is not the median of its runs")
+written = cluster["gpu"].get("straggler_slowdown", 1.0)
+if abs(written - report["compute_straggler_slowdown"]) > 1e-12:
+    failures.append(f"cluster straggler_slowdown {written} != report {report['compute_straggler_slowdown']}")
+# The fitted laws take each point's step time: the issued mean over its ring steps.
+for point in report["collectives"]:
+    steps = 2 if point["collective"] == "all-reduce" else 1
+    if abs(point["step_time_s"] * steps - point["time_s"]) > 1e-12 * point["time_s"]:
+        failures.append(f"{point['collective']}: step time is not the issued mean over its steps")
+for failure in failures:
+    print("FAIL:", failure)
+sys.exit(1 if failures else 0)
