@@ -100,12 +100,14 @@ int run(const CalibrateOptions& options) {
                units::format_bandwidth(point.bus_bandwidth_Bps),
                units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
   }
-  fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}\n", "operator", "batch", "forward", "backward",
-             "GFLOP/s");
+  fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}{:>24}\n", "operator", "batch", "forward", "backward",
+             "GFLOP/s", "spread of the rounds");
   for (const auto& point : result->operators) {
-    fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16.2f}\n", point.kind, point.batch_size,
+    fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16.2f}{:>24}\n", point.kind, point.batch_size,
                units::format_seconds(point.forward_s), units::format_seconds(point.backward_s),
-               point.flops / (point.forward_s + point.backward_s) / 1e9);
+               point.flops / (point.forward_s + point.backward_s) / 1e9,
+               fmt::format("{:.1f} % ({} round{})", 100 * point.round_spread, point.rounds,
+                           point.rounds == 1 ? "" : "s"));
   }
   fmt::print("  {:<12}{:>12}{:>13}{:>12}{:>12}{:>13}{:>12}\n", "compute law", "fwd fixed",
              "fwd GFLOP/s", "fwd +slice", "bwd fixed", "bwd GFLOP/s", "bwd +slice");

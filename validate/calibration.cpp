@@ -462,6 +462,12 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
     }
     point.forward_s = median(forward);
     point.backward_s = median(backward);
+    // The spread of the rounds: (slowest - fastest) / median of forward + backward.
+    std::vector<double> both;
+    for (std::size_t r = 0; r < forward.size(); ++r) both.push_back(forward[r] + backward[r]);
+    const auto [fastest, slowest] = std::minmax_element(both.begin(), both.end());
+    point.round_spread = (*slowest - *fastest) / (point.forward_s + point.backward_s);
+    point.rounds = static_cast<int>(both.size());
     if (key.first == options.batch_sizes.back()) {
       total_flops += point.flops;
       total_s += point.forward_s + point.backward_s;
@@ -714,6 +720,8 @@ Json calibration_report_json(const CalibrationResult& result) {
                          {"forward_flops_per_sample", p.forward_flops_per_sample},
                          {"backward_flops_per_sample", p.backward_flops_per_sample},
                          {"calls", p.calls},
+                         {"rounds", p.rounds},
+                         {"round_spread", p.round_spread},
                          {"flops_per_s", p.flops / (p.forward_s + p.backward_s)}});
   }
   return {{"ranks", result.ranks},
@@ -804,7 +812,8 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
           {p.at("kind").get<std::string>(), p.at("batch_size").get<int>(),
            p.at("forward_s").get<double>(), p.at("backward_s").get<double>(),
            p.at("flops").get<double>(), p.at("forward_flops_per_sample").get<double>(),
-           p.at("backward_flops_per_sample").get<double>(), p.at("calls").get<int>()});
+           p.at("backward_flops_per_sample").get<double>(), p.at("calls").get<int>(),
+           p.value("rounds", 1), p.value("round_spread", 0.0)});
     }
     parsed.compute_flops_per_s = report.at("compute_flops_per_s").get<double>();
     parsed.memory_bandwidth_Bps = report.at("memory_bandwidth_Bps").get<double>();

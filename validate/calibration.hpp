@@ -68,6 +68,10 @@ struct OperatorPoint {
   double forward_flops_per_sample = 0;
   double backward_flops_per_sample = 0;
   int calls = 0;
+  // Rounds the point is the median of, and their spread: (slowest - fastest) round's forward +
+  // backward over the median's.
+  int rounds = 1;
+  double round_spread = 0;
 };
 
 // A training step's collectives over the same collectives alone (total times), for each
