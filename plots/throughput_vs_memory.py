@@ -9,6 +9,7 @@ import argparse
 import csv
 import os
 import sys
+import textwrap
 
 STRATEGY_LABELS = {
     "osdp": "OSDP",
@@ -27,6 +28,25 @@ STRATEGY_LABELS = {
     "zero2_offload": "ZeRO-2 + CPU offload (ZeRO-Offload)",
 }
 SUFFIX = "_throughput_samples_per_s"
+# One colour a family (tab20's dark shade for the plain strategy, its light shade for the
+# checkpointed one), a line style a variant: fourteen curves stay apart, where the default cycle
+# of ten colours gave DDP and FSDP's size-based units one orange.
+STRATEGY_STYLES = {
+    "osdp": (0, "-", "o"),
+    "ddp": (2, "-", "."),
+    "ddp_ckpt": (3, "--", "."),
+    "fsdp": (4, "-", "."),
+    "fsdp_ckpt": (5, "--", "."),
+    "fsdp_ckpt_fairscale": (14, "-.", "."),
+    "zero2": (6, "-", "."),
+    "zero2_ckpt": (7, "--", "."),
+    "zero1": (8, "-", "."),
+    "zero1_ckpt": (9, "--", "."),
+    "fsdp_block": (10, ":", "s"),
+    "fsdp_min_params": (11, ":", "s"),
+    "fsdp_offload": (18, "-.", "v"),
+    "zero2_offload": (16, "-.", "v"),
+}
 
 
 def read_series(path):
@@ -56,19 +76,26 @@ def save_atomically(figure, path):
 
 
 def plot(limits, series, title, out_dir, pyplot):
-    figure, axes = pyplot.subplots(figsize=(9, 4.8))
+    figure, axes = pyplot.subplots(figsize=(10, 5.2))
+    palette = pyplot.get_cmap("tab20").colors
+    unknown = 0  # strategies without a style (a newer osdp): colours tab20 leaves unused
     for name, values in series.items():
         points = [(x, y) for x, y in zip(limits, values) if y is not None]
         if not points:
             continue
         xs, ys = zip(*points)
+        if name in STRATEGY_STYLES:
+            colour, linestyle, marker = STRATEGY_STYLES[name]
+        else:
+            colour, linestyle, marker = (12 + 2 * unknown) % 20, "-", "x"
+            unknown += 1
         is_osdp = name == "osdp"
-        axes.plot(xs, ys, marker="o" if is_osdp else ".", linewidth=2.5 if is_osdp else 1.2,
-                  linestyle="-" if is_osdp or "ckpt" not in name else "--",
+        axes.plot(xs, ys, color=palette[colour], linestyle=linestyle, marker=marker,
+                  markersize=6 if is_osdp else 4, linewidth=2.5 if is_osdp else 1.3,
                   label=STRATEGY_LABELS.get(name, name), zorder=3 if is_osdp else 2)
     axes.set_xlabel("memory limit per GPU (GiB)")
     axes.set_ylabel("throughput (samples/s, all GPUs)")
-    axes.set_title(title, fontsize="medium")
+    axes.set_title(textwrap.fill(title, 70), fontsize="medium")
     axes.set_ylim(bottom=0)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small", title="no point: out of memory", title_fontsize="small",
