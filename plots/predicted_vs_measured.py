@@ -2,7 +2,10 @@
 """Predicted (simulated) against measured iteration time and peak memory, one point per plan.
 
 Usage: predicted_vs_measured.py VALIDATION_CSV OUTPUT_PNG
-VALIDATION_CSV is the validation.csv that `osdp validate --out DIR` writes.
+VALIDATION_CSV is the validation.csv that `osdp validate --out DIR` (or fidelity_bench) writes.
+A measured time's bar is the middle half of its iterations (first to third quartile), when the
+CSV has it: plans whose bars overlap are ties the runs cannot order. Plans at the same point
+share one label ("osdp = all-z2"); labels are spread apart along the side of the plot.
 """
 import csv
 import sys
@@ -11,6 +14,30 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+def merged_points(names, xs, ys, tolerance):
+    """Plans within `tolerance` (relative) of each other in both figures: one point, one label."""
+    groups = []
+    for name, x, y in zip(names, xs, ys):
+        for group in groups:
+            if abs(group[1] - x) <= tolerance * x and abs(group[2] - y) <= tolerance * y:
+                group[0].append(name)
+                break
+        else:
+            groups.append([[name], x, y])
+    return [(" = ".join(group[0]), group[1], group[2]) for group in groups]
+
+
+def spread_labels(ys, gap):
+    """Label heights near `ys`, in the same order, at least `gap` apart."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    placed = [0.0] * len(ys)
+    previous = None
+    for i in order:
+        placed[i] = ys[i] if previous is None else max(ys[i], previous + gap)
+        previous = placed[i]
+    return placed
 
 
 def main(argv):
@@ -22,23 +49,43 @@ def main(argv):
     if not rows:
         print(f"{argv[1]}: no plans", file=sys.stderr)
         return 2
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    figure, axes = plt.subplots(1, 2, figsize=(11, 5))
     panels = [
-        ("iteration time (ms)", "measured_iteration_time_s", "simulated_iteration_time_s", 1e3),
+        ("iteration time (ms)", "measured_iteration_time", "simulated_iteration_time_s", 1e3),
         ("peak memory (MiB)", "measured_peak_memory_bytes", "simulated_peak_memory_bytes", 1 / 2**20),
     ]
     for axis, (label, measured_key, simulated_key, scale) in zip(axes, panels):
-        measured = [float(row[measured_key]) * scale for row in rows]
+        is_time = measured_key == "measured_iteration_time"
+        measured = [float(row[measured_key + ("_s" if is_time else "")]) * scale for row in rows]
         simulated = [float(row[simulated_key]) * scale for row in rows]
-        axis.scatter(measured, simulated, zorder=3)
-        for row, x, y in zip(rows, measured, simulated):
-            axis.annotate(row["plan"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        high = max(measured + simulated) * 1.1
-        axis.plot([0, high], [0, high], color="grey", linestyle="--", linewidth=1, label="exact")
-        axis.plot([0, high], [0, high * 1.1], color="grey", linestyle=":", linewidth=1, label="±10 %")
-        axis.plot([0, high], [0, high * 0.9], color="grey", linestyle=":", linewidth=1)
-        axis.set_xlim(0, high)
-        axis.set_ylim(0, high)
+        high = [0.0]
+        if is_time and "measured_iteration_time_q1_s" in rows[0]:
+            low = [m - float(r["measured_iteration_time_q1_s"]) * scale for r, m in zip(rows, measured)]
+            high = [float(r["measured_iteration_time_q3_s"]) * scale - m for r, m in zip(rows, measured)]
+            axis.errorbar(measured, simulated, xerr=[[max(0, v) for v in low], [max(0, v) for v in high]],
+                          fmt="o", capsize=3, zorder=3, label="measured middle half")
+        else:
+            axis.scatter(measured, simulated, zorder=3)
+        # Zoomed on the plans (not from zero): a 10 % miss is then visible. Labels in a column
+        # right of the points, spread apart, with a leader line to their point.
+        lowest = min(measured + simulated) * 0.85
+        highest = max(measured + simulated) * 1.08
+        span = highest - lowest
+        points = merged_points([row["plan"] for row in rows], measured, simulated, 0.005)
+        heights = spread_labels([y for _, _, y in points], 0.06 * span)
+        label_x = max(measured) + (max(high) if is_time and "measured_iteration_time_q1_s" in rows[0]
+                                   else 0) + 0.08 * span
+        for (name, x, y), height in zip(points, heights):
+            axis.annotate(name, (x, y), xytext=(label_x, height), fontsize=8, va="center",
+                          arrowprops={"arrowstyle": "-", "color": "grey", "linewidth": 0.6})
+        axis.plot([lowest, highest], [lowest, highest], color="grey", linestyle="--", linewidth=1,
+                  label="exact")
+        axis.plot([lowest, highest], [lowest * 1.1, highest * 1.1], color="grey", linestyle=":",
+                  linewidth=1, label="±10 %")
+        axis.plot([lowest, highest], [lowest * 0.9, highest * 0.9], color="grey", linestyle=":",
+                  linewidth=1)
+        axis.set_xlim(lowest, max(highest, label_x + 0.3 * span))
+        axis.set_ylim(lowest, max(highest, max(heights) + 0.05 * span))
         axis.set_xlabel(f"measured {label}")
         axis.set_ylabel(f"simulated {label}")
         axis.grid(True, alpha=0.3)
