@@ -5,10 +5,9 @@
 // Writes a cluster description that `plan`, `simulate` and `validate --cluster` load. Runs in
 // osdp-runtime (it loads libtorch); `osdp calibrate` hands its arguments over.
 #include <fmt/format.h>
-
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -91,14 +90,12 @@ int run(const CalibrateOptions& options) {
   fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}\n", "collective", "bytes", "time",
              "middle half", "step time", "bus bandwidth", "back-to-back", "CPU busy");
   for (const auto& point : result->collectives) {
-    fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%\n",
-               collective_name(point.kind), units::format_bytes(point.bytes),
-               units::format_seconds(point.time_s),
-               units::format_seconds(point.time_q1_s) + " - " +
-                   units::format_seconds(point.time_q3_s),
-               units::format_seconds(point.step_time_s),
-               units::format_bandwidth(point.bus_bandwidth_Bps),
-               units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
+    fmt::print(
+        "  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%\n", collective_name(point.kind),
+        units::format_bytes(point.bytes), units::format_seconds(point.time_s),
+        units::format_seconds(point.time_q1_s) + " - " + units::format_seconds(point.time_q3_s),
+        units::format_seconds(point.step_time_s), units::format_bandwidth(point.bus_bandwidth_Bps),
+        units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
   }
   fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}{:>24}\n", "operator", "batch", "forward", "backward",
              "GFLOP/s", "spread of the rounds");
@@ -131,10 +128,10 @@ int run(const CalibrateOptions& options) {
   fmt::print("  kernel launch     {}\n", units::format_seconds(result->kernel_launch_s));
   {
     const auto& runs = result->compute_straggling_runs;
-    const auto [low, high] = runs.empty() ? std::pair<double, double>{1.0, 1.0}
-                                          : std::pair<double, double>{
-                                                *std::min_element(runs.begin(), runs.end()),
-                                                *std::max_element(runs.begin(), runs.end())};
+    const auto [low, high] =
+        runs.empty() ? std::pair<double, double>{1.0, 1.0}
+                     : std::pair<double, double>{*std::min_element(runs.begin(), runs.end()),
+                                                 *std::max_element(runs.begin(), runs.end())};
     fmt::print(
         "  straggling        {:.3f}x [{:.3f}-{:.3f}x over {} runs] (the slowest rank's compute "
         "over the mean, every rank\n                    computing at once with no collective: "

@@ -173,11 +173,16 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
 std::optional<std::pair<std::string, std::string>> first_override_given(
     const ScenarioOptions& options) {
   const std::pair<const std::string*, const char*> flags[] = {
-      {&options.memory_limit, "--memory-limit"}, {&options.modes, "--modes"},
-      {&options.split, "--split"},               {&options.checkpoint, "--checkpoint"},
-      {&options.cost_model, "--cost-model"},     {&options.gap, "--gap"},
-      {&options.time_limit, "--time-limit"},     {&options.units, "--units"},
-      {&options.offload, "--offload"},           {&options.min_unit_params, "--min-unit-params"}};
+      {&options.memory_limit, "--memory-limit"},
+      {&options.modes, "--modes"},
+      {&options.split, "--split"},
+      {&options.checkpoint, "--checkpoint"},
+      {&options.cost_model, "--cost-model"},
+      {&options.gap, "--gap"},
+      {&options.time_limit, "--time-limit"},
+      {&options.units, "--units"},
+      {&options.offload, "--offload"},
+      {&options.min_unit_params, "--min-unit-params"}};
   for (const auto& [value, flag] : flags) {
     if (!value->empty()) return std::make_pair(std::string(flag), *value);
   }

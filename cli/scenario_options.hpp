@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "model/scenario.hpp"
 

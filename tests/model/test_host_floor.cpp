@@ -132,8 +132,7 @@ TEST_CASE("the cost model takes max(host floor, fixed + b x FLOPs / rate) per ca
     // Beside the compute: the (exposed: a lone operator) all-reduce, the optimizer step and the
     // launch gaps of its four kernels (forward, recompute, backward twice).
     CHECK(cost.time_s.at(b) - cost.compute_s.at(b) ==
-          Approx(cost.communication_s +
-                 model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp)) +
+          Approx(cost.communication_s + model.optimizer_step_s(0, OperatorChoice::whole(Mode::dp)) +
                  4 * cluster.gpu.kernel_launch_s));
     const Plan plan{b, {OperatorChoice::whole(Mode::dp, Checkpoint::unfused)}, 0, {}};
     CHECK(model.plan_cost(plan).compute_s == Approx(compute));
