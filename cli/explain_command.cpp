@@ -279,22 +279,19 @@ std::string explain_class(const CostModel& model, const SearchSpec& spec, const 
   return text;
 }
 
+// What each mode keeps and sends is the mode table's (the "Modes" section, from model/mode);
+// this says only which cost model prices it.
 std::string cost_model_text(const CostModel& model) {
-  const int n = model.ranks();
-  std::string text = fmt::format(
-      "How each mode costs (N = {} ranks, S = parameter bytes of the operator):\n"
-      "  dp   keeps all model states; all-reduces gradients: 2(N-1) ring steps of S/N bytes\n"
-      "  zdp  keeps 1/N of the states; all-gathers before forward and backward, reduce-scatters\n"
-      "       gradients: 3(N-1) steps of S/N (one more all-gather when checkpointed unfused)\n"
-      "  z2   keeps parameters whole from forward to backward, shards gradients and optimizer:\n"
-      "       one all-gather + one reduce-scatter\n"
-      "  hsdp shards inside a node and all-reduces the shard's gradient across nodes\n",
-      n);
-  text += model.settings().kind == CostModelKind::paper
-              ? "  cost model paper: no transient buffers, no overlap (DESIGN section 1)\n"
-              : "  cost model extended: transient gather buffers (x units in flight), slice "
-                "overheads, checkpoint recompute, optimizer step\n";
-  return text;
+  return model.settings().kind == CostModelKind::paper
+             ? fmt::format(
+                   "Cost model paper on N = {} ranks: no transient buffers, no overlap "
+                   "(DESIGN section 1)\n",
+                   model.ranks())
+             : fmt::format(
+                   "Cost model extended on N = {} ranks: transient gather buffers (x units "
+                   "in flight), slice overheads, checkpoint recompute, optimizer step, "
+                   "overlap\n",
+                   model.ranks());
 }
 
 // Rows worth showing: the first few batch sizes, those around the chosen one and the last.
