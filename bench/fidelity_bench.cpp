@@ -1,9 +1,10 @@
 // fidelity_bench: the validator's fidelity on the local testbed (not a timed test). Six plans
 // of scenarios/local-cpu.json (all-DP, all-ZDP, the OSDP plan, ZDP with checkpointing, ZDP with
 // 4 slices, all-Z2) are run for real on local ranks and simulated; prints the comparison and
-// checks the targets of issue 4: median |time error| <= 10 %, median |peak memory error| <= 5 %,
-// ranking preserved (for pairs measured further apart than the first plan measures from itself
-// when run again at the end). Exit 0 when all hold, 1 when one misses, 2 on bad input.
+// checks the targets of issue 11: median |time error| <= 10 % and largest <= 20 %, median |peak
+// memory error| <= 3 %, the ranking of every pair whose measured middle halves do not overlap,
+// and the first plan, measured again at the end, within its own spread. Exit 0 when all hold, 1
+// when one misses, 2 on bad input.
 //   fidelity_bench [SCENARIO] [--cluster CLUSTER.json] [--out DIR]
 #include <fmt/format.h>
 
@@ -123,8 +124,10 @@ int main(int argc, char** argv) {
       fmt::print("{}\n", validate::plot_predicted_vs_measured(out + "/fidelity.csv",
                                                               out + "/predicted_vs_measured.png"));
     }
+    // Issue 11's targets.
     const bool time_ok = comparison.median_abs_time_error_percent() <= 10.0;
-    const bool memory_ok = comparison.median_abs_memory_error_percent() <= 5.0;
+    const bool largest_ok = comparison.max_abs_time_error_percent() <= 20.0;
+    const bool memory_ok = comparison.median_abs_memory_error_percent() <= 3.0;
     // Pairs whose measured middle halves overlap are ties; every other pair must be ordered
     // alike. The same plan measured twice in one run must agree within its spread.
     const bool ranking_ok = comparison.ranking_agrees();
@@ -136,11 +139,13 @@ int main(int argc, char** argv) {
         1e3 * first_spread.third_quartile_s, 1e3 * again_s, 1e3 * again_spread.first_quartile_s,
         1e3 * again_spread.third_quartile_s, spread_percent);
     fmt::print(
-        "targets: time error <= 10 %: {}; peak memory error <= 5 %: {}; ranking of plans whose "
-        "middle halves do not overlap: {}; the repeated plan within its spread: {}\n",
-        time_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
+        "targets: median time error <= 10 %: {}; largest time error <= 20 % ({:.1f} %): {}; "
+        "median peak memory error <= 3 %: {}; ranking of plans whose middle halves do not "
+        "overlap: {}; the repeated plan within its spread: {}\n",
+        time_ok ? "met" : "MISSED", comparison.max_abs_time_error_percent(),
+        largest_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
         ranking_ok ? "preserved" : "NOT preserved", repeat_ok ? "yes" : "NO");
-    return time_ok && memory_ok && ranking_ok && repeat_ok ? 0 : 1;
+    return time_ok && largest_ok && memory_ok && ranking_ok && repeat_ok ? 0 : 1;
   } catch (const InputError& error) {
     std::fprintf(stderr, "fidelity_bench: %s\n", error.what());
     return 2;

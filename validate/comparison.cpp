@@ -65,6 +65,12 @@ double Comparison::median_abs_time_error_percent() const {
   return median_abs(errors);
 }
 
+double Comparison::max_abs_time_error_percent() const {
+  double largest = 0;
+  for (const auto& row : rows) largest = std::max(largest, std::abs(row.time_error_percent()));
+  return largest;
+}
+
 double Comparison::median_abs_memory_error_percent() const {
   std::vector<double> errors;
   for (const auto& row : rows) errors.push_back(row.memory_error_percent());
@@ -195,6 +201,7 @@ Json comparison_json(const Comparison& comparison) {
           {"pairs", comparison.pairs},
           {"widest_discordant_gap_percent", comparison.widest_discordant_gap_percent},
           {"median_abs_time_error_percent", comparison.median_abs_time_error_percent()},
+          {"max_abs_time_error_percent", comparison.max_abs_time_error_percent()},
           {"median_abs_memory_error_percent", comparison.median_abs_memory_error_percent()}};
 }
 

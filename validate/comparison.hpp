@@ -49,6 +49,7 @@ struct Comparison {
   double widest_discordant_gap_percent = 0;
   bool ranking_agrees() const { return concordant_pairs == separated_pairs; }
   double median_abs_time_error_percent() const;
+  double max_abs_time_error_percent() const;
   double median_abs_memory_error_percent() const;
 };
 

@@ -33,6 +33,7 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(comparison.rows[1].time_error_percent() == Approx(-10.0));
   CHECK(comparison.rows[0].memory_error_percent() == Approx(-5.0));
   CHECK(comparison.median_abs_time_error_percent() == Approx(10.0));
+  CHECK(comparison.max_abs_time_error_percent() == Approx(10.0));
   CHECK(comparison.median_abs_memory_error_percent() == Approx(5.0));
   CHECK(comparison.ranking_agrees());
   CHECK(comparison.pairs == 3);
@@ -41,6 +42,7 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   comparison = compare(scenario, plans, measurements, simulated, "simgrid");
   CHECK_FALSE(comparison.ranking_agrees());
   CHECK(comparison.concordant_pairs == 2);
+  CHECK(comparison.max_abs_time_error_percent() == Approx(75.0));  // b: 3.5 s against 2 s
   // The pair ordered differently (b 2 s, c 3 s) measured 50 % apart.
   CHECK(comparison.widest_discordant_gap_percent == Approx(50.0));
   CHECK(comparison_table(comparison).find("differs (2 of 3 pairs") != std::string::npos);
