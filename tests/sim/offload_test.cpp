@@ -102,9 +102,9 @@ TEST_CASE("on a PCIe tree the copies are flows to each socket's memory", "[sim][
   // charges it: the simulated iteration grows by the copies and the CPU's step.
   const PlanCost analytic_plain = model.plan_cost(plain);
   const PlanCost analytic_offloaded = model.plan_cost(offloaded);
-  CHECK(with.iteration_time_s - without.iteration_time_s ==
-        Approx(analytic_offloaded.iteration_time_s - analytic_plain.iteration_time_s)
-            .epsilon(0.05));
+  CHECK(
+      with.iteration_time_s - without.iteration_time_s ==
+      Approx(analytic_offloaded.iteration_time_s - analytic_plain.iteration_time_s).epsilon(0.05));
 }
 
 TEST_CASE("offloaded plans: analytic figures agree with their simulation", "[sim][offload]") {
