@@ -218,12 +218,16 @@ std::string_view mode_cluster_requirement(Mode mode) {
              : "any cluster";
 }
 
-bool collective_runs(const ModeCollective& collective, Checkpoint checkpoint) {
-  return collective.stage != Stage::recompute || checkpoint == Checkpoint::unfused;
+namespace {
+
+// Whether work of this stage runs under this checkpointing: a recompute only when unfused.
+bool stage_runs(Stage stage, Checkpoint checkpoint) {
+  return stage != Stage::recompute || checkpoint == Checkpoint::unfused;
 }
 
-bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& collective) {
-  switch (collective.stage) {
+// Whether work of this stage runs in every micro-batch or once per step (see the header).
+bool stage_runs_every_micro_batch(const ModeDescription& mode, Stage stage) {
+  switch (stage) {
     case Stage::forward:
     case Stage::recompute:
     case Stage::backward:
@@ -234,6 +238,16 @@ bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& c
       return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool collective_runs(const ModeCollective& collective, Checkpoint checkpoint) {
+  return stage_runs(collective.stage, checkpoint);
+}
+
+bool runs_every_micro_batch(const ModeDescription& mode, const ModeCollective& collective) {
+  return stage_runs_every_micro_batch(mode, collective.stage);
 }
 
 double resting_state_bytes(Mode mode, const Cluster& cluster, double parameter_bytes,
@@ -264,21 +278,11 @@ double host_state_bytes(Mode mode, const Cluster& cluster, double parameter_byte
 }
 
 bool copy_runs(const HostCopy& copy, Checkpoint checkpoint) {
-  return copy.stage != Stage::recompute || checkpoint == Checkpoint::unfused;
+  return stage_runs(copy.stage, checkpoint);
 }
 
 bool copy_runs_every_micro_batch(const ModeDescription& mode, const HostCopy& copy) {
-  switch (copy.stage) {
-    case Stage::forward:
-    case Stage::recompute:
-    case Stage::backward:
-      return true;
-    case Stage::after_backward:
-      return mode.shards_gradients;
-    case Stage::after_step:
-      return false;
-  }
-  return true;
+  return stage_runs_every_micro_batch(mode, copy.stage);
 }
 
 bool choice_consistent(const OperatorChoice& choice) {

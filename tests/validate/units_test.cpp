@@ -5,6 +5,7 @@
 
 #include "model/input_error.hpp"
 #include "tests/validate/rank_threads.hpp"
+#include "tests/validate/tiny_parity.hpp"
 #include "validate/counting_allocator.hpp"
 #include "validate/reference_gpt.hpp"
 #include "validate/sharded_gpt.hpp"
@@ -15,13 +16,9 @@
 
 using namespace osdp;
 using namespace osdp::validate;
+using namespace osdp::validate::testing;
 
 namespace {
-
-const GptShape tiny{2, 64, 4, 16, 128};  // embedding, 2 x (attention, mlp), head
-constexpr int steps = 3;
-constexpr int batch_per_rank = 2;
-constexpr std::uint64_t data_seed = 11;
 
 // One unit per block (fsdp_block): embedding | layer0 | layer1 | head.
 const std::vector<int> per_block{1, 2, 2, 1};
@@ -35,36 +32,6 @@ Plan of_units(const std::vector<int>& sizes, OperatorChoice choice) {
   plan.unit_sizes = sizes;
   plan.choices.assign(sizes.size(), choice);
   return plan;
-}
-
-const NamedTensors& reference_parameters(int world) {
-  static std::mutex mutex;
-  static std::map<int, NamedTensors> runs;
-  std::lock_guard lock(mutex);
-  auto found = runs.find(world);
-  if (found == runs.end()) {
-    found = runs.emplace(world, train_reference_gpt(tiny, initial_gpt_parameters(tiny, 5),
-                                                    world * batch_per_rank, data_seed, steps, {})
-                                    .parameters)
-                .first;
-  }
-  return found->second;
-}
-
-double parity_error(const Plan& plan, int world, RuntimeOptions options = {}) {
-  NamedTensors result;
-  std::mutex mutex;
-  testing::run_rank_threads(world, [&](Communicator& comm) {
-    ShardedGpt model(tiny, plan, comm, initial_gpt_parameters(tiny, 5), options);
-    for (int step = 0; step < steps; ++step) {
-      const TokenBatch global = make_token_batch(tiny, world * batch_per_rank, data_seed, step);
-      model.train_step(global.rows(comm.rank() * batch_per_rank, batch_per_rank));
-    }
-    NamedTensors parameters = model.full_parameters();
-    std::lock_guard lock(mutex);
-    if (comm.rank() == 0) result = std::move(parameters);
-  });
-  return parity_difference(result, reference_parameters(world), tiny);
 }
 
 // Rank 0's collectives in one step after a warm-up, and the step's peak over both ranks.
