@@ -16,6 +16,7 @@
 #include "validate/alpha_beta_fit.hpp"
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
+#include "validate/measurement.hpp"
 #include "validate/rank_runner.hpp"
 #include "validate/sharded_gpt.hpp"
 
@@ -33,16 +34,6 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t m = values.size() / 2;
   return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
-}
-
-// Linear interpolation between the order statistics (q = 0.25: first quartile).
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const auto below = static_cast<std::size_t>(position);
-  const std::size_t above = std::min(below + 1, values.size() - 1);
-  return values[below] + (position - static_cast<double>(below)) * (values[above] - values[below]);
 }
 
 double mean(const std::vector<double>& values) {
@@ -128,8 +119,9 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
     point.kind = probe.kind;
     point.bytes = static_cast<double>(probe.buffer.nbytes());
     point.time_s = from_rank0(comm, mean(probe.issued_times_s));
-    point.time_q1_s = from_rank0(comm, quantile(probe.issued_times_s, 0.25));
-    point.time_q3_s = from_rank0(comm, quantile(probe.issued_times_s, 0.75));
+    const Spread issued = spread_of(probe.issued_times_s);
+    point.time_q1_s = from_rank0(comm, issued.first_quartile_s);
+    point.time_q3_s = from_rank0(comm, issued.third_quartile_s);
     point.back_to_back_time_s = from_rank0(comm, median(probe.back_to_back_times_s));
     point.step_bytes = ring_step_bytes(point.bytes, n);
     point.step_time_s =
@@ -320,15 +312,21 @@ double slowest_over_mean(Communicator& comm, const std::vector<double>& mine) {
   return mean_s > 0 ? std::max(1.0, slowest_s / mean_s) : 1.0;
 }
 
+// Each operator's forward and backward time of one step, appended in order.
+void append_phase_times(const std::vector<StepMetrics::OperatorTiming>& operators,
+                        std::vector<double>& times) {
+  for (const auto& op : operators) {
+    times.push_back(op.forward_s);
+    times.push_back(op.backward_s);
+  }
+}
+
 // Straggling in a training step: every phase of every step (each operator's forward and
 // backward, the update).
 double straggler_slowdown(Communicator& comm, const ProbeRun& run) {
   std::vector<double> mine;
   for (const StepMetrics& step : run.steps) {
-    for (const auto& op : step.operators) {
-      mine.push_back(op.forward_s);
-      mine.push_back(op.backward_s);
-    }
+    append_phase_times(step.operators, mine);
     mine.push_back(step.optimizer_step_s);
   }
   return slowest_over_mean(comm, mine);
@@ -374,12 +372,7 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
   }
   if (straggling != nullptr) {
     std::vector<double> mine;
-    for (const auto& step : steps) {
-      for (const auto& op : step) {
-        mine.push_back(op.forward_s);
-        mine.push_back(op.backward_s);
-      }
-    }
+    for (const auto& step : steps) append_phase_times(step, mine);
     *straggling = slowest_over_mean(comm, mine);
   }
   std::map<std::string, OperatorPoint> by_kind;
