@@ -746,6 +746,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     connect.timeout = options.timeout;
     try {
       auto communicator = Communicator::connect(connect);
+      let_communication_preempt_compute();
       CalibrationResult result = calibrate(*communicator, options);
       if (environment->rank != 0) return std::nullopt;
       return result;
@@ -767,6 +768,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
         connect.file_store_path = (directory / "store").string();
         connect.timeout = options.timeout;
         auto communicator = Communicator::connect(connect);
+        let_communication_preempt_compute();
         const CalibrationResult result = calibrate(*communicator, options);
         if (rank == 0) {
           write_file_atomically(output, Json{{"report", calibration_report_json(result)},

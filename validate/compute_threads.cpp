@@ -3,6 +3,9 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -18,6 +21,12 @@ void use_one_compute_thread() {
           reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     set_threads(1);
   }
+}
+
+void let_communication_preempt_compute() {
+  // Linux keeps a nice value per thread: PRIO_PROCESS with a thread id sets this thread's only.
+  const auto thread = static_cast<id_t>(::syscall(SYS_gettid));
+  ::setpriority(PRIO_PROCESS, thread, compute_thread_nice);
 }
 
 int usable_cores() {

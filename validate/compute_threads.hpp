@@ -9,6 +9,17 @@ namespace osdp::validate {
 // thread. Safe to call more than once.
 void use_one_compute_thread();
 
+// On shared cores a computing thread at the communication threads' priority keeps its core
+// until the scheduler's tick (4 ms at HZ=250) while a communication thread woken by a message
+// waits: traces of the testbed showed collectives of 260 KB stalled 1-3 ms mid-way while both
+// cores computed. Accelerators give communication its own engine (and PyTorch its collectives
+// high-priority streams); here the calling thread, the rank's compute, is made nicer
+// (compute_thread_nice) than the threads that already exist (the communicator's and its
+// transport's), so a woken transport preempts compute. Call after connecting (threads started
+// later by this one inherit its nice value). Raising one's own nice value is always permitted.
+inline constexpr int compute_thread_nice = 10;
+void let_communication_preempt_compute();
+
 // The cores this process may run on (its CPU affinity), which the node's ranks share.
 int usable_cores();
 

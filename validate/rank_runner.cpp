@@ -258,6 +258,7 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
       connect.backend = device->backend();
       connect.cuda_device = environment->local_rank;
       auto communicator = Communicator::connect(connect);
+      if (connect.backend == CommBackend::gloo) let_communication_preempt_compute();
       const std::string raw =
           trace_directory.empty() ? "" : (fs::path(trace_directory) / "ranks").string();
       auto measurements = measure_plans(shape, plans, *communicator, *device, options,
@@ -294,6 +295,7 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
         connect.backend = device->backend();
         connect.cuda_device = rank;
         auto communicator = Communicator::connect(connect);
+        if (connect.backend == CommBackend::gloo) let_communication_preempt_compute();
         std::vector<ComputeCheck> check;
         const auto measurements =
             measure_plans(shape, plans, *communicator, *device, options, gpus_per_node,
