@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 namespace osdp::validate {
@@ -26,7 +27,10 @@ void use_one_compute_thread() {
 void let_communication_preempt_compute() {
   // Linux keeps a nice value per thread: PRIO_PROCESS with a thread id sets this thread's only.
   const auto thread = static_cast<id_t>(::syscall(SYS_gettid));
-  ::setpriority(PRIO_PROCESS, thread, compute_thread_nice);
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, thread);
+  if (errno != 0) return;
+  ::setpriority(PRIO_PROCESS, thread, std::min(19, nice + compute_nicer_by));
 }
 
 int usable_cores() {

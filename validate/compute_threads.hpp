@@ -14,10 +14,11 @@ void use_one_compute_thread();
 // waits: traces of the testbed showed collectives of 260 KB stalled 1-3 ms mid-way while both
 // cores computed. Accelerators give communication its own engine (and PyTorch its collectives
 // high-priority streams); here the calling thread, the rank's compute, is made nicer
-// (compute_thread_nice) than the threads that already exist (the communicator's and its
-// transport's), so a woken transport preempts compute. Call after connecting (threads started
-// later by this one inherit its nice value). Raising one's own nice value is always permitted.
-inline constexpr int compute_thread_nice = 10;
+// (by compute_nicer_by, at most to 19) than the threads that already exist (the communicator's
+// and its transport's), so a woken transport preempts compute. Call after connecting (threads
+// started later by this one inherit its nice value). Raising one's own nice value is always
+// permitted.
+inline constexpr int compute_nicer_by = 10;
 void let_communication_preempt_compute();
 
 // The cores this process may run on (its CPU affinity), which the node's ranks share.
