@@ -54,6 +54,19 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(json["plans"][0]["measured_iteration_time_s"] == 1.0);
   CHECK(json["plans"][2]["simulated_peak_memory_bytes"] == 300.0);
   CHECK(comparison_csv(comparison).find("a,2,1,1.1,") != std::string::npos);
+  // The table shows each plan's exposed communication, measured (the slowest rank's) and
+  // simulated, beside its time.
+  std::vector<PlanMeasurement> waited = measurements;
+  waited[0].ranks[1].exposed_communication_s = 0.0456;
+  simulated[0].exposed_communication_s = 0.0123;
+  const std::string table =
+      comparison_table(compare(scenario, plans, waited, simulated, "simgrid"));
+  const std::size_t row_a = table.find("\na ");
+  REQUIRE(row_a != std::string::npos);
+  const std::string line = table.substr(row_a + 1, table.find('\n', row_a + 1) - row_a - 1);
+  CHECK(line.find(" 45.6 ") != std::string::npos);
+  CHECK(line.find(" 12.3 ") != std::string::npos);
+  CHECK(table.find("exposed ms") != std::string::npos);
 }
 
 TEST_CASE("spread: quartiles of the measured iterations", "[validate][comparison]") {
