@@ -1,9 +1,7 @@
 // Parity: whatever the plan, 3 optimizer steps leave the parameters of a single-process run on
 // the concatenated batch (within 1e-5 relative).
-#include <mutex>
-
 #include "model/input_error.hpp"
-#include "tests/validate/rank_threads.hpp"
+#include "tests/validate/tiny_parity.hpp"
 #include "validate/reference_gpt.hpp"
 #include "validate/sharded_gpt.hpp"
 
@@ -14,25 +12,13 @@
 using namespace osdp;
 using namespace osdp::validate;
 
+using testing::batch_per_rank;
+using testing::data_seed;
+using testing::parity_error;
+using testing::steps;
+using testing::tiny;
+
 namespace {
-
-const GptShape tiny{2, 64, 4, 16, 128};
-constexpr int steps = 3;
-constexpr int batch_per_rank = 2;
-constexpr std::uint64_t data_seed = 11;
-
-const ReferenceRun& reference(int world) {
-  static std::mutex mutex;
-  static std::map<int, ReferenceRun> runs;
-  std::lock_guard lock(mutex);
-  auto found = runs.find(world);
-  if (found == runs.end()) {
-    found = runs.emplace(world, train_reference_gpt(tiny, initial_gpt_parameters(tiny, 5),
-                                                    world * batch_per_rank, data_seed, steps, {}))
-                .first;
-  }
-  return found->second;
-}
 
 Plan uniform(OperatorChoice choice) {
   Plan plan;
@@ -41,32 +27,13 @@ Plan uniform(OperatorChoice choice) {
   return plan;
 }
 
-// Parameters after `steps` steps of the plan on `world` thread ranks, from rank 0; also checks
-// that every rank ends with the same parameters.
-double parity_error(const Plan& plan, int world, RuntimeOptions options = {}) {
-  NamedTensors result;
-  std::mutex mutex;
-  std::vector<double> losses;
-  testing::run_rank_threads(world, [&](Communicator& comm) {
-    ShardedGpt model(tiny, plan, comm, initial_gpt_parameters(tiny, 5), options);
-    for (int step = 0; step < steps; ++step) {
-      const TokenBatch global = make_token_batch(tiny, world * batch_per_rank, data_seed, step);
-      model.train_step(global.rows(comm.rank() * batch_per_rank, batch_per_rank));
-    }
-    NamedTensors parameters = model.full_parameters();
-    std::lock_guard lock(mutex);
-    if (comm.rank() == 0) result = std::move(parameters);
-  });
-  return parity_difference(result, reference(world).parameters, tiny);
-}
-
 }  // namespace
 
 TEST_CASE("the reference moves the parameters", "[validate][parity]") {
   const NamedTensors initial = initial_gpt_parameters(tiny, 5);
   // A parity tolerance of 1e-5 means something only if training changes the parameters a lot
   // more than that.
-  CHECK(parity_difference(reference(2).parameters, initial, tiny) > 1e-2);
+  CHECK(parity_difference(testing::reference_parameters(2), initial, tiny) > 1e-2);
 }
 
 TEST_CASE("parity: all-DP and all-ZDP", "[validate][parity]") {
