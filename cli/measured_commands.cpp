@@ -48,7 +48,9 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// One simulated iteration per row, with the scenario's cluster resized to the row's ranks.
+// One iteration per row, with the scenario's cluster resized to the row's GPUs: data-parallel
+// rows simulated (SimGrid), rows with tensor or pipeline parallelism through their pipeline
+// schedule's timeline (model/parallel_iteration).
 std::vector<double> simulate_rows(const Scenario& scenario, const MeasuredTable& table) {
   const RunSetup setup = read_run_setup(scenario);
   const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
@@ -57,11 +59,17 @@ std::vector<double> simulate_rows(const Scenario& scenario, const MeasuredTable&
   std::vector<std::pair<Scenario, Plan>> runs;
   for (const MeasuredRun& run : table.runs) {
     Scenario run_scenario = scenario_for_run(scenario, table, run);
-    Plan plan = plan_for_run(run_scenario, setup, run);
+    Plan plan = uses_model_parallelism(run) ? Plan{} : plan_for_run(run_scenario, setup, run);
     runs.emplace_back(std::move(run_scenario), std::move(plan));
   }
-  for (const auto& [run_scenario, plan] : runs) {
-    predicted.push_back(sim::simulate_plan(run_scenario, plan, options).iteration_time_s);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& [run_scenario, plan] = runs[i];
+    if (uses_model_parallelism(table.runs[i])) {
+      predicted.push_back(
+          parallel_cost_for_run(run_scenario, setup, table.runs[i]).iteration_time_s);
+    } else {
+      predicted.push_back(sim::simulate_plan(run_scenario, plan, options).iteration_time_s);
+    }
   }
   return predicted;
 }
@@ -115,11 +123,14 @@ int run_predict(const MeasuredOptions& options) {
     fmt::print("{}\n", document.dump(2));
     return exit_ok;
   }
-  fmt::print("{}: {} rows of {} simulated on {} ({} GPUs per row as the table says)\n", table.file,
-             table.runs.size(), scenario.name, scenario.cluster.name, "data parallelism");
-  fmt::print("{:>4} {:>6} {:>5} {:>4} {:>6} {:>6} {:>5} {:>5} {:>12} {:>12} {:>8}\n", "GPUs",
-             "global", "micro", "acc", "hidden", "heads", "layers", "seq", "measured ms",
-             "predicted ms", "error %");
+  fmt::print(
+      "{}: {} rows of {} on {} (GPUs and tensor x data x pipeline layout per row as the "
+      "table says)\n",
+      table.file, table.runs.size(), scenario.name, scenario.cluster.name);
+  fmt::print(
+      "{:>4} {:>3} {:>3} {:>3} {:>6} {:>5} {:>4} {:>6} {:>6} {:>5} {:>5} {:>12} {:>12} {:>8}\n",
+      "GPUs", "tp", "dp", "pp", "global", "micro", "acc", "hidden", "heads", "layers", "seq",
+      "measured ms", "predicted ms", "error %");
   for (std::size_t i = 0; i < table.runs.size(); ++i) {
     const MeasuredRun& run = table.runs[i];
     const std::string measured =
@@ -129,9 +140,12 @@ int run_predict(const MeasuredOptions& options) {
             ? fmt::format("{:+.1f}",
                           100.0 * (predicted[i] - *run.iteration_time_s) / *run.iteration_time_s)
             : "-";
-    fmt::print("{:>4} {:>6} {:>5} {:>4} {:>6} {:>6} {:>5} {:>5} {:>12} {:>12.2f} {:>8}\n", run.gpus,
-               run.global_batch, run.micro_batch, run.accumulation_steps(), run.hidden, run.heads,
-               run.layers, run.sequence_length, measured, predicted[i] * 1e3, error);
+    fmt::print(
+        "{:>4} {:>3} {:>3} {:>3} {:>6} {:>5} {:>4} {:>6} {:>6} {:>5} {:>5} {:>12} {:>12.2f} "
+        "{:>8}\n",
+        run.gpus, run.tensor_parallelism, run.data_parallelism, run.pipeline_parallelism,
+        run.global_batch, run.micro_batch, run.accumulation_steps(), run.hidden, run.heads,
+        run.layers, run.sequence_length, measured, predicted[i] * 1e3, error);
   }
   if (!errors.empty()) {
     fmt::print("absolute error over {} rows: mean (MAPE) {:.2f} %, median {:.2f} %, max {:.2f} %\n",

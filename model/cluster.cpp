@@ -222,6 +222,37 @@ DerivedTimings derive_timings(const Topology& physical) {
   return timings;
 }
 
+AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int nodes) {
+  const Topology topology = with_duplex_sharing(physical);
+  NodeTopology members = topology.node;
+  members.gpus = std::max(1, members_per_node);
+  RingBottleneck ring = intra_node_ring(members);
+  if (nodes <= 1) return ring.alpha_beta();
+  double latency_s = 2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
+  if (topology.leaf_spine && topology.leaf_spine->leaves(topology.nodes) > 1) {
+    latency_s += 2 * topology.leaf_spine->uplink.latency_s;
+  }
+  const double groups_per_node =
+      std::max(1.0, static_cast<double>(topology.node.gpus) / std::max(1, members_per_node));
+  const double nic_share_Bps =
+      topology.nic.bandwidth_Bps * topology.nics_per_node / groups_per_node;
+  const double to_nic_Bps = topology.node.kind == NodeKind::pcie
+                                ? std::min(topology.node.pcie.gpu_link.bandwidth_Bps,
+                                           topology.node.pcie.switch_uplink.bandwidth_Bps)
+                                : topology.node.gpu_link.bandwidth_Bps;
+  ring.add({latency_s, std::min(nic_share_Bps, to_nic_Bps)});
+  return ring.alpha_beta();
+}
+
+AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes) {
+  if (!across_nodes) {
+    NodeTopology pair = topology.node;
+    pair.gpus = 2;
+    return intra_node_ring(pair).alpha_beta();
+  }
+  return group_ring_timing(topology, 1, 2);
+}
+
 std::optional<LeafSpine> read_fabric(const JsonReader& fabric, int nodes) {
   const std::string kind = fabric.choice("kind", {"switch", "leaf_spine"});
   if (kind == "switch") {

@@ -98,7 +98,8 @@ struct GroupTiming {
 };
 
 // Measured compute time of an operator kind, forward or backward, at batch b:
-// fixed_s + b x (the operator's FLOPs per sample) / flops_per_s. The fixed part is what the
+// fixed_s + b x ((the operator's FLOPs per sample) / flops_per_s + its saved activation bytes
+// per sample / activation_bytes_per_s). The fixed part is what the
 // operator costs whatever its batch (weight-sized work, small-matrix inefficiency; all of it
 // for FLOP-free kinds such as the embedding); k slices share it. Without a rate the GPU's
 // sustained rate applies.
@@ -114,6 +115,11 @@ struct ComputeLaw {
   // narrower matrices, the partial-sum add); unset: the generic launch + add estimate.
   std::optional<double> extra_slice_s;
   double host_floor_s = 0;  // last: laws written as {fixed, rate, extra_slice} keep no floor
+  // The memory-bound work beside the MatMuls (norms, GELU, dropout, the softmax of the scores),
+  // as the rate at which a call moves the activation bytes it saves for backward (a backward
+  // twice those); it grows with sequence x hidden and heads x sequence^2 where the FLOPs grow
+  // with hidden^2. Unset: none.
+  std::optional<double> activation_bytes_per_s;
 };
 
 struct OperatorCompute {
@@ -214,5 +220,17 @@ struct DerivedTimings {
   AlphaBeta inter_node;
 };
 DerivedTimings derive_timings(const Topology& topology);
+
+// Ring alpha-beta of one group among many alike that run at once (a tensor-, data- or
+// pipeline-parallel group of a 3D layout, model/parallel_layout.hpp): `members_per_node` of its
+// ranks on each of `nodes` nodes, every GPU of those nodes in one such group. Inside a node the
+// node's ring; across nodes the ring leaves and enters each node once, and the groups that share
+// a node share its NICs (NCCL spreads a ring's channels over several NICs when it has them
+// alone). One node: the intra-node timing.
+AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int nodes);
+// One point-to-point transfer between two GPUs of different nodes while every GPU of the node
+// sends one (pipeline stages): latency and the bandwidth each gets of its NICs. Same node:
+// the node's GPU link.
+AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes);
 
 }  // namespace osdp

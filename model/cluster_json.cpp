@@ -123,7 +123,13 @@ Topology read_topology(const JsonReader& reader) {
     topology.nics_per_node = static_cast<int>(
         reader.optional_integer("nics_per_node", 1, topology.node.gpus).value_or(1));
   } else if (reader.has("nic")) {
+    // One node with its NICs described: a job on more GPUs than the node has (a measured
+    // table's multi-node rows) scales it out to nodes of the same kind.
     topology.nic = read_link(reader.object("nic"));
+    topology.nics_per_node = static_cast<int>(
+        reader.optional_integer("nics_per_node", 1, topology.node.gpus).value_or(1));
+  } else if (reader.has("nics_per_node")) {
+    reader.fail("nics_per_node", "a \"nic\" link beside it");
   }
   if (reader.has("fabric")) {
     if (topology.nodes <= 1) reader.fail("fabric", "no fabric between nodes unless nodes > 1");
@@ -137,7 +143,7 @@ Topology read_topology(const JsonReader& reader) {
 }
 
 ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak_flops_per_s) {
-  reader.require_only({"fixed", "rate", "host_floor", "extra_slice"});
+  reader.require_only({"fixed", "rate", "host_floor", "extra_slice", "activation_bandwidth"});
   ComputeLaw law;
   law.fixed_s =
       reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
@@ -152,6 +158,8 @@ ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak
       reader.optional_quantity("host_floor", Dimension::seconds, limits::latency_s).value_or(0.0);
   law.extra_slice_s =
       reader.optional_quantity("extra_slice", Dimension::seconds, limits::latency_s);
+  law.activation_bytes_per_s = reader.optional_quantity(
+      "activation_bandwidth", Dimension::bytes_per_second, limits::bandwidth_Bps);
   return law;
 }
 
@@ -358,6 +366,7 @@ Json cluster_to_json(const Cluster& cluster) {
         if (law.flops_per_s) json["rate"] = *law.flops_per_s;
         if (law.host_floor_s > 0) json["host_floor"] = law.host_floor_s;
         if (law.extra_slice_s) json["extra_slice"] = *law.extra_slice_s;
+        if (law.activation_bytes_per_s) json["activation_bandwidth"] = *law.activation_bytes_per_s;
         return json;
       };
       laws[kind] = {{"forward", law_json(compute.forward)},

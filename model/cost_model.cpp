@@ -87,6 +87,10 @@ Linear CostModel::operator_compute_s(const Operator& op, int index, bool backwar
   }
   Linear call{(law ? law->fixed_s : 0.0) * straggling,
               flops > 0 ? flops / *rate * straggling : 0.0};
+  if (law && law->activation_bytes_per_s && settings_.kind == CostModelKind::extended) {
+    const double bytes = op.activation_bytes_per_sample * (backward ? 2.0 : 1.0);
+    call.per_sample += bytes / *law->activation_bytes_per_s * straggling;
+  }
   // The paper's model has no fixed part, and so no floor either.
   if (law && law->host_floor_s > 0 && settings_.kind == CostModelKind::extended) {
     call.floors.push_back({1.0, law->host_floor_s * straggling, call.fixed, call.per_sample});
@@ -419,7 +423,7 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
     // Host copies (offload) run on the lane of their stage's collectives, before the gather
     // they feed or after the reduction they drain (sim/program issues them there).
     if (!dp_slices && choice.offload && description.offload) {
-      const int lane = static_cast<int>(description.shard_group.value_or(RankGroup::world)) * 2;
+      const int lane = static_cast<int>(description.shard_group.value_or(GroupAxis::data)) * 2;
       for (const HostCopy& copy : description.offload->copies) {
         if (!copy_runs(copy, choice.checkpoint)) continue;
         const double time_s =
@@ -644,7 +648,7 @@ OptionTime CostModel::overlapped_time(int index, const OperatorChoice& choice,
   // of what the pair's reductions exceed the pair's compute, so that an attention that hides
   // its reduction and an MLP that cannot, one after the other, are seen as the lane sees them.
   const int gather_lane =
-      static_cast<int>(describe_mode(choice.mode).shard_group.value_or(RankGroup::world)) * 2;
+      static_cast<int>(describe_mode(choice.mode).shard_group.value_or(GroupAxis::data)) * 2;
   const Linear own_step = scaled(backward_phase, 1.0);  // one micro-batch's backward (+ recompute)
   OperatorCollectives before;
   Linear reduction_hidden;

@@ -34,9 +34,40 @@ RunSetup read_run_setup(const Scenario& scenario) {
   return setup;
 }
 
+namespace {
+
+// More GPUs than one node of the scenario's cluster has: nodes of its kind, its NICs between.
+Cluster scaled_out(const Scenario& base, int ranks) {
+  Cluster cluster = base.cluster;
+  if (!cluster.topology || cluster.topology->nodes != 1 ||
+      cluster.topology->nic.bandwidth_Bps <= 0) {
+    throw InputError(base.file, "$.cluster.topology", fmt::format("{} GPUs", ranks),
+                     fmt::format("at most the cluster's {} GPUs, or a one-node topology with its "
+                                 "\"nic\" (and \"nics_per_node\") to scale it out to more nodes",
+                                 cluster.ranks));
+  }
+  Topology& topology = *cluster.topology;
+  if (ranks % topology.node.gpus != 0) {
+    throw InputError(base.file, "$.cluster.topology.gpus_per_node",
+                     std::to_string(topology.node.gpus),
+                     fmt::format("a divisor of the run's {} GPUs", ranks));
+  }
+  topology.nodes = ranks / topology.node.gpus;
+  const DerivedTimings derived = derive_timings(topology);
+  cluster.world = GroupTiming::uniform(derived.world);
+  cluster.intra_node = GroupTiming::uniform(derived.intra_node);
+  cluster.inter_node = GroupTiming::uniform(derived.inter_node);
+  cluster.ranks = ranks;
+  cluster.gpus_per_node = topology.node.gpus;
+  return cluster;
+}
+
+}  // namespace
+
 Cluster cluster_with_ranks(const Scenario& base, int ranks) {
   Cluster cluster = base.cluster;
   if (ranks == cluster.ranks) return cluster;
+  if (ranks > cluster.ranks) return scaled_out(base, ranks);
   const bool given_timing =
       base.cluster_document.is_object() && base.cluster_document.contains("collective");
   if (cluster.topology) {
@@ -58,15 +89,37 @@ Cluster cluster_with_ranks(const Scenario& base, int ranks) {
   return cluster;
 }
 
+bool uses_model_parallelism(const MeasuredRun& run) {
+  return run.tensor_parallelism != 1 || run.pipeline_parallelism != 1;
+}
+
+ParallelRun parallel_run_for(const RunSetup& setup, const MeasuredRun& run) {
+  ParallelRun parallel;
+  parallel.degrees = {run.tensor_parallelism, run.pipeline_parallelism, run.data_parallelism, 0};
+  parallel.micro_batch = run.micro_batch;
+  parallel.micro_batches = run.accumulation_steps();
+  parallel.schedule = PipelineSchedule::one_f_one_b;
+  parallel.checkpointed_kinds = setup.checkpointed_kinds;
+  return parallel;
+}
+
+ParallelIterationCost parallel_cost_for_run(const Scenario& run_scenario, const RunSetup& setup,
+                                            const MeasuredRun& run) {
+  return parallel_iteration_cost(*run_scenario.gpt, run_scenario.training, run_scenario.cluster,
+                                 run_scenario.cost, parallel_run_for(setup, run),
+                                 run_scenario.file);
+}
+
 Scenario scenario_for_run(const Scenario& base, const MeasuredTable& table,
                           const MeasuredRun& run) {
-  if (run.tensor_parallelism != 1) {
+  const int gpus = run.tensor_parallelism * run.pipeline_parallelism * run.data_parallelism;
+  if (run.heads % run.tensor_parallelism != 0) {
     fail_table_cell(table, run, "tensor parallelism", std::to_string(run.tensor_parallelism),
-                    "1 (tensor parallelism is not modelled yet)");
+                    fmt::format("a divisor of the attention heads ({})", run.heads));
   }
-  if (run.pipeline_parallelism != 1) {
+  if (run.layers < run.pipeline_parallelism) {
     fail_table_cell(table, run, "pipeline parallelism", std::to_string(run.pipeline_parallelism),
-                    "1 (pipeline parallelism is not modelled yet)");
+                    fmt::format("at most the layers ({})", run.layers));
   }
   if (!base.gpt) {
     throw InputError(base.file, "$.model", "an operator list",
@@ -88,7 +141,7 @@ Scenario scenario_for_run(const Scenario& base, const MeasuredTable& table,
   scenario.training.max_batch_size = run.micro_batch;
   scenario.training.accumulation_steps = run.accumulation_steps();
   scenario.workload = std::make_shared<const Workload>(make_gpt(spec, scenario.training));
-  scenario.cluster = cluster_with_ranks(base, run.data_parallelism);
+  scenario.cluster = cluster_with_ranks(base, gpus);
   return scenario;
 }
 

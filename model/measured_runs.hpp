@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/measured_table.hpp"
+#include "model/parallel_iteration.hpp"
 #include "model/scenario.hpp"
 
 namespace osdp {
@@ -21,14 +22,24 @@ struct RunSetup {
 
 RunSetup read_run_setup(const Scenario& scenario);
 
-// The scenario of one row. Rows with tensor or pipeline parallelism above 1 are InputErrors
-// naming the row (those strategies are not modelled yet).
+// The scenario of one row: the GPT's shape, micro-batch and accumulation the row sets, on the
+// row's GPUs (the scenario's node scaled out to more nodes of the same kind where the row has
+// more GPUs than it). Rows that the model cannot express are InputErrors naming the row.
 Scenario scenario_for_run(const Scenario& base, const MeasuredTable& table, const MeasuredRun& run);
+// Whether a row runs tensor or pipeline parallelism (model/parallel_iteration then costs it).
+bool uses_model_parallelism(const MeasuredRun& run);
+// The row's tensor x pipeline x data layout (Megatron's order, tp-dp-pp; 1F1B), micro-batches
+// per pipeline and checkpointed kinds.
+ParallelRun parallel_run_for(const RunSetup& setup, const MeasuredRun& run);
+// One iteration of a row with tensor or pipeline parallelism on the run scenario's cluster.
+ParallelIterationCost parallel_cost_for_run(const Scenario& run_scenario, const RunSetup& setup,
+                                            const MeasuredRun& run);
 // The plan the row ran: one micro-batch per rank, every operator as the setup says.
 Plan plan_for_run(const Scenario& run_scenario, const RunSetup& setup, const MeasuredRun& run);
 
-// The cluster with `ranks` GPUs of the same kind in one node (re-deriving the ring timing from
-// the topology unless the cluster gives it).
+// The cluster with `ranks` GPUs of the same kind: in one node when they fit in it (re-deriving
+// the ring timing from the topology unless the cluster gives it), else on as many nodes of the
+// scenario's kind, joined by its NICs (the cluster must describe them: "nic", "nics_per_node").
 Cluster cluster_with_ranks(const Scenario& base, int ranks);
 
 }  // namespace osdp

@@ -8,7 +8,7 @@ namespace osdp {
 namespace {
 
 constexpr ModeCollective gather(Stage stage, std::string_view what,
-                                RankGroup group = RankGroup::world) {
+                                GroupAxis group = GroupAxis::data) {
   return {stage, CollectiveKind::all_gather, group, false, false, what};
 }
 
@@ -66,7 +66,7 @@ const std::array<ModeDescription, 5>& table() {
        false,
        ParameterUse::replicated,
        false,
-       {{Stage::after_backward, CollectiveKind::all_reduce, RankGroup::world, false, false,
+       {{Stage::after_backward, CollectiveKind::all_reduce, GroupAxis::data, false, false,
          "gradients after backward"}},
        "everything: parameters, gradients and optimizer states on every rank",
        "one all-reduce of the gradients (2(N-1) steps of S/N)",
@@ -74,7 +74,7 @@ const std::array<ModeDescription, 5>& table() {
       {Mode::zdp,
        "zdp",
        "ZeRO-3, PyTorch FSDP FULL_SHARD",
-       RankGroup::world,
+       GroupAxis::data,
        true,
        true,
        true,
@@ -83,7 +83,7 @@ const std::array<ModeDescription, 5>& table() {
        {gather(Stage::forward, "parameters before forward"),
         gather(Stage::recompute, "parameters again for the recompute"),
         gather(Stage::backward, "parameters before backward"),
-        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::world, false, false,
+        {Stage::after_backward, CollectiveKind::reduce_scatter, GroupAxis::data, false, false,
          "gradients after backward"}},
        "a 1/N shard of every state; the whole parameters only while the operator computes",
        "all-gathers before forward and backward, a reduce-scatter of the gradients (3(N-1) "
@@ -93,14 +93,14 @@ const std::array<ModeDescription, 5>& table() {
       {Mode::z2,
        "z2",
        "ZeRO-2 style, PyTorch FSDP SHARD_GRAD_OP",
-       RankGroup::world,
+       GroupAxis::data,
        true,
        true,
        true,
        ParameterUse::gathered_once,
        false,
        {gather(Stage::forward, "parameters before forward, kept until backward"),
-        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::world, false, false,
+        {Stage::after_backward, CollectiveKind::reduce_scatter, GroupAxis::data, false, false,
          "gradients after backward"}},
        "a 1/N shard of every state, plus the whole parameters from forward to backward",
        "one all-gather and one reduce-scatter (DP's volume)",
@@ -109,15 +109,15 @@ const std::array<ModeDescription, 5>& table() {
       {Mode::z1,
        "z1",
        "ZeRO-1 (DeepSpeed stage 1)",
-       RankGroup::world,
+       GroupAxis::data,
        false,
        false,
        true,
        ParameterUse::replicated,
        false,
-       {{Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::world, false, false,
+       {{Stage::after_backward, CollectiveKind::reduce_scatter, GroupAxis::data, false, false,
          "gradients after backward"},
-        {Stage::after_step, CollectiveKind::all_gather, RankGroup::world, false, false,
+        {Stage::after_step, CollectiveKind::all_gather, GroupAxis::data, false, false,
          "updated parameter shards after the optimizer step"}},
        "parameters and gradients whole, a 1/N shard of the optimizer states (and of the update)",
        "a reduce-scatter of the gradients, an all-gather of the updated parameters (DP's volume)",
@@ -126,20 +126,20 @@ const std::array<ModeDescription, 5>& table() {
       {Mode::hsdp,
        "hsdp",
        "hybrid sharding (PyTorch FSDP HYBRID_SHARD)",
-       RankGroup::intra_node,
+       GroupAxis::data_shard,
        true,
        true,
        true,
        ParameterUse::gathered_each_use,
        true,
-       {gather(Stage::forward, "parameters inside the node", RankGroup::intra_node),
+       {gather(Stage::forward, "parameters inside the node", GroupAxis::data_shard),
         gather(Stage::recompute, "parameters inside the node for the recompute",
-               RankGroup::intra_node),
+               GroupAxis::data_shard),
         gather(Stage::backward, "parameters inside the node before backward",
-               RankGroup::intra_node),
-        {Stage::after_backward, CollectiveKind::reduce_scatter, RankGroup::intra_node, false, false,
+               GroupAxis::data_shard),
+        {Stage::after_backward, CollectiveKind::reduce_scatter, GroupAxis::data_shard, false, false,
          "gradients inside the node"},
-        {Stage::after_backward, CollectiveKind::all_reduce, RankGroup::inter_node, true, true,
+        {Stage::after_backward, CollectiveKind::all_reduce, GroupAxis::data_replicate, true, true,
          "the gradient shard across nodes"}},
        "a 1/G shard of every state (G GPUs a node), replicated across nodes",
        "ZDP's collectives inside the node, an all-reduce of the 1/G gradient shard between nodes",
@@ -178,26 +178,32 @@ std::string mode_names() {
   return names;
 }
 
-int group_ranks(RankGroup group, const Cluster& cluster) {
+int group_ranks(GroupAxis group, const Cluster& cluster) {
   switch (group) {
-    case RankGroup::world:
+    case GroupAxis::data:
       return cluster.ranks;
-    case RankGroup::intra_node:
+    case GroupAxis::data_shard:
       return cluster.gpus_per_node;
-    case RankGroup::inter_node:
+    case GroupAxis::data_replicate:
       return cluster.nodes();
+    case GroupAxis::tensor:  // no data-parallel mode runs on these
+    case GroupAxis::pipeline:
+      break;
   }
   return 1;
 }
 
-const GroupTiming& group_timing(RankGroup group, const Cluster& cluster) {
+const GroupTiming& group_timing(GroupAxis group, const Cluster& cluster) {
   switch (group) {
-    case RankGroup::world:
+    case GroupAxis::data:
       return cluster.world;
-    case RankGroup::intra_node:
+    case GroupAxis::data_shard:
       return cluster.intra_node;
-    case RankGroup::inter_node:
+    case GroupAxis::data_replicate:
       return cluster.inter_node;
+    case GroupAxis::tensor:  // no data-parallel mode runs on these
+    case GroupAxis::pipeline:
+      break;
   }
   return cluster.world;
 }

@@ -12,16 +12,15 @@
 
 #include "model/cluster.hpp"
 #include "model/collectives.hpp"
+#include "model/parallel_layout.hpp"
 #include "model/plan.hpp"
 
 namespace osdp {
 
-// The ranks a collective runs over, or a state is sharded over.
-enum class RankGroup {
-  world,       // all ranks
-  intra_node,  // the ranks of one node
-  inter_node,  // one rank per node (every node's local group at once)
-};
+// The ranks a collective runs over, or a state is sharded over, are a data-parallel group of the
+// parallel layout (model/parallel_layout.hpp): GroupAxis::data (every data-parallel rank),
+// data_shard (HSDP's shard: the ranks of one node) or data_replicate (one rank per node, every
+// node's local group at once).
 
 // How an operator's compute gets its whole parameters.
 enum class ParameterUse {
@@ -42,7 +41,7 @@ enum class Stage {
 struct ModeCollective {
   Stage stage;
   CollectiveKind kind;
-  RankGroup group;
+  GroupAxis group;
   // The full buffer S of one slice: its parameter bytes, or the node's shard of them
   // (bytes / gpus per node) for a collective between nodes.
   bool node_shard_bytes;
@@ -81,7 +80,7 @@ struct ModeDescription {
   std::string_view name;      // as in plans, scenarios and --modes
   std::string_view known_as;  // what DeepSpeed / PyTorch call it
   // The ranks the sharded states are spread over; nullopt: nothing is sharded.
-  std::optional<RankGroup> shard_group;
+  std::optional<GroupAxis> shard_group;
   bool shards_parameters;
   bool shards_gradients;
   bool shards_optimizer_states;
@@ -107,8 +106,8 @@ std::string mode_names();
 // Ranks a mode's sharded states are divided over (1 when it shards nothing).
 int shard_degree(Mode mode, const Cluster& cluster);
 // Ranks in a group of the cluster.
-int group_ranks(RankGroup group, const Cluster& cluster);
-const GroupTiming& group_timing(RankGroup group, const Cluster& cluster);
+int group_ranks(GroupAxis group, const Cluster& cluster);
+const GroupTiming& group_timing(GroupAxis group, const Cluster& cluster);
 // Whether the mode can run on the cluster (hsdp: >= 2 nodes of >= 2 GPUs); `why` says what it
 // needs when not.
 bool mode_fits_cluster(Mode mode, const Cluster& cluster);

@@ -94,6 +94,10 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   const double a = spec.heads;
   const double vocabulary = spec.padded_vocabulary();
   const double mask = spec.dropout > 0 ? 1.0 : 0.0;  // bytes of dropout mask per element
+  // Tensor parallelism: `t` divides what is split; `r` what sequence parallelism splits and
+  // plain tensor parallelism replicates (layer norms, their inputs, dropout around them).
+  const double t = std::max(1, spec.tensor_parallel);
+  const double r = spec.sequence_parallel ? t : 1.0;
 
   std::vector<Operator> operators;
   operators.reserve(2 * spec.layers + 2);
@@ -102,8 +106,9 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   Operator embedding;
   embedding.name = "embedding";
   embedding.kind = OperatorKind::embedding;
-  embedding.parameter_count = vocabulary * h0 + s * h0;             // token + position tables
-  embedding.activation_bytes_per_sample = 8.0 * s + mask * s * h0;  // token ids + dropout mask
+  // Token table split by vocabulary; position table replicated.
+  embedding.parameter_count = vocabulary * h0 / t + s * h0;
+  embedding.activation_bytes_per_sample = 8.0 * s + mask * s * h0 / r;  // ids + dropout mask
   embedding.input_activation_bytes_per_sample = 8.0 * s;
   embedding.output_bytes_per_sample = e * s * h0;
   embedding.splittable = false;  // a table lookup has no reduction dimension to split
@@ -116,19 +121,24 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     Operator attention;
     attention.name = fmt::format("layer{}.attention", layer);
     attention.kind = OperatorKind::attention;
-    attention.parameter_count = 4.0 * h * h + 6.0 * h;  // LN, QKV and output projection
+    // LN (replicated), QKV and its bias (split by heads), output projection (split by rows; its
+    // bias replicated).
+    attention.parameter_count = (4.0 * h * h + 3.0 * h) / t + 3.0 * h;
     double projection_flops = 0.0;
     if (previous_hidden != h) {
       // Width change between layers (I&C family): a projection from the previous width.
       attention.parameter_count += previous_hidden * h + h;
       projection_flops = 2.0 * s * previous_hidden * h;
     }
-    attention.activation_bytes_per_sample = s * h * (6.0 * e + mask) +
-                                            a * s * s * (e + mask * (e + 1.0)) +
+    // Saved: the LN input and the QKV input (the LN output) and the output dropout mask around
+    // the split part; the split part: Q, K, V, the attention over V and the projection's input,
+    // the scores, their softmax and its dropout (Megatron's 11 s h + 5 a s^2 bytes in fp16).
+    attention.activation_bytes_per_sample = s * h * (2.0 * e + mask) / r + s * h * 4.0 * e / t +
+                                            a * s * s * (e + mask * (e + 1.0)) / t +
                                             e * s * (previous_hidden - h);
-    attention.input_activation_bytes_per_sample = e * s * previous_hidden;
+    attention.input_activation_bytes_per_sample = e * s * previous_hidden / r;
     attention.output_bytes_per_sample = e * s * h;
-    attention.forward_flops_per_sample = 8.0 * s * h * h + 4.0 * s * s * h + projection_flops;
+    attention.forward_flops_per_sample = (8.0 * s * h * h + 4.0 * s * s * h) / t + projection_flops;
     attention.backward_flops_per_sample = 2.0 * attention.forward_flops_per_sample;
     set_model_states(attention, bytes);
     operators.push_back(attention);
@@ -136,11 +146,13 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     Operator mlp;
     mlp.name = fmt::format("layer{}.mlp", layer);
     mlp.kind = OperatorKind::mlp;
-    mlp.parameter_count = 8.0 * h * h + 7.0 * h;  // LN, fc (h -> 4h) and projection (4h -> h)
-    mlp.activation_bytes_per_sample = s * h * (10.0 * e + mask);
-    mlp.input_activation_bytes_per_sample = e * s * h;
+    // LN and the second bias replicated; fc (h -> 4h) by columns, projection (4h -> h) by rows.
+    mlp.parameter_count = (8.0 * h * h + 4.0 * h) / t + 3.0 * h;
+    // LN input, fc input, dropout mask around; the GeLU's input and output split (19 s h).
+    mlp.activation_bytes_per_sample = s * h * (2.0 * e + mask) / r + s * h * 8.0 * e / t;
+    mlp.input_activation_bytes_per_sample = e * s * h / r;
     mlp.output_bytes_per_sample = e * s * h;
-    mlp.forward_flops_per_sample = 16.0 * s * h * h;
+    mlp.forward_flops_per_sample = 16.0 * s * h * h / t;
     mlp.backward_flops_per_sample = 2.0 * mlp.forward_flops_per_sample;
     set_model_states(mlp, bytes);
     operators.push_back(mlp);
@@ -151,16 +163,18 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   Operator head;
   head.name = "head";
   head.kind = OperatorKind::head;
-  head.parameter_count = 2.0 * h + h * vocabulary;  // final LN + LM head (no bias, untied)
-  // LN input, head input, logits and the fp32 softmax the cross-entropy keeps.
-  head.activation_bytes_per_sample = 2.0 * e * s * h + (e + 4.0) * s * vocabulary;
-  head.input_activation_bytes_per_sample = e * s * h;
-  head.output_bytes_per_sample = e * s * vocabulary;
+  // Final LN + LM head (no bias, untied), the head split by vocabulary.
+  head.parameter_count = 2.0 * h + h * vocabulary / t;
+  // LN input, head input, logits and the fp32 softmax the cross-entropy keeps (a vocabulary
+  // slice of each on every tensor-parallel rank).
+  head.activation_bytes_per_sample = 2.0 * e * s * h / r + (e + 4.0) * s * vocabulary / t;
+  head.input_activation_bytes_per_sample = e * s * h / r;
+  head.output_bytes_per_sample = e * s * vocabulary / t;
   // The loss's backward holds the gradients of the fp32 log-probabilities and of the logits
   // beside those (measured by the validator: every plan peaked there, 8 x s x V bytes per
   // sample in fp32).
-  head.workspace_bytes_per_sample = (4.0 + e) * s * vocabulary;
-  head.forward_flops_per_sample = 2.0 * s * h * vocabulary;
+  head.workspace_bytes_per_sample = (4.0 + e) * s * vocabulary / t;
+  head.forward_flops_per_sample = 2.0 * s * h * vocabulary / t;
   head.backward_flops_per_sample = 2.0 * head.forward_flops_per_sample;
   set_model_states(head, bytes);
   operators.push_back(head);

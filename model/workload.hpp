@@ -90,6 +90,12 @@ struct GptSpec {
   int vocabulary_multiple = 1;
   // Dropout probability; above 0, each dropout keeps a 1-byte mask per element for backward.
   double dropout = 0.1;
+  // Megatron tensor parallelism: the operators are one rank's part of a group of this many
+  // (attention split by heads, MLP by hidden units, embedding and head by vocabulary); its
+  // parameters, FLOPs and split activations are 1/t of the model's, the layer norms and the
+  // activations around them replicated unless sequence parallelism splits those too.
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
 
   int padded_vocabulary() const {
     return (vocabulary + vocabulary_multiple - 1) / vocabulary_multiple * vocabulary_multiple;

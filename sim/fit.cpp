@@ -18,9 +18,18 @@ namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
-// The constants in the fit's units: s per TFLOP (rates), ms (fixed, floor). The linear ones
-// first (a four-element theta, as earlier fits wrote, means no floor).
-enum Constant { layer_rate, head_rate, layer_fixed, edge_fixed, layer_floor, constants_count };
+// The constants in the fit's units: s per TFLOP (rates), ms (fixed, floor), s per TB (traffic).
+// The linear ones first (a four-element theta, as earlier fits wrote, means no traffic and no
+// floor).
+enum Constant {
+  layer_rate,
+  head_rate,
+  layer_fixed,
+  edge_fixed,
+  layer_traffic,  // s per TB of saved activations (a transformer call's memory-bound work)
+  layer_floor,
+  constants_count
+};
 constexpr int linear_count = layer_floor;  // constants a call's law is linear in
 constexpr int floor_count = constants_count - linear_count;
 
@@ -32,26 +41,30 @@ std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
   auto rate = [](double seconds_per_unit) {
     return seconds_per_unit > 0 ? 1.0 / seconds_per_unit : infinity;
   };
-  return {{"layer rate (attention, MLP)", "TFLOP/s", rate(theta[layer_rate])},
-          {"head rate (LM head + loss)", "TFLOP/s", rate(theta[head_rate])},
-          {"layer fixed per forward call (backward: 2x)", "ms", theta[layer_fixed]},
-          {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]},
-          {"layer host floor per forward call (backward: 2x)", "ms", theta[layer_floor]}};
+  return {
+      {"layer rate (attention, MLP)", "TFLOP/s", rate(theta[layer_rate])},
+      {"head rate (LM head + loss)", "TFLOP/s", rate(theta[head_rate])},
+      {"layer fixed per forward call (backward: 2x)", "ms", theta[layer_fixed]},
+      {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]},
+      {"layer activation traffic (saved bytes; backward: 2x)", "TB/s", rate(theta[layer_traffic])},
+      {"layer host floor per forward call (backward: 2x)", "ms", theta[layer_floor]}};
 }
 
-ComputeLaw law(double fixed_ms, double seconds_per_tflop, double floor_ms) {
+ComputeLaw law(double fixed_ms, double seconds_per_tflop, double floor_ms, double seconds_per_tb) {
   ComputeLaw result;
   result.fixed_s = fixed_ms * 1e-3;
   result.flops_per_s = seconds_per_tflop > 0 ? 1e12 / seconds_per_tflop : infinity;
   result.host_floor_s = floor_ms * 1e-3;
+  if (seconds_per_tb > 0) result.activation_bytes_per_s = 1e12 / seconds_per_tb;
   return result;
 }
 
-OperatorCompute phases(double fixed_ms, double seconds_per_tflop, double floor_ms = 0) {
+OperatorCompute phases(double fixed_ms, double seconds_per_tflop, double floor_ms = 0,
+                       double seconds_per_tb = 0) {
   // A backward runs two MatMuls per forward MatMul: twice the calls' fixed part and twice the
-  // kernels the host launches, at the same rate.
-  return {law(fixed_ms, seconds_per_tflop, floor_ms),
-          law(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms)};
+  // kernels the host launches, at the same rate (its activation traffic counts twice the bytes).
+  return {law(fixed_ms, seconds_per_tflop, floor_ms, seconds_per_tb),
+          law(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms, seconds_per_tb)};
 }
 
 // Time of an iteration whose items run one after another: what the simulator gives for a plan
@@ -244,8 +257,10 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
   Json cluster = document;
   Json& gpu = cluster["gpu"];
   if (!gpu.is_object()) gpu = Json::object();
-  auto law_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms) {
+  auto law_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms,
+                      double seconds_per_tb) {
     Json json = {{"fixed", rounded(fixed_ms * 1e-3)}};
+    if (seconds_per_tb > 0) json["activation_bandwidth"] = rounded(1e12 / seconds_per_tb);
     if (seconds_per_tflop > 0) {
       // A rate fitted at the peak stays at it, whatever the last bits of 1 / (1 / peak).
       const double rate = rounded(1e12 / seconds_per_tflop);
@@ -254,16 +269,90 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
     if (floor_ms > 0) json["host_floor"] = rounded(floor_ms * 1e-3);
     return json;
   };
-  auto kind_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms) {
-    return Json{{"forward", law_json(fixed_ms, seconds_per_tflop, floor_ms)},
-                {"backward", law_json(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms)}};
+  auto kind_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms,
+                       double seconds_per_tb) {
+    return Json{
+        {"forward", law_json(fixed_ms, seconds_per_tflop, floor_ms, seconds_per_tb)},
+        {"backward", law_json(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms, seconds_per_tb)}};
   };
+  const double traffic = constant(theta, layer_traffic);
   gpu["operator_compute"] = {
-      {"embedding", kind_json(theta[edge_fixed], 0.0, 0.0)},
-      {"attention", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor])},
-      {"mlp", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor])},
-      {"head", kind_json(theta[edge_fixed], theta[head_rate], 0.0)}};
+      {"embedding", kind_json(theta[edge_fixed], 0.0, 0.0, 0.0)},
+      {"attention", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor], traffic)},
+      {"mlp", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor], traffic)},
+      {"head", kind_json(theta[edge_fixed], theta[head_rate], 0.0, 0.0)}};
   return cluster;
+}
+
+// A row with tensor or pipeline parallelism: its iteration is the schedule's critical path plus
+// the gradient reduction and optimizer step after it (model/parallel_iteration). With the path
+// found under `theta` the time is linear in the path's calls' laws: the calls on it, each as
+// often as the path crosses its pass, make the row's model, exact at `theta` and a lower bound
+// elsewhere (another path may become longer); the fit re-finds the paths under its result.
+RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
+                            const MeasuredRun& run, const std::vector<double>& theta) {
+  const Cluster& base_cluster = run_scenario.cluster;
+  Scenario at_theta = run_scenario;
+  at_theta.cluster = cluster_with_constants(base_cluster, theta);
+  const ParallelIterationCost cost = parallel_cost_for_run(at_theta, setup, run);
+  RowModel row;
+  row.features.assign(linear_count, 0.0);
+  row.base_s = cost.iteration_time_s - cost.pipeline_s;
+  const PipelineTimeline& path = cost.timeline;
+  for (std::size_t b = 0; b < path.critical_transfers.size(); ++b) {
+    row.base_s += path.critical_transfers[b] * cost.work.transfer_s[b];
+  }
+  // Each call's time with every constant zero, and with one set to one unit.
+  std::vector<CostModel> models;
+  std::vector<Cluster> clusters;
+  clusters.push_back(
+      cluster_with_constants(base_cluster, std::vector<double>(constants_count, 0.0)));
+  for (int g = 0; g < constants_count; ++g) {
+    std::vector<double> unit(constants_count, 0.0);
+    unit[g] = 1.0;
+    clusters.push_back(cluster_with_constants(base_cluster, unit));
+  }
+  for (const Cluster& cluster : clusters) {
+    models.emplace_back(*cost.workload, cluster, run_scenario.training, run_scenario.cost);
+  }
+  const double batch = run.micro_batch;
+  std::map<std::vector<double>, int> group_of;
+  auto add_calls = [&](const std::vector<PassCall>& calls, int times) {
+    for (const PassCall& call : calls) {
+      auto time_under = [&](const CostModel& model) {
+        return (call.backward ? model.backward_compute_s(call.op)
+                              : model.forward_compute_s(call.op))
+            .at_real(batch);
+      };
+      const double base = time_under(models[0]);
+      std::vector<double> features;
+      bool floored = false;
+      for (int g = 0; g < constants_count; ++g) {
+        features.push_back(time_under(models[g + 1]) - base);
+        floored = floored || (g >= linear_count && features.back() > 0);
+      }
+      row.base_s += times * base;
+      if (!floored) {
+        for (int g = 0; g < linear_count; ++g) row.features[g] += times * features[g];
+        continue;
+      }
+      const auto [it, inserted] = group_of.emplace(features, static_cast<int>(row.floored.size()));
+      if (inserted) {
+        row.floored.push_back({0.0,
+                               {features.begin(), features.begin() + linear_count},
+                               {features.begin() + linear_count, features.end()}});
+      }
+      row.floored[it->second].count += times;
+    }
+  };
+  for (std::size_t c = 0; c < cost.chunks.size(); ++c) {
+    const ChunkCost& chunk = cost.chunks[c];
+    row.base_s += path.critical_forwards[c] * chunk.forward_communication_s +
+                  path.critical_backwards[c] * chunk.backward_communication_s;
+    add_calls(chunk.forward_calls, path.critical_forwards[c]);
+    add_calls(chunk.backward_calls, path.critical_backwards[c]);
+  }
+  return row;
 }
 
 }  // namespace
@@ -275,14 +364,18 @@ Cluster cluster_with_constants(const Cluster& base, const std::vector<double>& t
   laws["embedding"].forward.flops_per_s.reset();  // no FLOPs: its fixed part is all of it
   laws["embedding"].backward.flops_per_s.reset();
   const double floor_ms = constant(theta, layer_floor);
-  laws["attention"] = phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
-  laws["mlp"] = phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms);
+  const double traffic = constant(theta, layer_traffic);
+  laws["attention"] =
+      phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms, traffic);
+  laws["mlp"] =
+      phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms, traffic);
   laws["head"] = phases(constant(theta, edge_fixed), constant(theta, head_rate));
   return cluster;
 }
 
 std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& table,
-                                 const SimOptions& options) {
+                                 const SimOptions& options,
+                                 const std::vector<double>& parallel_paths_theta) {
   const RunSetup setup = read_run_setup(scenario);
   if (setup.mode != Mode::dp || options.gradient_all_reduce != GradientAllReduce::after_backward) {
     throw InputError(scenario.file, "$.simulation.gradient_all_reduce",
@@ -293,6 +386,10 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
   std::vector<RowModel> rows;
   for (const MeasuredRun& run : table.runs) {
     const Scenario run_scenario = scenario_for_run(scenario, table, run);
+    if (uses_model_parallelism(run)) {
+      rows.push_back(parallel_row_model(run_scenario, setup, run, parallel_paths_theta));
+      continue;
+    }
     const Plan plan = plan_for_run(run_scenario, setup, run);
     // Each item's time with every constant zero, then with one set to one unit: an item is
     // base + max(floor features . floors, features . linear constants), the program's
@@ -336,23 +433,73 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
   return rows;
 }
 
+std::vector<double> constants_of(const Cluster& cluster) {
+  std::vector<double> theta(constants_count, 0.0);
+  auto seconds_per_tflop = [](const ComputeLaw& law) {
+    return law.flops_per_s && std::isfinite(*law.flops_per_s) ? 1e12 / *law.flops_per_s : 0.0;
+  };
+  if (const OperatorCompute* layer = cluster.gpu.compute_law("attention")) {
+    theta[layer_rate] = seconds_per_tflop(layer->forward);
+    theta[layer_fixed] = layer->forward.fixed_s * 1e3;
+    theta[layer_floor] = layer->forward.host_floor_s * 1e3;
+    if (layer->forward.activation_bytes_per_s) {
+      theta[layer_traffic] = 1e12 / *layer->forward.activation_bytes_per_s;
+    }
+  }
+  if (const OperatorCompute* head = cluster.gpu.compute_law("head")) {
+    theta[head_rate] = seconds_per_tflop(head->forward);
+    theta[edge_fixed] = head->forward.fixed_s * 1e3;
+  }
+  return theta;
+}
+
 FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
                     const SimOptions& options) {
   if (!table.has_times()) {
     throw InputError(table.file, "header (line 1)", "no \"iteration time (ms)\" column",
                      "measured iteration times to fit");
   }
-  const std::vector<RowModel> rows = row_models(scenario, table, options);
   std::vector<double> measured;
   for (const MeasuredRun& run : table.runs) measured.push_back(*run.iteration_time_s);
-  const int n = static_cast<int>(rows.size());
+  const int n = static_cast<int>(table.runs.size());
   const Bounds bounds = bounds_for(scenario.cluster);
+  bool any_parallel = false;
+  for (const MeasuredRun& run : table.runs)
+    any_parallel = any_parallel || uses_model_parallelism(run);
+  // Rows with a pipeline depend on the constants through their critical paths: start from the
+  // scenario's own constants, fit, re-find the paths under the result, refit, and keep the
+  // constants whose exact error (paths found under them) is least.
+  const std::vector<double> start = constants_of(scenario.cluster);
+  const std::vector<RowModel> start_rows = row_models(scenario, table, options, start);
+  struct Fitted {
+    std::vector<double> theta;
+    std::vector<RowModel> rows;  // exact at theta
+  };
+  auto fit_on = [&](const std::vector<int>& use) {
+    Fitted best{start, start_rows};
+    double best_value = infinity;
+    std::vector<RowModel> rows = start_rows;
+    const int rounds = any_parallel ? 6 : 1;
+    for (int round = 0; round < rounds; ++round) {
+      const std::vector<double> theta = solve_weighted(rows, measured, use, bounds);
+      if (any_parallel) rows = row_models(scenario, table, options, theta);
+      const double value = objective(rows, measured, use, theta);
+      if (value < best_value * (1 - 1e-9)) {
+        best_value = value;
+        best = {theta, rows};
+      } else {
+        break;
+      }
+    }
+    return best;
+  };
 
   FitResult result;
   std::vector<int> all(n);
   for (int r = 0; r < n; ++r) all[r] = r;
-  const std::vector<double> theta = solve_weighted(rows, measured, all, bounds);
-  for (int r = 0; r < n; ++r) result.fitted_s.push_back(predict(rows[r], theta));
+  const Fitted fitted = fit_on(all);
+  const std::vector<double>& theta = fitted.theta;
+  for (int r = 0; r < n; ++r) result.fitted_s.push_back(predict(fitted.rows[r], theta));
 
   // Leave one model size out: fit without its rows, predict them.
   std::map<std::string, std::vector<int>> by_size;
@@ -368,8 +515,8 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
       throw InputError(table.file, "rows", "one model size",
                        "rows of at least two model sizes (for cross-validation)");
     }
-    const std::vector<double> fold = solve_weighted(rows, measured, train, bounds);
-    for (int r : held_out) result.validated_s[r] = predict(rows[r], fold);
+    const Fitted fold = fit_on(train);
+    for (int r : held_out) result.validated_s[r] = predict(fold.rows[r], fold.theta);
   }
   result.fit_mape_percent = mean_abs_percent_error(result.fitted_s, measured);
   result.cv_mape_percent = mean_abs_percent_error(result.validated_s, measured);

@@ -68,8 +68,13 @@ struct FitResult {
 };
 
 // The decomposition of every row (fails on rows the model cannot run, naming them).
+// Rows with tensor or pipeline parallelism are decomposed along their critical path under the
+// constants `parallel_paths_theta` (exact there; see fit.cpp).
 std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& table,
-                                 const SimOptions& options);
+                                 const SimOptions& options,
+                                 const std::vector<double>& parallel_paths_theta = {});
+// The fit's constants (its units) as the cluster's compute laws hold them.
+std::vector<double> constants_of(const Cluster& cluster);
 FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
                     const SimOptions& options);
 // The scenario's cluster with these constants (theta in the fit's units).

@@ -31,21 +31,24 @@ bool gathers_each_use(Mode mode) {
   return describe_mode(mode).parameters == ParameterUse::gathered_each_use;
 }
 
-GroupKind group_kind(RankGroup group) {
+GroupKind group_kind(GroupAxis group) {
   switch (group) {
-    case RankGroup::world:
+    case GroupAxis::data:
       return GroupKind::world;
-    case RankGroup::intra_node:
+    case GroupAxis::data_shard:
       return GroupKind::intra_node;
-    case RankGroup::inter_node:
+    case GroupAxis::data_replicate:
       return GroupKind::inter_node;
+    case GroupAxis::tensor:  // no data-parallel mode runs on these
+    case GroupAxis::pipeline:
+      break;
   }
   return GroupKind::world;
 }
 
 bool uses_node_groups(Mode mode) {
   for (const ModeCollective& collective : describe_mode(mode).collectives) {
-    if (collective.group != RankGroup::world) return true;
+    if (collective.group != GroupAxis::data) return true;
   }
   return false;
 }
@@ -103,7 +106,7 @@ class Builder {
   }
   // The group a slice's parameters are gathered over (its mode's shard group).
   GroupKind shard_group(int op) const {
-    return group_kind(describe_mode(choice(op).mode).shard_group.value_or(RankGroup::world));
+    return group_kind(describe_mode(choice(op).mode).shard_group.value_or(GroupAxis::data));
   }
   double saved_activation_bytes(int op) const {
     const Operator& o = model_.workload().op(op);

@@ -380,7 +380,7 @@ struct ShardedGpt::Impl {
                        .view({-1}));
       }
       if (slice.sharded) {
-        if (describe_mode(slice.mode).shard_group == RankGroup::intra_node) {
+        if (describe_mode(slice.mode).shard_group == GroupAxis::data_shard) {
           const int local = options.gpus_per_node;
           const int node = rank / local;
           for (int r = 0; r < local; ++r) slice.shard_group.push_back(node * local + r);

@@ -644,8 +644,8 @@ TEST_CASE("predict --json has exactly the documented shape, rows in table order"
   const double e1 = std::abs(document["rows"][1]["error_percent"].get<double>());
   CHECK(document["mape_percent"].get<double>() == Approx((e0 + e1) / 2));
 
-  SECTION("tensor parallelism is refused naming the row") {
-    write_text(table, header + "4,8,2,1024,16,12,1024,2,2,1,150.5\n");
+  SECTION("a tensor parallelism the heads cannot split is refused naming the row") {
+    write_text(table, header + "6,8,2,1024,16,12,1024,3,2,1,150.5\n");
     const Run refused =
         run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string()});
     CHECK(refused.exit_code == 2);

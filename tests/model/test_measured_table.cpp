@@ -63,9 +63,10 @@ TEST_CASE("bad measured tables name file, row, column and value", "[table][error
   CHECK_THAT(error_of(""), Catch::Contains("header"));
 }
 
-TEST_CASE("rows with tensor or pipeline parallelism are refused by name", "[table][errors]") {
+TEST_CASE("rows whose tensor parallelism does not divide the heads are refused by name",
+          "[table][errors]") {
   const MeasuredTable table =
-      parse_measured_table(header + "4,32,4,1024,16,12,1024,2,2,1,3.5\n", "m.csv");
+      parse_measured_table(header + "6,32,4,1024,16,12,1024,3,2,1,3.5\n", "m.csv");
   Scenario scenario;
   scenario.gpt = GptSpec{};
   try {

@@ -107,7 +107,7 @@ TEST_CASE("a unit computes as its members and saves collective latency", "[model
   const double members_s =
       model.option_cost(1, zdp).communication_s + model.option_cost(2, zdp).communication_s;
   const int ranks = scenario.cluster.ranks;
-  const GroupTiming& world = group_timing(RankGroup::world, scenario.cluster);
+  const GroupTiming& world = group_timing(GroupAxis::data, scenario.cluster);
   const double latency_s = 2 * world.time_s(CollectiveKind::all_gather, 0, ranks) +
                            world.time_s(CollectiveKind::reduce_scatter, 0, ranks);
   REQUIRE(latency_s > 0);

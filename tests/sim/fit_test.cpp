@@ -83,7 +83,8 @@ MeasuredTable simulated_table(const Scenario& truth) {
 // model's calls are held up by it, at 4 (and the larger hidden size) the linear law holds.
 // s per TFLOP, ms: layer rate 0.1 TFLOP/s, head 0.04, layer fixed 0.05 ms, edge fixed 0.2 ms,
 // layer floor 0.4 ms per forward call.
-const std::vector<double> floored_truth{10.0, 25.0, 0.05, 0.2, 0.4};
+// s per TFLOP (layer, head), ms (layer, edge fixed), s per TB (activation traffic), ms (floor).
+const std::vector<double> floored_truth{10.0, 25.0, 0.05, 0.2, 50.0, 0.4};
 
 }  // namespace
 
@@ -155,19 +156,20 @@ TEST_CASE("fit recovers a host floor and the law above it", "[fit][floor]") {
       for (std::size_t g = 0; g < calls.features.size(); ++g) {
         law += calls.features[g] * floored_truth[g];
       }
-      (calls.floor_features[0] * floored_truth[4] > law ? on_floor : above) += 1;
+      (calls.floor_features[0] * floored_truth[5] > law ? on_floor : above) += 1;
     }
   }
   CHECK(on_floor > 0);
   CHECK(above > 0);
 
   const FitResult fit = fit_table(scenario, table, options);
-  REQUIRE(fit.constants.size() == 5);
+  REQUIRE(fit.constants.size() == 6);
   CHECK(fit.constants[0].value == Approx(0.1).epsilon(1e-4));  // TFLOP/s
   CHECK(fit.constants[1].value == Approx(0.04).epsilon(1e-4));
   CHECK(fit.constants[2].value == Approx(0.05).epsilon(1e-3));  // ms
   CHECK(fit.constants[3].value == Approx(0.2).epsilon(1e-3));
-  CHECK(fit.constants[4].value == Approx(0.4).epsilon(1e-4));
+  CHECK(fit.constants[4].value == Approx(0.02).epsilon(1e-4));  // TB/s
+  CHECK(fit.constants[5].value == Approx(0.4).epsilon(1e-4));   // ms
   CHECK(fit.fit_mape_percent < 1e-3);
   CHECK(fit.cv_mape_percent < 1e-3);
   // The written cluster carries the floor, backward twice the forward's, and simulates to the

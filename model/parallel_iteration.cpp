@@ -1,0 +1,279 @@
+#include "model/parallel_iteration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "model/input_error.hpp"
+
+namespace osdp {
+
+std::vector<int> even_layer_split(int layers, int chunks) {
+  std::vector<int> split(chunks, layers / chunks);
+  int extra = layers % chunks;
+  // Middle chunks first: the first holds the embedding, the last the head and loss.
+  for (int c = 1; c < chunks && extra > 0; ++c, --extra) ++split[c];
+  for (int c = 0; extra > 0; ++c, --extra) ++split[c];
+  return split;
+}
+
+namespace {
+
+bool checkpointed(const ParallelRun& run, OperatorKind kind) {
+  return std::find(run.checkpointed_kinds.begin(), run.checkpointed_kinds.end(), kind) !=
+         run.checkpointed_kinds.end();
+}
+
+// Ring timing of a layout group as it falls on the cluster's nodes.
+AlphaBeta timing_of(const Cluster& cluster, const RankGroup& group) {
+  if (!cluster.topology) return cluster.world.all_reduce.alpha_beta;
+  const int gpus_per_node = cluster.topology->node.gpus;
+  return group_ring_timing(*cluster.topology, group.most_ranks_on_one_node(gpus_per_node),
+                           group.nodes_spanned(gpus_per_node));
+}
+
+double ring_collective_s(CollectiveKind kind, double bytes, const RankGroup& group,
+                         const AlphaBeta& timing) {
+  return ring_time_s(kind, bytes, group.size(), timing);
+}
+
+struct TensorParallelCollective {
+  RankGroup group;
+  AlphaBeta timing;
+  bool sequence_parallel = false;
+  // One all-reduce of `bytes` (sequence parallel: its reduce-scatter and all-gather halves).
+  double activation_s(double bytes) const {
+    if (group.size() <= 1) return 0.0;
+    if (!sequence_parallel)
+      return ring_collective_s(CollectiveKind::all_reduce, bytes, group, timing);
+    return ring_collective_s(CollectiveKind::reduce_scatter, bytes, group, timing) +
+           ring_collective_s(CollectiveKind::all_gather, bytes, group, timing);
+  }
+  double all_reduce_s(double bytes) const {
+    return group.size() <= 1 ? 0.0
+                             : ring_collective_s(CollectiveKind::all_reduce, bytes, group, timing);
+  }
+};
+
+void check_run(const GptSpec& spec, const Cluster& cluster, const ParallelRun& run,
+               const ParallelLayout& layout, const std::string& source) {
+  if (layout.world() != cluster.ranks) {
+    throw InputError(source, "$.parallel",
+                     fmt::format("tensor {} x pipeline {} x data {} = {} GPUs", run.degrees.tensor,
+                                 run.degrees.pipeline, run.degrees.data, layout.world()),
+                     fmt::format("the cluster's {} GPUs", cluster.ranks));
+  }
+  const int t = run.degrees.tensor;
+  if (spec.heads % t != 0) {
+    throw InputError(source, "$.parallel.tensor", std::to_string(t),
+                     fmt::format("a divisor of the attention heads ({})", spec.heads));
+  }
+  const int chunks = run.degrees.pipeline * run.chunks_per_stage;
+  if (spec.layers < chunks) {
+    throw InputError(source, "$.parallel.pipeline", std::to_string(chunks),
+                     fmt::format("at most the layers ({}) in pipeline chunks", spec.layers));
+  }
+  if (!run.layers_per_chunk.empty()) {
+    int total = 0;
+    for (int layers : run.layers_per_chunk) total += layers;
+    if (static_cast<int>(run.layers_per_chunk.size()) != chunks || total != spec.layers) {
+      throw InputError(
+          source, "$.parallel.layers_per_chunk",
+          fmt::format("{} chunks holding {} layers", run.layers_per_chunk.size(), total),
+          fmt::format("{} chunks holding the {} layers", chunks, spec.layers));
+    }
+  }
+  if (run.micro_batch < 1 || run.micro_batches < 1) {
+    throw InputError(source, "$.parallel.micro_batches",
+                     fmt::format("{} of {}", run.micro_batches, run.micro_batch),
+                     "at least one micro-batch of at least one sample");
+  }
+}
+
+}  // namespace
+
+ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Training& training,
+                                              const Cluster& cluster, const CostSettings& settings,
+                                              const ParallelRun& run, const std::string& source) {
+  std::optional<ParallelLayout> maybe_layout;
+  try {
+    maybe_layout.emplace(run.degrees, run.order);
+  } catch (const std::invalid_argument& error) {
+    throw InputError(source, "$.parallel", run.order, error.what());
+  }
+  const ParallelLayout& layout = *maybe_layout;
+  check_run(spec, cluster, run, layout, source);
+  const int t = run.degrees.tensor;
+  const int p = run.degrees.pipeline;
+  const int v = run.schedule == PipelineSchedule::interleaved ? run.chunks_per_stage : 1;
+  const int chunks = p * v;
+
+  GptSpec rank_spec = spec;
+  rank_spec.tensor_parallel = t;
+  rank_spec.sequence_parallel = run.sequence_parallel;
+  ParallelIterationCost cost;
+  cost.workload = std::make_shared<const Workload>(make_gpt(rank_spec, training));
+  const Workload& workload = *cost.workload;
+  const CostModel model(workload, cluster, training, settings);
+  const double b = run.micro_batch;
+  const double e = activation_element_bytes(training.precision);
+  const double s = spec.sequence_length;
+  const int head_op = workload.size() - 1;
+
+  const TensorParallelCollective tensor{layout.group_of(GroupAxis::tensor, 0),
+                                        timing_of(cluster, layout.group_of(GroupAxis::tensor, 0)),
+                                        run.sequence_parallel};
+
+  const std::vector<int> split =
+      run.layers_per_chunk.empty() ? even_layer_split(spec.layers, chunks) : run.layers_per_chunk;
+  int first_layer = 0;
+  for (int c = 0; c < chunks; ++c) {
+    ChunkCost chunk;
+    chunk.stage = c % p;
+    if (c == 0) chunk.ops.push_back(0);
+    for (int layer = first_layer; layer < first_layer + split[c]; ++layer) {
+      chunk.ops.push_back(1 + 2 * layer);
+      chunk.ops.push_back(2 + 2 * layer);
+    }
+    first_layer += split[c];
+    if (c == chunks - 1) chunk.ops.push_back(head_op);
+
+    for (int op : chunk.ops) {
+      const Operator& o = workload.op(op);
+      const bool recompute = checkpointed(run, o.kind) && o.input_activation_bytes_per_sample;
+      chunk.forward_calls.push_back({op, false});
+      chunk.forward_s += model.forward_compute_s(op).at_real(b);
+      chunk.saved_activation_bytes +=
+          b * (recompute ? *o.input_activation_bytes_per_sample : o.activation_bytes_per_sample);
+      chunk.largest_transient_bytes = std::max(
+          chunk.largest_transient_bytes,
+          b * ((recompute ? o.activation_bytes_per_sample : 0.0) + o.workspace_bytes_per_sample));
+      const double layer_bytes = b * s * spec.hidden_of_layer(0) * e;
+      switch (o.kind) {
+        case OperatorKind::attention:
+        case OperatorKind::mlp: {
+          // Row-parallel output (forward) and column-parallel input gradient (backward).
+          const double bytes = b * o.output_bytes_per_sample;
+          chunk.forward_communication_s += tensor.activation_s(bytes);
+          chunk.backward_communication_s += tensor.activation_s(bytes) * (recompute ? 2.0 : 1.0);
+          break;
+        }
+        case OperatorKind::embedding:
+          chunk.forward_communication_s += tensor.activation_s(layer_bytes);
+          break;
+        case OperatorKind::head:
+          // Vocabulary-parallel cross-entropy: the logits' max, the sum of exponentials and the
+          // target logits, one fp32 value per token each; backward: the input's gradient.
+          chunk.forward_communication_s += 3 * tensor.all_reduce_s(4.0 * b * s);
+          chunk.backward_communication_s += tensor.activation_s(layer_bytes);
+          break;
+        case OperatorKind::generic:
+          break;
+      }
+    }
+    for (auto it = chunk.ops.rbegin(); it != chunk.ops.rend(); ++it) {
+      const Operator& o = workload.op(*it);
+      if (checkpointed(run, o.kind) && o.input_activation_bytes_per_sample) {
+        chunk.backward_calls.push_back({*it, false});
+        chunk.backward_s += model.forward_compute_s(*it).at_real(b);
+      }
+      chunk.backward_calls.push_back({*it, true});
+      chunk.backward_s += model.backward_compute_s(*it).at_real(b);
+    }
+    chunk.forward_s += chunk.forward_communication_s;
+    chunk.backward_s += chunk.backward_communication_s;
+    cost.chunks.push_back(std::move(chunk));
+  }
+
+  // Point-to-point transfers between neighbouring stages (of the first pipeline group: every
+  // group falls on the nodes alike).
+  const RankGroup pipeline = layout.group_of(GroupAxis::pipeline, 0);
+  // Megatron's scatter-gather: each tensor-parallel rank sends its 1/t slice, and the receiving
+  // group all-gathers it (the activation is replicated across the group without sequence
+  // parallelism; with it, each rank's slice is all it needs).
+  const double activation_bytes = b * s * spec.hidden_of_layer(spec.layers - 1) * e;
+  const bool sliced = run.sequence_parallel || (run.scatter_gather_transfers && t > 1);
+  const double transfer_bytes = sliced ? activation_bytes / t : activation_bytes;
+  const double regather_s = run.scatter_gather_transfers && !run.sequence_parallel && t > 1
+                                ? ring_collective_s(CollectiveKind::all_gather, activation_bytes,
+                                                    tensor.group, tensor.timing)
+                                : 0.0;
+  cost.work.stages = p;
+  cost.work.chunks_per_stage = v;
+  cost.work.micro_batches = run.micro_batches;
+  cost.work.blocking_transfers = run.blocking_transfers;
+  for (int c = 0; c < chunks; ++c) {
+    cost.work.forward_s.push_back(cost.chunks[c].forward_s);
+    cost.work.backward_s.push_back(cost.chunks[c].backward_s);
+    if (c + 1 == chunks) break;
+    const int from = pipeline.ranks[c % p];
+    const int to = pipeline.ranks[(c + 1) % p];
+    AlphaBeta link = cluster.world.all_gather.alpha_beta;
+    if (cluster.topology) {
+      const int gpus_per_node = cluster.topology->node.gpus;
+      link = point_to_point_timing(*cluster.topology, from / gpus_per_node != to / gpus_per_node);
+    }
+    cost.work.transfer_s.push_back(link.step_time_s(transfer_bytes) + regather_s);
+  }
+  cost.transfer_s = cost.work.transfer_s.empty() ? 0.0 : cost.work.transfer_s.front();
+  try {
+    cost.timeline = run_pipeline(run.schedule, cost.work);
+  } catch (const std::invalid_argument& error) {
+    throw InputError(source, "$.parallel.schedule",
+                     std::string(pipeline_schedule_name(run.schedule)), error.what());
+  }
+  cost.pipeline_s = cost.timeline.makespan_s;
+
+  // Each stage's gradient reduction and optimizer step, after its last backward.
+  const double reduce_bytes_per_parameter =
+      reduce_element_bytes(training.precision, training.gradient_reduce);
+  double synchronised_s = 0;
+  double optimizer_s = 0;
+  cost.stages.resize(p);
+  for (int r = 0; r < p; ++r) {
+    StageCost& stage = cost.stages[r];
+    double activation_bytes = 0;
+    double transient_bytes = 0;
+    int chunks_here = 0;
+    for (const ChunkCost& chunk : cost.chunks) {
+      if (chunk.stage != r) continue;
+      ++chunks_here;
+      activation_bytes += chunk.saved_activation_bytes;
+      transient_bytes = std::max(transient_bytes, chunk.largest_transient_bytes);
+      for (int op : chunk.ops) {
+        stage.parameters += workload.op(op).parameter_count;
+        stage.model_state_bytes += workload.op(op).model_state_bytes();
+        stage.optimizer_step_s += model.optimizer_step_s(op, OperatorChoice::whole(Mode::dp));
+      }
+    }
+    const RankGroup data = layout.group_of(GroupAxis::data, pipeline.ranks[r]);
+    if (data.size() > 1) {
+      stage.gradient_reduce_s = ring_collective_s(CollectiveKind::all_reduce,
+                                                  stage.parameters * reduce_bytes_per_parameter,
+                                                  data, timing_of(cluster, data));
+    }
+    if (p > 1 && (r == 0 || r == p - 1)) {
+      // The word embedding and the head share one matrix in Megatron's GPT: its two copies'
+      // gradients are all-reduced between the first and the last stage.
+      const RankGroup ends{GroupAxis::pipeline, {pipeline.ranks.front(), pipeline.ranks.back()}};
+      const double table = spec.padded_vocabulary() * spec.hidden_of_layer(0) / t;
+      stage.gradient_reduce_s +=
+          ring_collective_s(CollectiveKind::all_reduce, table * reduce_bytes_per_parameter, ends,
+                            timing_of(cluster, ends));
+    }
+    stage.peak_in_flight = cost.timeline.peak_in_flight[r];
+    stage.peak_memory_bytes = stage.model_state_bytes +
+                              stage.peak_in_flight * activation_bytes / chunks_here +
+                              transient_bytes;
+    cost.peak_memory_bytes = std::max(cost.peak_memory_bytes, stage.peak_memory_bytes);
+    synchronised_s = std::max(synchronised_s, cost.timeline.finish_s[r] + stage.gradient_reduce_s);
+    optimizer_s = std::max(optimizer_s, stage.optimizer_step_s);
+  }
+  cost.iteration_time_s = synchronised_s + optimizer_s;
+  cost.samples_per_iteration =
+      static_cast<double>(run.micro_batch) * run.micro_batches * run.degrees.data;
+  return cost;
+}
+
+}  // namespace osdp

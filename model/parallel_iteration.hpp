@@ -1,0 +1,104 @@
+// One training iteration of a GPT under tensor x pipeline x data parallelism (Megatron-LM's 3D
+// parallelism with data-parallel replicas), costed from the same compute laws and link timings as
+// the rest of the model:
+//   - tensor parallel (Megatron): every operator is one rank's 1/t part (model/workload's
+//     tensor_parallel); per layer two all-reduces of the b x s x h activations in forward, two in
+//     backward and two more in a checkpointed layer's recompute, on the compute stream's critical
+//     path; the vocabulary-parallel embedding all-reduces its output, the head its input's
+//     gradient (sequence parallelism: each all-reduce becomes a reduce-scatter + all-gather);
+//   - pipeline parallel: the layers split over p stages (v chunks each when interleaved), the
+//     embedding on the first and the head and loss on the last; each micro-batch's activation
+//     and its gradient cross between stages as point-to-point transfers (each tensor-parallel
+//     rank its 1/t slice, re-gathered after, as Megatron's scatter-gather does; the sending stage
+//     busy until it is out, as Megatron's blocking 1F1B sends are); the schedule's timeline
+//     (model/pipeline_schedule) gives the bubble;
+//   - data parallel: after its last backward each stage all-reduces its gradients in its
+//     data-parallel group (ranks strided by the layout), the first and last stage all-reduce the
+//     embedding's gradient (tied with the head, as Megatron ties them), then every stage steps
+//     its optimizer after the slowest (the gradient norm is global).
+// Groups are the layout's; their ring timing follows from how they fall on the nodes
+// (group_ring_timing).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/cost_model.hpp"
+#include "model/parallel_layout.hpp"
+#include "model/pipeline_schedule.hpp"
+#include "model/workload.hpp"
+
+namespace osdp {
+
+struct ParallelRun {
+  ParallelDegrees degrees;
+  std::string order = "tp-dp-pp";
+  int micro_batch = 1;    // samples per micro-batch per data-parallel rank
+  int micro_batches = 1;  // m: micro-batches per iteration per pipeline (accumulation)
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int chunks_per_stage = 1;           // v, interleaved only
+  std::vector<int> layers_per_chunk;  // empty: as even as possible (extra layers in the middle)
+  std::vector<OperatorKind> checkpointed_kinds;  // recompute their forward before backward
+  bool sequence_parallel = false;
+  // Megatron's scatter_gather_tensors_in_pipeline (its default): a stage's tensor-parallel ranks
+  // each send 1/t of the activation, and the next stage's group all-gathers it.
+  bool scatter_gather_transfers = true;
+  // Megatron's 1F1B sends and receives block: a stage is busy while its activation or gradient
+  // goes out (PipelineWork::blocking_transfers).
+  bool blocking_transfers = true;
+};
+
+// One compute call of a pass: an operator of the tensor-parallel workload, forward (also a
+// recompute) or backward.
+struct PassCall {
+  int op = 0;
+  bool backward = false;
+};
+
+struct ChunkCost {
+  int stage = 0;
+  std::vector<int> ops;  // operator indices (embedding, layers' attention and MLP, head)
+  std::vector<PassCall> forward_calls;
+  std::vector<PassCall> backward_calls;  // recompute forwards first
+  double forward_communication_s = 0;    // tensor-parallel collectives of one forward
+  double backward_communication_s = 0;   // of one backward (its recompute's included)
+  double forward_s = 0;                  // one micro-batch, compute + communication
+  double backward_s = 0;
+  double saved_activation_bytes = 0;   // kept from a forward to its backward, one micro-batch
+  double largest_transient_bytes = 0;  // a recomputed operator's activations or a workspace
+};
+
+struct StageCost {
+  double parameters = 0;  // per rank
+  double model_state_bytes = 0;
+  double gradient_reduce_s = 0;  // data-parallel all-reduce (and the tied embedding's)
+  double optimizer_step_s = 0;
+  int peak_in_flight = 0;
+  double peak_memory_bytes = 0;
+};
+
+struct ParallelIterationCost {
+  std::shared_ptr<const Workload> workload;  // one tensor-parallel rank's operators
+  std::vector<ChunkCost> chunks;
+  std::vector<StageCost> stages;
+  PipelineWork work;
+  PipelineTimeline timeline;
+  double transfer_s = 0;         // one activation (or gradient) between neighbouring stages
+  double pipeline_s = 0;         // the schedule's makespan
+  double iteration_time_s = 0;   // with the gradient reductions and optimizer steps
+  double peak_memory_bytes = 0;  // the largest stage's
+  double samples_per_iteration = 0;
+};
+
+// Throws InputError (file: `source`) when the run does not fit the model or the cluster: degrees
+// whose product is not the GPUs, heads or layers not divisible as the layout needs.
+ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Training& training,
+                                              const Cluster& cluster, const CostSettings& settings,
+                                              const ParallelRun& run, const std::string& source);
+
+// The layer split of `chunks` chunks: `layers` as even as possible, the extra layers on the
+// chunks after the first (which holds the embedding) and before the last (the head).
+std::vector<int> even_layer_split(int layers, int chunks);
+
+}  // namespace osdp

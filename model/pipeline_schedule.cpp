@@ -1,0 +1,272 @@
+#include "model/pipeline_schedule.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <tuple>
+
+namespace osdp {
+
+std::string_view pipeline_schedule_name(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::gpipe:
+      return "gpipe";
+    case PipelineSchedule::one_f_one_b:
+      return "1f1b";
+    case PipelineSchedule::interleaved:
+      return "interleaved";
+  }
+  return "?";
+}
+
+std::optional<PipelineSchedule> pipeline_schedule_from_name(std::string_view name) {
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
+    if (pipeline_schedule_name(schedule) == name) return schedule;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+void check_shape(int stages, int chunks_per_stage, int micro_batches) {
+  if (stages < 1 || chunks_per_stage < 1 || micro_batches < 1) {
+    throw std::invalid_argument(
+        fmt::format("a pipeline needs at least one stage, chunk and micro-batch (got {}, {}, {})",
+                    stages, chunks_per_stage, micro_batches));
+  }
+}
+
+// Megatron's interleaved schedule: the k-th forward (or backward) a stage runs belongs to model
+// chunk (k mod p v) / p (backwards count the chunks down) and micro-batch (k / p v) p + k mod p.
+PipelineStep interleaved_step(int k, int stages, int chunks_per_stage, int stage, Pass pass) {
+  const int group = stages * chunks_per_stage;
+  int chunk_in_stage = (k % group) / stages;
+  if (pass == Pass::backward) chunk_in_stage = chunks_per_stage - 1 - chunk_in_stage;
+  const int micro_batch = (k / group) * stages + k % stages;
+  return {chunk_in_stage * stages + stage, micro_batch, pass};
+}
+
+}  // namespace
+
+std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int chunks_per_stage,
+                                      int micro_batches, int stage) {
+  check_shape(stages, chunks_per_stage, micro_batches);
+  if (stage < 0 || stage >= stages) {
+    throw std::invalid_argument(fmt::format("stage {} outside 0..{}", stage, stages - 1));
+  }
+  std::vector<PipelineStep> order;
+  const int m = micro_batches;
+  if (schedule != PipelineSchedule::interleaved && chunks_per_stage != 1) {
+    throw std::invalid_argument(fmt::format("{} runs one model chunk per stage (got {})",
+                                            pipeline_schedule_name(schedule), chunks_per_stage));
+  }
+  switch (schedule) {
+    case PipelineSchedule::gpipe:
+      for (int j = 0; j < m; ++j) order.push_back({stage, j, Pass::forward});
+      for (int j = 0; j < m; ++j) order.push_back({stage, j, Pass::backward});
+      break;
+    case PipelineSchedule::one_f_one_b: {
+      const int warmup = std::min(stages - stage - 1, m);
+      for (int j = 0; j < warmup; ++j) order.push_back({stage, j, Pass::forward});
+      for (int j = 0; j < m - warmup; ++j) {
+        order.push_back({stage, warmup + j, Pass::forward});
+        order.push_back({stage, j, Pass::backward});
+      }
+      for (int j = m - warmup; j < m; ++j) order.push_back({stage, j, Pass::backward});
+      break;
+    }
+    case PipelineSchedule::interleaved: {
+      if (m % stages != 0) {
+        throw std::invalid_argument(fmt::format(
+            "the interleaved schedule needs the micro-batches ({}) to be a multiple of the "
+            "stages ({})",
+            m, stages));
+      }
+      const int total = m * chunks_per_stage;
+      const int warmup =
+          m == stages ? total
+                      : std::min(total, (stages - stage - 1) * 2 + (chunks_per_stage - 1) * stages);
+      for (int k = 0; k < warmup; ++k) {
+        order.push_back(interleaved_step(k, stages, chunks_per_stage, stage, Pass::forward));
+      }
+      for (int k = 0; k < total - warmup; ++k) {
+        order.push_back(
+            interleaved_step(warmup + k, stages, chunks_per_stage, stage, Pass::forward));
+        order.push_back(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
+      }
+      for (int k = total - warmup; k < total; ++k) {
+        order.push_back(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
+      }
+      break;
+    }
+  }
+  return order;
+}
+
+double PipelineTimeline::bubble_fraction() const {
+  if (makespan_s <= 0 || busy_s.empty()) return 0.0;
+  return 1.0 - *std::max_element(busy_s.begin(), busy_s.end()) / makespan_s;
+}
+
+namespace {
+
+// Where a pass's start came from: the pass before it on its stage, or its input (the pass of
+// the neighbouring chunk, plus the transfer between them).
+enum class Binding { none, stage, input };
+
+struct StepState {
+  double end_s = -1;  // < 0: not run yet
+  Binding binding = Binding::none;
+  int previous_on_stage = -1;  // index into that stage's order
+};
+
+}  // namespace
+
+PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work) {
+  const int p = work.stages;
+  const int v = work.chunks_per_stage;
+  const int m = work.micro_batches;
+  check_shape(p, v, m);
+  const int chunks = work.chunks();
+  if (static_cast<int>(work.forward_s.size()) != chunks ||
+      static_cast<int>(work.backward_s.size()) != chunks ||
+      static_cast<int>(work.transfer_s.size()) != chunks - 1) {
+    throw std::invalid_argument(fmt::format(
+        "pipeline work of {} chunks needs {} forward and backward times and {} transfers", chunks,
+        chunks, chunks - 1));
+  }
+
+  std::vector<std::vector<PipelineStep>> orders;
+  for (int stage = 0; stage < p; ++stage) orders.push_back(stage_order(schedule, p, v, m, stage));
+
+  // End time of each (chunk, micro-batch, pass), and which stage slot holds it.
+  auto key = [&](int chunk, int micro_batch, Pass pass) {
+    return (chunk * m + micro_batch) * 2 + (pass == Pass::backward ? 1 : 0);
+  };
+  std::vector<double> end_of(static_cast<std::size_t>(chunks) * m * 2, -1.0);
+  std::vector<std::pair<int, int>> slot_of(end_of.size(), {-1, -1});
+
+  PipelineTimeline timeline;
+  timeline.stages.resize(p);
+  timeline.finish_s.assign(p, 0.0);
+  timeline.busy_s.assign(p, 0.0);
+  timeline.peak_in_flight.assign(p, 0);
+  std::vector<std::vector<Binding>> bindings(p);
+  std::vector<int> next(p, 0);
+  std::vector<int> in_flight(p, 0);
+  const int total_passes = 2 * m * v;
+
+  // The input a pass waits for: its end time (< 0: not yet run) and the transfer after it.
+  const bool blocking = work.blocking_transfers;
+  auto input_of = [&](const PipelineStep& step) -> std::pair<double, double> {
+    if (step.pass == Pass::forward) {
+      if (step.chunk == 0) return {0.0, 0.0};
+      return {end_of[key(step.chunk - 1, step.micro_batch, Pass::forward)],
+              blocking ? 0.0 : work.transfer_s[step.chunk - 1]};
+    }
+    if (step.chunk == chunks - 1) {
+      return {end_of[key(step.chunk, step.micro_batch, Pass::forward)], 0.0};
+    }
+    return {end_of[key(step.chunk + 1, step.micro_batch, Pass::backward)],
+            blocking ? 0.0 : work.transfer_s[step.chunk]};
+  };
+  // The boundary a pass's output crosses (-1: none): forward to the next chunk, backward to the
+  // previous one.
+  auto outgoing_boundary = [&](const PipelineStep& step) {
+    if (step.pass == Pass::forward) return step.chunk + 1 < chunks ? step.chunk : -1;
+    return step.chunk > 0 ? step.chunk - 1 : -1;
+  };
+
+  int remaining = p * total_passes;
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int stage = 0; stage < p; ++stage) {
+      while (next[stage] < total_passes) {
+        const PipelineStep step = orders[stage][next[stage]];
+        const auto [input_end, transfer] = input_of(step);
+        if (input_end < 0) break;
+        const double ready_s = input_end + transfer;
+        const double free_s = timeline.finish_s[stage];
+        const double start_s = std::max(ready_s, free_s);
+        double duration =
+            step.pass == Pass::forward ? work.forward_s[step.chunk] : work.backward_s[step.chunk];
+        if (blocking && outgoing_boundary(step) >= 0) {
+          duration += work.transfer_s[outgoing_boundary(step)];
+        }
+        const double end_s = start_s + duration;
+        Binding binding = Binding::none;
+        if (next[stage] > 0 && free_s >= ready_s) {
+          binding = Binding::stage;
+        } else if (!(step.pass == Pass::forward && step.chunk == 0)) {
+          binding = Binding::input;
+        }
+        end_of[key(step.chunk, step.micro_batch, step.pass)] = end_s;
+        slot_of[key(step.chunk, step.micro_batch, step.pass)] = {stage, next[stage]};
+        timeline.stages[stage].push_back({step, start_s, end_s});
+        bindings[stage].push_back(binding);
+        timeline.finish_s[stage] = end_s;
+        timeline.busy_s[stage] += duration;
+        in_flight[stage] += step.pass == Pass::forward ? 1 : -1;
+        timeline.peak_in_flight[stage] = std::max(timeline.peak_in_flight[stage], in_flight[stage]);
+        ++next[stage];
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      throw std::logic_error(fmt::format("pipeline schedule {} deadlocked ({} passes left)",
+                                         pipeline_schedule_name(schedule), remaining));
+    }
+  }
+  timeline.makespan_s = *std::max_element(timeline.finish_s.begin(), timeline.finish_s.end());
+
+  // Walk the critical path back from the pass that ends last.
+  timeline.critical_forwards.assign(chunks, 0);
+  timeline.critical_backwards.assign(chunks, 0);
+  timeline.critical_transfers.assign(std::max(0, chunks - 1), 0);
+  int stage =
+      static_cast<int>(std::max_element(timeline.finish_s.begin(), timeline.finish_s.end()) -
+                       timeline.finish_s.begin());
+  int index = total_passes - 1;
+  while (index >= 0) {
+    const PipelineStep step = timeline.stages[stage][index].step;
+    (step.pass == Pass::forward ? timeline.critical_forwards
+                                : timeline.critical_backwards)[step.chunk] += 1;
+    if (blocking && outgoing_boundary(step) >= 0) {
+      timeline.critical_transfers[outgoing_boundary(step)] += 1;
+    }
+    const Binding binding = bindings[stage][index];
+    if (binding == Binding::none) break;
+    if (binding == Binding::stage) {
+      --index;
+      continue;
+    }
+    int input_key = 0;
+    if (step.pass == Pass::forward) {
+      if (!blocking) timeline.critical_transfers[step.chunk - 1] += 1;
+      input_key = key(step.chunk - 1, step.micro_batch, Pass::forward);
+    } else if (step.chunk == chunks - 1) {
+      input_key = key(step.chunk, step.micro_batch, Pass::forward);
+    } else {
+      if (!blocking) timeline.critical_transfers[step.chunk] += 1;
+      input_key = key(step.chunk + 1, step.micro_batch, Pass::backward);
+    }
+    std::tie(stage, index) = slot_of[input_key];
+  }
+  return timeline;
+}
+
+double ideal_bubble_ratio(PipelineSchedule schedule, int stages, int chunks_per_stage,
+                          int micro_batches) {
+  const double bubble = static_cast<double>(stages - 1) / micro_batches;
+  return schedule == PipelineSchedule::interleaved ? bubble / chunks_per_stage : bubble;
+}
+
+int ideal_in_flight(PipelineSchedule schedule, int stages, int micro_batches, int stage) {
+  if (schedule == PipelineSchedule::gpipe) return micro_batches;
+  return std::min(stages - stage, micro_batches);
+}
+
+}  // namespace osdp

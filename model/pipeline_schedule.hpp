@@ -1,0 +1,94 @@
+// Pipeline-parallel schedules and their timeline: which forward and backward passes each stage
+// runs, in which order, and when each can start. The timeline is an event simulation of the
+// schedule (a pass starts when its stage is free and its input has arrived), so the bubble, the
+// micro-batches each stage holds and the critical path come out of it rather than from a closed
+// form; the closed forms hold where their assumptions do (equal stages, free transfers), and the
+// tests check them there.
+//
+//   gpipe        every forward, then every backward: each stage holds all m micro-batches
+//   1f1b         (PipeDream-Flush, Megatron's default) stage r runs p - r - 1 forwards, then
+//                alternates one forward and one backward: it holds at most p - r micro-batches
+//   interleaved  Megatron's interleaved 1F1B: each stage holds v model chunks (chunk k of stage
+//                r is virtual stage k p + r); bubble (p - 1) / (v m) of an iteration with equal
+//                stages, v times the transfers. Needs m a multiple of p.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace osdp {
+
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+std::string_view pipeline_schedule_name(PipelineSchedule schedule);
+std::optional<PipelineSchedule> pipeline_schedule_from_name(std::string_view name);
+
+enum class Pass { forward, backward };
+
+// The work of one iteration's pipeline. Chunks are virtual stages in model order (stages x
+// chunks_per_stage of them); chunk c runs on stage c mod stages.
+struct PipelineWork {
+  int stages = 1;
+  int chunks_per_stage = 1;        // v (1 unless interleaved)
+  int micro_batches = 1;           // m
+  std::vector<double> forward_s;   // per chunk, one micro-batch
+  std::vector<double> backward_s;  // per chunk, one micro-batch (recompute included)
+  // Per boundary between chunk c and c + 1 (chunks - 1 of them): the activation's transfer
+  // forward and its gradient's backward, each a delay between the two stages.
+  std::vector<double> transfer_s;
+  // Blocking transfers: a pass's stage stays busy until its output has reached the next stage
+  // (the transfer counts in the pass's time, and the receiver may start as soon as it ends), as
+  // blocking send/recv pairs behave. Otherwise a transfer is a delay off both stages' streams.
+  bool blocking_transfers = false;
+
+  int chunks() const { return stages * chunks_per_stage; }
+};
+
+struct PipelineStep {
+  int chunk = 0;
+  int micro_batch = 0;
+  Pass pass = Pass::forward;
+};
+
+// The order in which stage `stage` runs its passes under the schedule (2 m v passes).
+// Throws std::invalid_argument when the schedule cannot run this shape (interleaved with m not a
+// multiple of p).
+std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int chunks_per_stage,
+                                      int micro_batches, int stage);
+
+struct TimedStep {
+  PipelineStep step;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct PipelineTimeline {
+  std::vector<std::vector<TimedStep>> stages;  // each stage's passes in the order it ran them
+  double makespan_s = 0;                       // first forward's start to the last backward's end
+  std::vector<double> finish_s;                // per stage: the end of its last pass
+  std::vector<double> busy_s;                  // per stage: time spent in passes
+  // Per stage: the most micro-batches (of all its chunks) whose forward ran and backward did not.
+  std::vector<int> peak_in_flight;
+  // The critical path: how often each chunk's forward and backward and each boundary's transfer
+  // lie on the longest chain of passes and transfers that ends at the last pass. The makespan is
+  // their durations' sum, so it is linear in them while the path stays the same.
+  std::vector<int> critical_forwards;   // per chunk
+  std::vector<int> critical_backwards;  // per chunk
+  std::vector<int> critical_transfers;  // per boundary
+
+  // The busiest stage's idle share of the makespan (the bubble as measured).
+  double bubble_fraction() const;
+};
+
+// Runs the schedule on the work. Throws std::invalid_argument on an inconsistent work
+// description.
+PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work);
+
+// The closed forms for equal stages and free transfers: the bubble as a share of the ideal time
+// m (F + B): (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved.
+double ideal_bubble_ratio(PipelineSchedule schedule, int stages, int chunks_per_stage,
+                          int micro_batches);
+// The micro-batches stage r holds at most: m (GPipe), min(p - r, m) (1F1B).
+int ideal_in_flight(PipelineSchedule schedule, int stages, int micro_batches, int stage);
+
+}  // namespace osdp

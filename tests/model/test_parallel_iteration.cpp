@@ -1,0 +1,149 @@
+// One 3D-parallel iteration (model/parallel_iteration): Megatron's closed forms where they hold —
+// tensor-parallel bytes per layer (2 all-reduces of b s h forward, 2 backward, 2 more under
+// recompute), a rank's activations per layer (s b h (10 + 24 / t) + 5 a s^2 b / t bytes in fp16),
+// the first stage holding p micro-batches under 1F1B — and the iteration's parts adding up.
+#include <catch2/catch.hpp>
+
+#include "model/input_error.hpp"
+#include "model/measured_runs.hpp"
+#include "model/parallel_iteration.hpp"
+#include "model/scenario.hpp"
+
+namespace osdp {
+namespace {
+
+Scenario vtrain() {
+  return load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/vtrain-a100-dp.json");
+}
+
+GptSpec spec_of(int layers, int hidden, int heads, int sequence) {
+  GptSpec spec;
+  spec.layers = layers;
+  spec.hidden_sizes = {hidden};
+  spec.heads = heads;
+  spec.sequence_length = sequence;
+  spec.vocabulary = 50257;
+  spec.vocabulary_multiple = 128;
+  spec.dropout = 0.1;
+  return spec;
+}
+
+ParallelRun run_of(int tensor, int pipeline, int data, int micro_batch, int micro_batches,
+                   bool checkpoint) {
+  ParallelRun run;
+  run.degrees = {tensor, pipeline, data, 0};
+  run.micro_batch = micro_batch;
+  run.micro_batches = micro_batches;
+  if (checkpoint) run.checkpointed_kinds = {OperatorKind::attention, OperatorKind::mlp};
+  return run;
+}
+
+TEST_CASE("tensor-parallel collectives: 2 all-reduces of b s h a layer each way, 2 more recomputed",
+          "[parallel]") {
+  const Scenario scenario = vtrain();
+  const GptSpec spec = spec_of(12, 1024, 16, 1024);
+  for (bool checkpoint : {false, true}) {
+    // Three stages of four layers: the middle one holds layers only.
+    const ParallelRun run = run_of(2, 3, 1, 2, 6, checkpoint);
+    Cluster six = cluster_with_ranks(scenario, 6);
+    const ParallelIterationCost cost =
+        parallel_iteration_cost(spec, scenario.training, six, scenario.cost, run, "test");
+    const ChunkCost& middle = cost.chunks[1];
+    REQUIRE(middle.ops.size() == 8);
+    const double bytes = 2.0 * 1024 * 1024 * 2;  // b s h in fp16
+    const AlphaBeta link = group_ring_timing(*six.topology, 2, 1);
+    const double all_reduce_s = ring_time_s(CollectiveKind::all_reduce, bytes, 2, link);
+    CHECK(middle.forward_communication_s == Approx(4 * 2 * all_reduce_s));
+    CHECK(middle.backward_communication_s == Approx(4 * (checkpoint ? 4 : 2) * all_reduce_s));
+  }
+}
+
+TEST_CASE("a rank's activations per layer are Megatron's s b h (10 + 24/t) + 5 a s^2 b / t",
+          "[parallel]") {
+  const Scenario scenario = vtrain();  // mixed precision: 2-byte activations, dropout masks
+  const GptSpec spec = spec_of(8, 2048, 16, 512);
+  const double s = 512, h = 2048, a = 16;
+  for (int t : {1, 2, 4, 8}) {
+    const Cluster cluster = cluster_with_ranks(scenario, t);
+    const ParallelIterationCost cost = parallel_iteration_cost(
+        spec, scenario.training, cluster, scenario.cost, run_of(t, 1, 1, 1, 1, false), "test");
+    const Operator& attention = cost.workload->op(1);
+    const Operator& mlp = cost.workload->op(2);
+    CAPTURE(t);
+    CHECK(attention.activation_bytes_per_sample + mlp.activation_bytes_per_sample ==
+          Approx(s * h * (10.0 + 24.0 / t) + 5.0 * a * s * s / t));
+    CHECK(attention.parameter_count == Approx((4 * h * h + 3 * h) / t + 3 * h));
+    CHECK(mlp.forward_flops_per_sample == Approx(16 * s * h * h / t));
+  }
+}
+
+TEST_CASE("1F1B: stage r holds p - r micro-batches; the first stage's activations are p of them",
+          "[parallel]") {
+  const Scenario scenario = vtrain();
+  const GptSpec spec = spec_of(8, 1024, 16, 1024);
+  const Cluster cluster = cluster_with_ranks(scenario, 4);
+  const ParallelIterationCost cost = parallel_iteration_cost(
+      spec, scenario.training, cluster, scenario.cost, run_of(1, 4, 1, 1, 8, true), "test");
+  for (int r = 0; r < 4; ++r) {
+    CHECK(cost.stages[r].peak_in_flight == 4 - r);
+    const ChunkCost& chunk = cost.chunks[r];
+    CHECK(cost.stages[r].peak_memory_bytes ==
+          Approx(cost.stages[r].model_state_bytes + (4 - r) * chunk.saved_activation_bytes +
+                 chunk.largest_transient_bytes));
+  }
+  // Parameters are conserved across stages (one tensor-parallel rank: the whole model).
+  double parameters = 0;
+  for (const StageCost& stage : cost.stages) parameters += stage.parameters;
+  CHECK(parameters == Approx(cost.workload->parameter_count()));
+}
+
+TEST_CASE("the iteration is the pipeline, then the slowest stage's reduction, then the step",
+          "[parallel]") {
+  const Scenario scenario = vtrain();
+  const GptSpec spec = spec_of(8, 1024, 16, 1024);
+  const Cluster cluster = cluster_with_ranks(scenario, 8);
+  SECTION("no pipeline: m forwards and backwards back to back") {
+    const ParallelIterationCost cost = parallel_iteration_cost(
+        spec, scenario.training, cluster, scenario.cost, run_of(2, 1, 4, 2, 3, true), "test");
+    const ChunkCost& only = cost.chunks[0];
+    CHECK(cost.pipeline_s == Approx(3 * (only.forward_s + only.backward_s)));
+    CHECK(cost.iteration_time_s == Approx(cost.pipeline_s + cost.stages[0].gradient_reduce_s +
+                                          cost.stages[0].optimizer_step_s));
+    CHECK(cost.samples_per_iteration == 2 * 3 * 4);
+  }
+  SECTION("a pipeline: its makespan and transfers") {
+    const ParallelIterationCost cost = parallel_iteration_cost(
+        spec, scenario.training, cluster, scenario.cost, run_of(1, 4, 2, 1, 8, true), "test");
+    CHECK(cost.transfer_s > 0);
+    double slowest = 0;
+    double step = 0;
+    for (int r = 0; r < 4; ++r) {
+      slowest = std::max(slowest, cost.timeline.finish_s[r] + cost.stages[r].gradient_reduce_s);
+      step = std::max(step, cost.stages[r].optimizer_step_s);
+    }
+    CHECK(cost.iteration_time_s == Approx(slowest + step));
+    // Unequal stages: the first holds the embedding, the last the head, so the last is slower.
+    CHECK(cost.chunks[3].forward_s > cost.chunks[1].forward_s);
+  }
+}
+
+TEST_CASE("layouts the model or the cluster cannot hold are input errors", "[parallel]") {
+  const Scenario scenario = vtrain();
+  const GptSpec spec = spec_of(8, 1024, 16, 1024);
+  const Cluster cluster = cluster_with_ranks(scenario, 8);
+  CHECK_THROWS_AS(parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost,
+                                          run_of(2, 2, 1, 1, 1, false), "test"),
+                  InputError);  // 4 GPUs of 8
+  CHECK_THROWS_AS(parallel_iteration_cost(spec_of(4, 1024, 16, 1024), scenario.training, cluster,
+                                          scenario.cost, run_of(1, 8, 1, 1, 8, false), "test"),
+                  InputError);  // 8 stages of 4 layers
+  ParallelRun interleaved = run_of(1, 4, 2, 1, 6, false);
+  interleaved.schedule = PipelineSchedule::interleaved;
+  interleaved.chunks_per_stage = 2;
+  CHECK_THROWS_AS(
+      parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, interleaved, "test"),
+      InputError);  // 6 micro-batches on 4 stages
+}
+
+}  // namespace
+}  // namespace osdp
