@@ -50,22 +50,33 @@ std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
       {"layer host floor per forward call (backward: 2x)", "ms", theta[layer_floor]}};
 }
 
-ComputeLaw law(double fixed_ms, double seconds_per_tflop, double floor_ms, double seconds_per_tb) {
+// One kind's forward law in the fit's units (its backward: twice the fixed part, the floor,
+// and the activation bytes, at the same rates).
+struct KindLaw {
+  double fixed_ms = 0;
+  double seconds_per_tflop = 0;  // 0: no FLOP rate
+  double floor_ms = 0;
+  double seconds_per_tb = 0;  // activation traffic; 0: none
+};
+
+KindLaw layer_law(const std::vector<double>& theta) {
+  return {constant(theta, layer_fixed), constant(theta, layer_rate), constant(theta, layer_floor),
+          constant(theta, layer_traffic)};
+}
+
+ComputeLaw law(const KindLaw& kind, double scale) {
   ComputeLaw result;
-  result.fixed_s = fixed_ms * 1e-3;
-  result.flops_per_s = seconds_per_tflop > 0 ? 1e12 / seconds_per_tflop : infinity;
-  result.host_floor_s = floor_ms * 1e-3;
-  if (seconds_per_tb > 0) result.activation_bytes_per_s = 1e12 / seconds_per_tb;
+  result.fixed_s = scale * kind.fixed_ms * 1e-3;
+  result.flops_per_s = kind.seconds_per_tflop > 0 ? 1e12 / kind.seconds_per_tflop : infinity;
+  result.host_floor_s = scale * kind.floor_ms * 1e-3;
+  if (kind.seconds_per_tb > 0) result.activation_bytes_per_s = 1e12 / kind.seconds_per_tb;
   return result;
 }
 
-OperatorCompute phases(double fixed_ms, double seconds_per_tflop, double floor_ms = 0,
-                       double seconds_per_tb = 0) {
-  // A backward runs two MatMuls per forward MatMul: twice the calls' fixed part and twice the
-  // kernels the host launches, at the same rate (its activation traffic counts twice the bytes).
-  return {law(fixed_ms, seconds_per_tflop, floor_ms, seconds_per_tb),
-          law(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms, seconds_per_tb)};
-}
+// A backward runs two MatMuls per forward MatMul: twice the calls' fixed part and twice the
+// kernels the host launches, at the same rates (the operator counts its backward's activation
+// bytes twice itself).
+OperatorCompute phases(const KindLaw& kind) { return {law(kind, 1.0), law(kind, 2.0)}; }
 
 // Time of an iteration whose items run one after another: what the simulator gives for a plan
 // without overlap (all DP, gradients all-reduced after the backward), with uncontended rings.
@@ -257,30 +268,26 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
   Json cluster = document;
   Json& gpu = cluster["gpu"];
   if (!gpu.is_object()) gpu = Json::object();
-  auto law_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms,
-                      double seconds_per_tb) {
-    Json json = {{"fixed", rounded(fixed_ms * 1e-3)}};
-    if (seconds_per_tb > 0) json["activation_bandwidth"] = rounded(1e12 / seconds_per_tb);
-    if (seconds_per_tflop > 0) {
+  auto law_json = [&](const KindLaw& kind, double scale) {
+    Json json = {{"fixed", rounded(scale * kind.fixed_ms * 1e-3)}};
+    if (kind.seconds_per_tb > 0) json["activation_bandwidth"] = rounded(1e12 / kind.seconds_per_tb);
+    if (kind.seconds_per_tflop > 0) {
       // A rate fitted at the peak stays at it, whatever the last bits of 1 / (1 / peak).
-      const double rate = rounded(1e12 / seconds_per_tflop);
+      const double rate = rounded(1e12 / kind.seconds_per_tflop);
       json["rate"] = peak_flops_per_s ? std::min(rate, *peak_flops_per_s) : rate;
     }
-    if (floor_ms > 0) json["host_floor"] = rounded(floor_ms * 1e-3);
+    if (kind.floor_ms > 0) json["host_floor"] = rounded(scale * kind.floor_ms * 1e-3);
     return json;
   };
-  auto kind_json = [&](double fixed_ms, double seconds_per_tflop, double floor_ms,
-                       double seconds_per_tb) {
-    return Json{
-        {"forward", law_json(fixed_ms, seconds_per_tflop, floor_ms, seconds_per_tb)},
-        {"backward", law_json(2 * fixed_ms, seconds_per_tflop, 2 * floor_ms, seconds_per_tb)}};
+  auto kind_json = [&](const KindLaw& kind) {
+    return Json{{"forward", law_json(kind, 1.0)}, {"backward", law_json(kind, 2.0)}};
   };
-  const double traffic = constant(theta, layer_traffic);
-  gpu["operator_compute"] = {
-      {"embedding", kind_json(theta[edge_fixed], 0.0, 0.0, 0.0)},
-      {"attention", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor], traffic)},
-      {"mlp", kind_json(theta[layer_fixed], theta[layer_rate], theta[layer_floor], traffic)},
-      {"head", kind_json(theta[edge_fixed], theta[head_rate], 0.0, 0.0)}};
+  const KindLaw edge{constant(theta, edge_fixed)};
+  const KindLaw head{constant(theta, edge_fixed), constant(theta, head_rate)};
+  gpu["operator_compute"] = {{"embedding", kind_json(edge)},
+                             {"attention", kind_json(layer_law(theta))},
+                             {"mlp", kind_json(layer_law(theta))},
+                             {"head", kind_json(head)}};
   return cluster;
 }
 
@@ -360,16 +367,12 @@ RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
 Cluster cluster_with_constants(const Cluster& base, const std::vector<double>& theta) {
   Cluster cluster = base;
   auto& laws = cluster.gpu.operator_compute;
-  laws["embedding"] = phases(constant(theta, edge_fixed), 0.0);
+  laws["embedding"] = phases(KindLaw{constant(theta, edge_fixed)});
   laws["embedding"].forward.flops_per_s.reset();  // no FLOPs: its fixed part is all of it
   laws["embedding"].backward.flops_per_s.reset();
-  const double floor_ms = constant(theta, layer_floor);
-  const double traffic = constant(theta, layer_traffic);
-  laws["attention"] =
-      phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms, traffic);
-  laws["mlp"] =
-      phases(constant(theta, layer_fixed), constant(theta, layer_rate), floor_ms, traffic);
-  laws["head"] = phases(constant(theta, edge_fixed), constant(theta, head_rate));
+  laws["attention"] = phases(layer_law(theta));
+  laws["mlp"] = phases(layer_law(theta));
+  laws["head"] = phases(KindLaw{constant(theta, edge_fixed), constant(theta, head_rate)});
   return cluster;
 }
 

@@ -664,6 +664,45 @@ TEST_CASE("predict --json has exactly the documented shape, rows in table order"
   }
 }
 
+TEST_CASE("predict takes tensor- and pipeline-parallel rows, on one server and on several") {
+  TempDir dir;
+  const std::string header =
+      "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+      "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
+  const fs::path table = dir.path() / "t.csv";
+  // One server: tensor 2 x pipeline 2 x data 2, pipeline 4; then 64 GPUs (8 servers) with
+  // tensor 8 x data 2 x pipeline 4, and tensor parallelism 16 across two servers.
+  write_text(table, header +
+                        "8,16,2,1024,16,12,1024,2,2,2,300\n"
+                        "4,16,1,1024,16,12,1024,1,1,4,500\n"
+                        "64,128,2,6144,48,40,2048,8,2,4,9000\n"
+                        "64,64,8,3072,32,30,2048,16,4,1,11000\n");
+  const Run run =
+      run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string(), "--json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(run.out);
+  REQUIRE(document["rows"].size() == 4);
+  CHECK(document["rows"][0]["tensor_parallelism"] == 2);
+  CHECK(document["rows"][2]["gpus"] == 64);
+  for (const auto& row : document["rows"]) {
+    CHECK(row["predicted_iteration_time_s"].get<double>() > 0);
+  }
+  // The text table shows the layout of each row.
+  const Run text =
+      run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string()});
+  REQUIRE(text.exit_code == 0);
+  CHECK(contains(text.out, "  tp  dp  pp"));
+
+  SECTION("more GPUs than a cluster without NICs can be scaled to is refused") {
+    write_text(table, header + "16,16,1,1024,16,12,1024,2,1,8,300\n");
+    const Run refused = run_osdp(
+        {"predict", scenarios + "paper-titan-8g-nd-48l-1536h.json", "--table", table.string()});
+    CHECK(refused.exit_code == 2);
+    CHECK(contains(refused.err, "16 GPUs"));
+    CHECK(contains(refused.err, "nics_per_node"));
+  }
+}
+
 TEST_CASE("fit reproduces the shipped cluster of the vTrain scenario") {
   TempDir dir;
   const fs::path out = dir.path() / "c.json";

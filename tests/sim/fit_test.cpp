@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 
 #include "model/measured_runs.hpp"
@@ -18,30 +19,31 @@ const std::string header =
     "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
     "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
 
-Scenario synthetic_scenario() {
-  const Json document = {{"name", "synthetic"},
-                         {"model",
-                          {{"family", "gpt"},
-                           {"layers", 2},
-                           {"hidden", 128},
-                           {"heads", 4},
-                           {"sequence_length", 64},
-                           {"vocabulary", 1000},
-                           {"vocabulary_multiple", 128}}},
-                         {"cluster",
-                          {{"name", "logical"},
-                           {"ranks", 4},
-                           {"gpu",
-                            {{"memory", "80GiB"},
-                             {"compute", "100TFLOPS"},
-                             {"kernel_launch", "4us"},
-                             {"optimizer_bandwidth", "300GBps"}}},
-                           {"collective", {{"alpha_s", 5e-6}, {"beta_s_per_byte", 1.0 / 100e9}}}}},
-                         {"training", {{"precision", "mixed"}, {"optimizer", "adam"}}},
-                         {"simulation", {{"gradient_all_reduce", "after_backward"}}},
-                         {"measured_runs", {{"mode", "dp"}, {"checkpoint", {"attention", "mlp"}}}}};
-  return scenario_from_json(document, "synthetic.json");
+Json synthetic_document() {
+  return {{"name", "synthetic"},
+          {"model",
+           {{"family", "gpt"},
+            {"layers", 2},
+            {"hidden", 128},
+            {"heads", 4},
+            {"sequence_length", 64},
+            {"vocabulary", 1000},
+            {"vocabulary_multiple", 128}}},
+          {"cluster",
+           {{"name", "logical"},
+            {"ranks", 4},
+            {"gpu",
+             {{"memory", "80GiB"},
+              {"compute", "100TFLOPS"},
+              {"kernel_launch", "4us"},
+              {"optimizer_bandwidth", "300GBps"}}},
+            {"collective", {{"alpha_s", 5e-6}, {"beta_s_per_byte", 1.0 / 100e9}}}}},
+          {"training", {{"precision", "mixed"}, {"optimizer", "adam"}}},
+          {"simulation", {{"gradient_all_reduce", "after_backward"}}},
+          {"measured_runs", {{"mode", "dp"}, {"checkpoint", {"attention", "mlp"}}}}};
 }
+
+Scenario synthetic_scenario() { return scenario_from_json(synthetic_document(), "synthetic.json"); }
 
 // Rows of several shapes; their times left out (filled from the simulator below).
 std::vector<std::string> synthetic_rows() {
@@ -213,4 +215,81 @@ TEST_CASE("fit never puts a rate above the GPU's declared peak", "[fit][floor]")
   document["gpu"]["peak_compute"] = "0.08TFLOPS";
   document["gpu"]["compute"] = "0.08TFLOPS";
   CHECK_NOTHROW(load_cluster(JsonReader(document, "fitted.json")));
+}
+
+namespace {
+
+// A 4-GPU NVSwitch node with NICs, so that rows of 8 GPUs scale out to two nodes.
+Scenario synthetic_3d_scenario() {
+  Json document = synthetic_document();
+  document["cluster"] = {{"name", "two-level"},
+                         {"gpu",
+                          {{"memory", "80GiB"},
+                           {"compute", "100TFLOPS"},
+                           {"kernel_launch", "4us"},
+                           {"optimizer_bandwidth", "300GBps"}}},
+                         {"topology",
+                          {{"kind", "nvswitch"},
+                           {"gpus_per_node", 4},
+                           {"gpu_link", {{"bandwidth", "100GBps"}, {"latency", "2us"}}},
+                           {"nics_per_node", 2},
+                           {"nic", {{"bandwidth", "100Gbps"}, {"latency", "5us"}}}}}};
+  return scenario_from_json(document, "synthetic-3d.json");
+}
+
+}  // namespace
+
+TEST_CASE("fit recovers known constants from rows with tensor and pipeline parallelism",
+          "[fit][parallel]") {
+  const Scenario scenario = synthetic_3d_scenario();
+  Scenario truth = scenario;
+  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
+  const RunSetup setup = read_run_setup(scenario);
+  std::string configs = header.substr(0, header.find(",iteration")) + "\n";
+  // tensor x data x pipeline over 2 to 8 GPUs (8: two nodes), micro-batches on both sides of
+  // the floor, pipelines of 2 and 4 stages with 4 to 8 micro-batches.
+  for (int hidden : {128, 256}) {
+    for (auto [tp, dp, pp] : {std::array{2, 1, 1},
+                              {1, 1, 2},
+                              {2, 2, 1},
+                              {1, 2, 2},
+                              {2, 1, 2},
+                              {1, 1, 4},
+                              {2, 2, 2},
+                              {1, 2, 4}}) {
+      for (int micro : {1, 4}) {
+        const int global = micro * dp * (pp > 1 ? 2 * pp : 2);
+        configs += fmt::format("{},{},{},{},4,{},64,{},{},{}\n", tp * dp * pp, global, micro,
+                               hidden, hidden == 128 ? 4 : 8, tp, dp, pp);
+      }
+    }
+  }
+  const MeasuredTable config_table = parse_measured_table(configs, "configs.csv");
+  std::string text = header;
+  for (const MeasuredRun& run : config_table.runs) {
+    const Scenario run_scenario = scenario_for_run(truth, config_table, run);
+    const double time_s = parallel_cost_for_run(run_scenario, setup, run).iteration_time_s;
+    text += fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9f}\n", run.gpus, run.global_batch,
+                        run.micro_batch, run.hidden, run.heads, run.layers, run.sequence_length,
+                        run.tensor_parallelism, run.data_parallelism, run.pipeline_parallelism,
+                        time_s * 1e3);
+  }
+  const MeasuredTable table = parse_measured_table(text, "synthetic-3d.csv");
+  const FitResult fit = fit_table(scenario, table, read_sim_options(scenario.simulation, ""));
+  REQUIRE(fit.constants.size() == 6);
+  CHECK(fit.constants[0].value == Approx(0.1).epsilon(1e-3));  // TFLOP/s
+  CHECK(fit.constants[1].value == Approx(0.04).epsilon(1e-3));
+  CHECK(fit.constants[2].value == Approx(0.05).epsilon(1e-3));  // ms
+  CHECK(fit.constants[3].value == Approx(0.2).epsilon(1e-3));
+  CHECK(fit.constants[4].value == Approx(0.02).epsilon(1e-3));  // TB/s
+  CHECK(fit.constants[5].value == Approx(0.4).epsilon(1e-3));   // ms
+  CHECK(fit.fit_mape_percent < 1e-2);
+  // Every fitted time is the model's time under the fitted constants (paths found anew).
+  Scenario fitted = scenario;
+  fitted.cluster = load_cluster(JsonReader(fit.cluster_json, "fitted.json"));
+  for (std::size_t r = 0; r < table.runs.size(); ++r) {
+    const Scenario run = scenario_for_run(fitted, table, table.runs[r]);
+    CHECK(parallel_cost_for_run(run, setup, table.runs[r]).iteration_time_s ==
+          Approx(fit.fitted_s[r]).epsilon(1e-4));
+  }
 }
