@@ -22,11 +22,17 @@ namespace {
 
 struct MeasuredOptions {
   std::string scenario_path;
-  std::string table_path;
+  std::vector<std::string> table_paths;
   std::string out_path;
   bool json = false;
   bool check = true;  // fit: simulate every row with the fitted cluster
 };
+
+MeasuredTable read_tables(const std::vector<std::string>& paths) {
+  std::vector<MeasuredTable> tables;
+  for (const std::string& path : paths) tables.push_back(read_measured_table(path));
+  return merge_measured_tables(std::move(tables));
+}
 
 Json row_json(const MeasuredRun& run) {
   return {{"gpus", run.gpus},
@@ -95,7 +101,7 @@ ErrorSummary summarise(const std::vector<double>& errors_percent) {
 
 int run_predict(const MeasuredOptions& options) {
   const Scenario scenario = load_scenario(options.scenario_path);
-  const MeasuredTable table = read_measured_table(options.table_path);
+  const MeasuredTable table = read_tables(options.table_paths);
   const std::vector<double> predicted = simulate_rows(scenario, table);
   std::vector<double> errors;
   Json rows = Json::array();
@@ -158,7 +164,7 @@ int run_predict(const MeasuredOptions& options) {
 int run_fit(const MeasuredOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const Scenario scenario = load_scenario(options.scenario_path);
-  const MeasuredTable table = read_measured_table(options.table_path);
+  const MeasuredTable table = read_tables(options.table_paths);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
   const sim::FitResult fit = sim::fit_table(scenario, table, sim_options);
   const double fit_s =
@@ -244,7 +250,8 @@ Subcommand add_fit_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "fit", "fit the GPU's compute constants to measured iteration times (least squares)");
   app->add_option("scenario", options->scenario_path, "scenario JSON")->required();
-  app->add_option("--table", options->table_path, "measured table (vTrain's CSV format)")
+  app->add_option("--table", options->table_paths,
+                  "measured table(s) (vTrain's CSV format); several are fitted as one")
       ->required();
   app->add_option("--out", options->out_path, "where to write the fitted cluster JSON")->required();
   app->add_flag("--json", options->json, "print JSON");
@@ -258,7 +265,8 @@ Subcommand add_predict_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "predict", "simulate one iteration per row of a table and compare with its measurements");
   app->add_option("scenario", options->scenario_path, "scenario JSON")->required();
-  app->add_option("--table", options->table_path, "configurations (vTrain's CSV format)")
+  app->add_option("--table", options->table_paths,
+                  "configurations (vTrain's CSV format); several are predicted as one")
       ->required();
   app->add_flag("--json", options->json, "print JSON");
   return {app, [options]() { return run_predict(*options); }};

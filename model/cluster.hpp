@@ -146,6 +146,10 @@ struct Gpu {
   // Ranks that synchronise at every collective wait for the slowest: the slowest rank's compute
   // of a phase over the ranks' mean (measured), which the model's identical ranks take on.
   double straggler_slowdown = 1.0;
+  // What a pipeline stage spends on each forward or backward pass beside its compute and its
+  // transfers (the schedule's own send / receive calls and buffers; a pipeline engine's
+  // instruction). Fitted by `osdp fit` on runs with pipeline parallelism; 0 elsewhere.
+  double pipeline_pass_s = 0.0;
   // Calibrated compute laws by operator kind name ("attention", "mlp", ...), measured by
   // `osdp calibrate`; kinds not listed use compute_flops_per_s.
   std::map<std::string, OperatorCompute, std::less<>> operator_compute;

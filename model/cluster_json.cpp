@@ -192,7 +192,7 @@ std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
 Gpu read_gpu(const JsonReader& reader) {
   reader.require_only({"name", "memory", "compute", "peak_compute", "memory_bandwidth",
                        "optimizer_bandwidth", "kernel_launch", "overlap_slowdown",
-                       "straggler_slowdown", "operator_compute"});
+                       "straggler_slowdown", "pipeline_pass", "operator_compute"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
@@ -217,6 +217,9 @@ Gpu read_gpu(const JsonReader& reader) {
       reader.optional_number("overlap_slowdown", limits::slowdown).value_or(gpu.overlap_slowdown);
   gpu.straggler_slowdown = reader.optional_number("straggler_slowdown", limits::slowdown)
                                .value_or(gpu.straggler_slowdown);
+  gpu.pipeline_pass_s =
+      reader.optional_quantity("pipeline_pass", Dimension::seconds, limits::latency_s)
+          .value_or(0.0);
   if (reader.has("operator_compute")) {
     gpu.operator_compute =
         read_operator_compute(reader.object("operator_compute"), gpu.peak_flops_per_s);
@@ -348,6 +351,7 @@ Json cluster_to_json(const Cluster& cluster) {
   if (!cluster.host_cores || cluster.gpu.overlap_slowdown != 1.0) {
     gpu["overlap_slowdown"] = cluster.gpu.overlap_slowdown;
   }
+  if (cluster.gpu.pipeline_pass_s > 0) gpu["pipeline_pass"] = cluster.gpu.pipeline_pass_s;
   if (cluster.gpu.straggler_slowdown != 1.0) {
     gpu["straggler_slowdown"] = cluster.gpu.straggler_slowdown;
   }

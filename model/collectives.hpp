@@ -46,7 +46,9 @@ struct AlphaBeta {
   double alpha_s = 0.0;
   double beta_s_per_byte = 0.0;
 
-  constexpr double step_time_s(double step_bytes) const { return alpha_s + step_bytes * beta_s_per_byte; }
+  constexpr double step_time_s(double step_bytes) const {
+    return alpha_s + step_bytes * beta_s_per_byte;
+  }
 };
 
 // Time of a whole ring collective under the alpha-beta model.

@@ -78,7 +78,8 @@ const std::vector<std::string>& measured_table_columns() {
 
 void fail_table_cell(const MeasuredTable& table, const MeasuredRun& run, const std::string& column,
                      const std::string& value, const std::string& expected) {
-  throw InputError(table.file, where(run.line, column), value, expected);
+  throw InputError(run.file.empty() ? table.file : run.file, where(run.line, column), value,
+                   expected);
 }
 
 MeasuredTable parse_measured_table(const std::string& text, const std::string& file) {
@@ -111,6 +112,7 @@ MeasuredTable parse_measured_table(const std::string& text, const std::string& f
           fmt::format("{} comma-separated cells, one per column", table.columns.size()));
     }
     MeasuredRun run;
+    run.file = file;
     run.line = number;
     int* fields[] = {&run.gpus,
                      &run.global_batch,
@@ -148,6 +150,22 @@ MeasuredTable read_measured_table(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return parse_measured_table(text.str(), path);
+}
+
+MeasuredTable merge_measured_tables(std::vector<MeasuredTable> tables) {
+  if (tables.empty()) throw InputError("", "--table", "no table", "at least one measured table");
+  MeasuredTable merged = std::move(tables.front());
+  for (std::size_t t = 1; t < tables.size(); ++t) {
+    MeasuredTable& next = tables[t];
+    if (next.has_times() != merged.has_times()) {
+      throw InputError(next.file, "header (line 1)",
+                       next.has_times() ? "an \"iteration time (ms)\" column" : "no time column",
+                       fmt::format("the same columns as {}", merged.file));
+    }
+    merged.file += " + " + next.file;
+    for (MeasuredRun& run : next.runs) merged.runs.push_back(std::move(run));
+  }
+  return merged;
 }
 
 }  // namespace osdp

@@ -12,7 +12,8 @@
 namespace osdp {
 
 struct MeasuredRun {
-  int line = 0;  // 1-based line in the file (the header is line 1)
+  std::string file;  // the table it came from
+  int line = 0;      // 1-based line in the file (the header is line 1)
   int gpus = 1;
   int global_batch = 1;
   int micro_batch = 1;
@@ -42,6 +43,9 @@ struct MeasuredTable {
 const std::vector<std::string>& measured_table_columns();
 
 MeasuredTable read_measured_table(const std::string& path);
+// Several tables as one (their rows in order, each keeping its file for errors): all with the
+// time column or all without. One table is returned as it is.
+MeasuredTable merge_measured_tables(std::vector<MeasuredTable> tables);
 MeasuredTable parse_measured_table(const std::string& text, const std::string& file);
 
 // The error for one cell (or row, with an empty column) of a table.

@@ -183,6 +183,10 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     }
     chunk.forward_s += chunk.forward_communication_s;
     chunk.backward_s += chunk.backward_communication_s;
+    if (p > 1) {
+      chunk.forward_s += cluster.gpu.pipeline_pass_s;
+      chunk.backward_s += cluster.gpu.pipeline_pass_s;
+    }
     cost.chunks.push_back(std::move(chunk));
   }
 

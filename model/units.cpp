@@ -39,17 +39,17 @@ bool split_number(std::string_view text, double& number, std::string_view& unit)
 
 std::optional<double> prefix_scale(std::string_view prefix) {
   static constexpr std::array<UnitSpelling, 12> prefixes{{{"", 1.0},
-                                                         {"k", 1e3},
-                                                         {"K", 1e3},
-                                                         {"M", 1e6},
-                                                         {"G", 1e9},
-                                                         {"T", 1e12},
-                                                         {"P", 1e15},
-                                                         {"Ki", 1024.0},
-                                                         {"Mi", 1048576.0},
-                                                         {"Gi", 1073741824.0},
-                                                         {"Ti", 1099511627776.0},
-                                                         {"Pi", 1125899906842624.0}}};
+                                                          {"k", 1e3},
+                                                          {"K", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"P", 1e15},
+                                                          {"Ki", 1024.0},
+                                                          {"Mi", 1048576.0},
+                                                          {"Gi", 1073741824.0},
+                                                          {"Ti", 1099511627776.0},
+                                                          {"Pi", 1125899906842624.0}}};
   for (const auto& entry : prefixes) {
     if (entry.spelling == prefix) return entry.scale;
   }
@@ -75,13 +75,13 @@ std::optional<double> unit_scale(std::string_view unit, Dimension dimension) {
       return scale_with_suffixes(unit, {{"B", 1.0}, {"bytes", 1.0}, {"byte", 1.0}});
     case Dimension::seconds: {
       static constexpr std::array<UnitSpelling, 8> durations{{{"", 1.0},
-                                                             {"s", 1.0},
-                                                             {"ms", 1e-3},
-                                                             {"us", 1e-6},
-                                                             {"µs", 1e-6},
-                                                             {"ns", 1e-9},
-                                                             {"min", 60.0},
-                                                             {"h", 3600.0}}};
+                                                              {"s", 1.0},
+                                                              {"ms", 1e-3},
+                                                              {"us", 1e-6},
+                                                              {"µs", 1e-6},
+                                                              {"ns", 1e-9},
+                                                              {"min", 60.0},
+                                                              {"h", 3600.0}}};
       for (const auto& entry : durations) {
         if (entry.spelling == unit) return entry.scale;
       }

@@ -27,6 +27,7 @@ enum Constant {
   layer_fixed,
   edge_fixed,
   layer_traffic,  // s per TB of saved activations (a transformer call's memory-bound work)
+  pipeline_pass,  // ms per forward or backward pass of a pipeline stage, beside its compute
   layer_floor,
   constants_count
 };
@@ -47,6 +48,7 @@ std::vector<FitConstant> describe_constants(const std::vector<double>& theta) {
       {"layer fixed per forward call (backward: 2x)", "ms", theta[layer_fixed]},
       {"embedding / head fixed per forward call (backward: 2x)", "ms", theta[edge_fixed]},
       {"layer activation traffic (saved bytes; backward: 2x)", "TB/s", rate(theta[layer_traffic])},
+      {"pipeline stage overhead per forward or backward pass", "ms", theta[pipeline_pass]},
       {"layer host floor per forward call (backward: 2x)", "ms", theta[layer_floor]}};
 }
 
@@ -288,6 +290,11 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
                              {"attention", kind_json(layer_law(theta))},
                              {"mlp", kind_json(layer_law(theta))},
                              {"head", kind_json(head)}};
+  if (constant(theta, pipeline_pass) > 0) {
+    gpu["pipeline_pass"] = rounded(constant(theta, pipeline_pass) * 1e-3);
+  } else {
+    gpu.erase("pipeline_pass");
+  }
   return cluster;
 }
 
@@ -352,6 +359,12 @@ RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
       row.floored[it->second].count += times;
     }
   };
+  if (run.pipeline_parallelism > 1) {
+    for (std::size_t c = 0; c < cost.chunks.size(); ++c) {
+      row.features[pipeline_pass] +=
+          1e-3 * (path.critical_forwards[c] + path.critical_backwards[c]);
+    }
+  }
   for (std::size_t c = 0; c < cost.chunks.size(); ++c) {
     const ChunkCost& chunk = cost.chunks[c];
     row.base_s += path.critical_forwards[c] * chunk.forward_communication_s +
@@ -373,6 +386,7 @@ Cluster cluster_with_constants(const Cluster& base, const std::vector<double>& t
   laws["attention"] = phases(layer_law(theta));
   laws["mlp"] = phases(layer_law(theta));
   laws["head"] = phases(KindLaw{constant(theta, edge_fixed), constant(theta, head_rate)});
+  cluster.gpu.pipeline_pass_s = constant(theta, pipeline_pass) * 1e-3;
   return cluster;
 }
 
@@ -449,6 +463,7 @@ std::vector<double> constants_of(const Cluster& cluster) {
       theta[layer_traffic] = 1e12 / *layer->forward.activation_bytes_per_s;
     }
   }
+  theta[pipeline_pass] = cluster.gpu.pipeline_pass_s * 1e3;
   if (const OperatorCompute* head = cluster.gpu.compute_law("head")) {
     theta[head_rate] = seconds_per_tflop(head->forward);
     theta[edge_fixed] = head->forward.fixed_s * 1e3;
@@ -472,29 +487,61 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
   // Rows with a pipeline depend on the constants through their critical paths: start from the
   // scenario's own constants, fit, re-find the paths under the result, refit, and keep the
   // constants whose exact error (paths found under them) is least.
-  const std::vector<double> start = constants_of(scenario.cluster);
-  const std::vector<RowModel> start_rows = row_models(scenario, table, options, start);
+  // Two starts: the scenario's own constants, and FLOPs alone (every call's time in proportion to
+  // its FLOPs: the paths of a compute-bound pipeline); the better end wins.
+  std::vector<std::vector<double>> starts = {constants_of(scenario.cluster)};
+  if (any_parallel) {
+    std::vector<double> flops_only(constants_count, 0.0);
+    flops_only[layer_rate] = 1.0;
+    flops_only[head_rate] = 1.0;
+    starts.push_back(flops_only);
+  }
+  std::vector<std::vector<RowModel>> start_rows;
+  for (const auto& start : starts)
+    start_rows.push_back(row_models(scenario, table, options, start));
   struct Fitted {
     std::vector<double> theta;
     std::vector<RowModel> rows;  // exact at theta
   };
-  auto fit_on = [&](const std::vector<int>& use) {
-    Fitted best{start, start_rows};
-    double best_value = infinity;
-    std::vector<RowModel> rows = start_rows;
-    const int rounds = any_parallel ? 6 : 1;
-    for (int round = 0; round < rounds; ++round) {
-      const std::vector<double> theta = solve_weighted(rows, measured, use, bounds);
-      if (any_parallel) rows = row_models(scenario, table, options, theta);
-      const double value = objective(rows, measured, use, theta);
-      if (value < best_value * (1 - 1e-9)) {
-        best_value = value;
-        best = {theta, rows};
-      } else {
-        break;
-      }
+  auto fit_from = [&](const std::vector<int>& use, const std::vector<double>& start,
+                      const std::vector<RowModel>& rows_at_start) {
+    if (!any_parallel) {
+      const std::vector<double> theta = solve_weighted(rows_at_start, measured, use, bounds);
+      return std::make_pair(Fitted{theta, rows_at_start}, 0.0);
     }
-    return best;
+    // Gauss-Newton on the max-plus times: fit the rows linearised along their paths, re-find
+    // the paths under the result, and step back towards the current constants (halving) while
+    // the exact error does not fall.
+    Fitted current{start, rows_at_start};
+    double current_value = objective(rows_at_start, measured, use, start);
+    for (int round = 0; round < 12; ++round) {
+      const std::vector<double> target = solve_weighted(current.rows, measured, use, bounds);
+      bool improved = false;
+      for (double step = 1.0; step >= 1.0 / 32; step /= 2) {
+        std::vector<double> theta = current.theta;
+        for (std::size_t g = 0; g < theta.size(); ++g) {
+          theta[g] += step * (target[g] - theta[g]);
+        }
+        std::vector<RowModel> rows = row_models(scenario, table, options, theta);
+        const double value = objective(rows, measured, use, theta);
+        if (value < current_value * (1 - 1e-9)) {
+          current = {std::move(theta), std::move(rows)};
+          current_value = value;
+          improved = true;
+          break;
+        }
+      }
+      if (!improved) break;
+    }
+    return std::make_pair(current, current_value);
+  };
+  auto fit_on = [&](const std::vector<int>& use) {
+    std::optional<std::pair<Fitted, double>> best;
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      auto candidate = fit_from(use, starts[k], start_rows[k]);
+      if (!best || candidate.second < best->second) best = std::move(candidate);
+    }
+    return best->first;
   };
 
   FitResult result;

@@ -703,6 +703,31 @@ TEST_CASE("predict takes tensor- and pipeline-parallel rows, on one server and o
   }
 }
 
+TEST_CASE("fit reproduces the shipped cluster of the vTrain 3D scenario from both tables' rows") {
+  // The published 3D half is in ../shared/data (beside the checkout), not in the repository.
+  const fs::path table = fs::path(OSDP_SOURCE_DIR) / ".." / "shared" / "data" / "a100-3d-fit.csv";
+  if (!fs::exists(table)) {
+    WARN("skipped: " << table << " is not there");
+    return;
+  }
+  TempDir dir;
+  const fs::path out = dir.path() / "c.json";
+  const Run run = run_osdp({"fit", scenarios + "vtrain-a100-3d.json", "--table", table.string(),
+                            "--out", out.string(), "--no-simulate", "--json"});
+  REQUIRE(run.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_text(out)) ==
+        nlohmann::json::parse(read_text(scenarios + "clusters/vtrain-a100-sxm-3d-fitted.json")));
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  CHECK(report["cv_mape_percent"].get<double>() <= 10.0);
+  CHECK(report["rows"] == 653);
+  // Several tables fit as one: the data-parallel half beside the 3D half.
+  const Run joint =
+      run_osdp({"predict", scenarios + "vtrain-a100-3d.json", "--table",
+                scenarios + "measurements/vtrain-a100-dp-fit.csv", table.string(), "--json"});
+  REQUIRE(joint.exit_code == 0);
+  CHECK(nlohmann::json::parse(joint.out)["rows"].size() == 120 + 653);
+}
+
 TEST_CASE("fit reproduces the shipped cluster of the vTrain scenario") {
   TempDir dir;
   const fs::path out = dir.path() / "c.json";

@@ -85,8 +85,9 @@ MeasuredTable simulated_table(const Scenario& truth) {
 // model's calls are held up by it, at 4 (and the larger hidden size) the linear law holds.
 // s per TFLOP, ms: layer rate 0.1 TFLOP/s, head 0.04, layer fixed 0.05 ms, edge fixed 0.2 ms,
 // layer floor 0.4 ms per forward call.
-// s per TFLOP (layer, head), ms (layer, edge fixed), s per TB (activation traffic), ms (floor).
-const std::vector<double> floored_truth{10.0, 25.0, 0.05, 0.2, 50.0, 0.4};
+// s per TFLOP (layer, head), ms (layer, edge fixed), s per TB (activation traffic), ms (pipeline
+// pass; no pipeline in these rows), ms (floor).
+const std::vector<double> floored_truth{10.0, 25.0, 0.05, 0.2, 50.0, 0.0, 0.4};
 
 }  // namespace
 
@@ -158,20 +159,21 @@ TEST_CASE("fit recovers a host floor and the law above it", "[fit][floor]") {
       for (std::size_t g = 0; g < calls.features.size(); ++g) {
         law += calls.features[g] * floored_truth[g];
       }
-      (calls.floor_features[0] * floored_truth[5] > law ? on_floor : above) += 1;
+      (calls.floor_features[0] * floored_truth[6] > law ? on_floor : above) += 1;
     }
   }
   CHECK(on_floor > 0);
   CHECK(above > 0);
 
   const FitResult fit = fit_table(scenario, table, options);
-  REQUIRE(fit.constants.size() == 6);
+  REQUIRE(fit.constants.size() == 7);
   CHECK(fit.constants[0].value == Approx(0.1).epsilon(1e-4));  // TFLOP/s
   CHECK(fit.constants[1].value == Approx(0.04).epsilon(1e-4));
   CHECK(fit.constants[2].value == Approx(0.05).epsilon(1e-3));  // ms
   CHECK(fit.constants[3].value == Approx(0.2).epsilon(1e-3));
   CHECK(fit.constants[4].value == Approx(0.02).epsilon(1e-4));  // TB/s
-  CHECK(fit.constants[5].value == Approx(0.4).epsilon(1e-4));   // ms
+  CHECK(fit.constants[5].value == 0.0);  // no pipeline in these rows
+  CHECK(fit.constants[6].value == Approx(0.4).epsilon(1e-4));  // ms
   CHECK(fit.fit_mape_percent < 1e-3);
   CHECK(fit.cv_mape_percent < 1e-3);
   // The written cluster carries the floor, backward twice the forward's, and simulates to the
@@ -243,7 +245,9 @@ TEST_CASE("fit recovers known constants from rows with tensor and pipeline paral
           "[fit][parallel]") {
   const Scenario scenario = synthetic_3d_scenario();
   Scenario truth = scenario;
-  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
+  std::vector<double> constants = floored_truth;
+  constants[5] = 0.3;  // ms per pipeline pass
+  truth.cluster = cluster_with_constants(scenario.cluster, constants);
   const RunSetup setup = read_run_setup(scenario);
   std::string configs = header.substr(0, header.find(",iteration")) + "\n";
   // tensor x data x pipeline over 2 to 8 GPUs (8: two nodes), micro-batches on both sides of
@@ -276,13 +280,14 @@ TEST_CASE("fit recovers known constants from rows with tensor and pipeline paral
   }
   const MeasuredTable table = parse_measured_table(text, "synthetic-3d.csv");
   const FitResult fit = fit_table(scenario, table, read_sim_options(scenario.simulation, ""));
-  REQUIRE(fit.constants.size() == 6);
+  REQUIRE(fit.constants.size() == 7);
   CHECK(fit.constants[0].value == Approx(0.1).epsilon(1e-3));  // TFLOP/s
   CHECK(fit.constants[1].value == Approx(0.04).epsilon(1e-3));
   CHECK(fit.constants[2].value == Approx(0.05).epsilon(1e-3));  // ms
   CHECK(fit.constants[3].value == Approx(0.2).epsilon(1e-3));
   CHECK(fit.constants[4].value == Approx(0.02).epsilon(1e-3));  // TB/s
-  CHECK(fit.constants[5].value == Approx(0.4).epsilon(1e-3));   // ms
+  CHECK(fit.constants[5].value == Approx(0.3).epsilon(1e-3));   // ms per pipeline pass
+  CHECK(fit.constants[6].value == Approx(0.4).epsilon(1e-3));   // ms
   CHECK(fit.fit_mape_percent < 1e-2);
   // Every fitted time is the model's time under the fitted constants (paths found anew).
   Scenario fitted = scenario;
