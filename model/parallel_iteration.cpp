@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "model/input_error.hpp"
@@ -91,7 +92,62 @@ void check_run(const GptSpec& spec, const Cluster& cluster, const ParallelRun& r
   }
 }
 
+// One operator's data-parallel collectives in its mode, by when they run.
+// Collectives that run once an iteration go in one bucket per kind and group (Megatron's and
+// DeepSpeed's contiguous gradient buffers): their bytes add up, their latency is paid once.
+using OnceBuckets = std::map<std::pair<CollectiveKind, GroupAxis>, double>;
+
+struct DataParallelTimes {
+  double forward_s = 0;    // every micro-batch, before its forward
+  double backward_s = 0;   // every micro-batch: recompute and backward gathers, reductions
+  OnceBuckets once_bytes;  // once an iteration
+};
+
+DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool recompute,
+                                      const Cluster& group, double reduce_ratio) {
+  DataParallelTimes times;
+  const ModeDescription& description = describe_mode(mode);
+  const bool kept = description.parameters == ParameterUse::gathered_once;
+  for (const ModeCollective& collective : description.collectives) {
+    if (!collective_runs(collective, recompute ? Checkpoint::unfused : Checkpoint::none)) continue;
+    const double bytes = collective.kind == CollectiveKind::all_gather
+                             ? parameter_bytes
+                             : parameter_bytes * reduce_ratio;
+    const double time_s = group_timing(collective.group, group)
+                              .time_s(collective.kind, bytes, group_ranks(collective.group, group));
+    // Kept parameters (z2) are gathered before the first micro-batch only: a pipeline holds
+    // several micro-batches between a layer's forward and its backward.
+    const bool every = runs_every_micro_batch(description, collective) &&
+                       !(kept && collective.stage == Stage::forward);
+    if (!every) {
+      times.once_bytes[{collective.kind, collective.group}] += bytes;
+    } else if (collective.stage == Stage::forward) {
+      times.forward_s += time_s;
+    } else {
+      times.backward_s += time_s;
+    }
+  }
+  return times;
+}
+
 }  // namespace
+
+Cluster data_group_cluster(const Cluster& cluster, const RankGroup& data) {
+  Cluster group = cluster;
+  group.ranks = data.size();
+  if (!cluster.topology) {
+    group.gpus_per_node = std::min(cluster.gpus_per_node, data.size());
+    return group;
+  }
+  const Topology& topology = *cluster.topology;
+  const int per_node = data.most_ranks_on_one_node(topology.node.gpus);
+  const int nodes = data.nodes_spanned(topology.node.gpus);
+  group.gpus_per_node = per_node;
+  group.world = GroupTiming::uniform(group_ring_timing(topology, per_node, nodes));
+  group.intra_node = GroupTiming::uniform(group_ring_timing(topology, per_node, 1));
+  group.inter_node = GroupTiming::uniform(group_ring_timing(topology, 1, nodes));
+  return group;
+}
 
 ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Training& training,
                                               const Cluster& cluster, const CostSettings& settings,
@@ -115,7 +171,22 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   ParallelIterationCost cost;
   cost.workload = std::make_shared<const Workload>(make_gpt(rank_spec, training));
   const Workload& workload = *cost.workload;
-  const CostModel model(workload, cluster, training, settings);
+  if (!run.modes.empty() && static_cast<int>(run.modes.size()) != workload.size()) {
+    throw InputError(source, "$.parallel.modes", fmt::format("{} modes", run.modes.size()),
+                     fmt::format("one per operator ({})", workload.size()));
+  }
+  for (Mode mode : run.modes) {
+    if (mode == Mode::hsdp) {
+      throw InputError(source, "$.parallel.modes", "hsdp",
+                       "dp, z1, z2 or zdp (hybrid sharding inside a 3D layout is not modelled)");
+    }
+  }
+  auto mode_of = [&](int op) { return run.modes.empty() ? Mode::dp : run.modes[op]; };
+  // The data-parallel group every stage's modes shard over (all stages' fall alike).
+  const Cluster data_group = data_group_cluster(cluster, layout.group_of(GroupAxis::data, 0));
+  Training iteration_training = training;
+  iteration_training.accumulation_steps = run.micro_batches;
+  const CostModel model(workload, data_group, iteration_training, settings);
   const double b = run.micro_batch;
   const double e = activation_element_bytes(training.precision);
   const double s = spec.sequence_length;
@@ -181,8 +252,21 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       chunk.backward_calls.push_back({*it, true});
       chunk.backward_s += model.backward_compute_s(*it).at_real(b);
     }
-    chunk.forward_s += chunk.forward_communication_s;
-    chunk.backward_s += chunk.backward_communication_s;
+    for (int op : chunk.ops) {
+      const Operator& o = workload.op(op);
+      const bool recompute = checkpointed(run, o.kind) && o.input_activation_bytes_per_sample;
+      const DataParallelTimes times = data_parallel_times(
+          mode_of(op), o.parameter_bytes, recompute, data_group, model.gradient_reduce_ratio());
+      chunk.forward_data_parallel_s += times.forward_s;
+      chunk.backward_data_parallel_s += times.backward_s;
+    }
+    // The data-parallel stream runs beside the compute: what it does not hide delays the pass.
+    const double forward_compute_s = chunk.forward_s;
+    const double backward_compute_s = chunk.backward_s;
+    chunk.forward_s += chunk.forward_communication_s +
+                       std::max(0.0, chunk.forward_data_parallel_s - forward_compute_s);
+    chunk.backward_s += chunk.backward_communication_s +
+                        std::max(0.0, chunk.backward_data_parallel_s - backward_compute_s);
     if (p > 1) {
       chunk.forward_s += cluster.gpu.pipeline_pass_s;
       chunk.backward_s += cluster.gpu.pipeline_pass_s;
@@ -240,22 +324,43 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     double activation_bytes = 0;
     double transient_bytes = 0;
     int chunks_here = 0;
+    OnceBuckets once;
     for (const ChunkCost& chunk : cost.chunks) {
       if (chunk.stage != r) continue;
       ++chunks_here;
       activation_bytes += chunk.saved_activation_bytes;
       transient_bytes = std::max(transient_bytes, chunk.largest_transient_bytes);
       for (int op : chunk.ops) {
-        stage.parameters += workload.op(op).parameter_count;
-        stage.model_state_bytes += workload.op(op).model_state_bytes();
-        stage.optimizer_step_s += model.optimizer_step_s(op, OperatorChoice::whole(Mode::dp));
+        const Operator& o = workload.op(op);
+        const Mode mode = mode_of(op);
+        const OperatorChoice choice = OperatorChoice::whole(mode);
+        stage.parameters += o.parameter_count;
+        const double resting = resting_state_bytes(mode, data_group, o.parameter_bytes,
+                                                   o.gradient_bytes, o.optimizer_bytes);
+        stage.resting_state_bytes += resting;
+        stage.model_state_bytes += resting;
+        const ModeDescription& description = describe_mode(mode);
+        if (description.parameters == ParameterUse::gathered_once) {
+          // Kept whole from the first forward to the last backward.
+          stage.model_state_bytes += o.parameter_bytes * (1.0 - 1.0 / data_group.ranks);
+        } else if (description.parameters == ParameterUse::gathered_each_use) {
+          // Its gathered parameters while it computes, and the next one's, prefetched.
+          transient_bytes = std::max(transient_bytes, 2.0 * o.parameter_bytes);
+        }
+        stage.optimizer_step_s += model.optimizer_step_s(op, choice);
+        const bool recompute = checkpointed(run, o.kind) && o.input_activation_bytes_per_sample;
+        for (const auto& [key, bytes] :
+             data_parallel_times(mode, o.parameter_bytes, recompute, data_group,
+                                 model.gradient_reduce_ratio())
+                 .once_bytes) {
+          once[key] += bytes;
+        }
       }
     }
-    const RankGroup data = layout.group_of(GroupAxis::data, pipeline.ranks[r]);
-    if (data.size() > 1) {
-      stage.gradient_reduce_s = ring_collective_s(CollectiveKind::all_reduce,
-                                                  stage.parameters * reduce_bytes_per_parameter,
-                                                  data, timing_of(cluster, data));
+    for (const auto& [key, bytes] : once) {
+      const auto [kind, group] = key;
+      stage.gradient_reduce_s +=
+          group_timing(group, data_group).time_s(kind, bytes, group_ranks(group, data_group));
     }
     if (p > 1 && (r == 0 || r == p - 1)) {
       // The word embedding and the head share one matrix in Megatron's GPT: its two copies'

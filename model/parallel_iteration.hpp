@@ -47,6 +47,13 @@ struct ParallelRun {
   // Megatron's 1F1B sends and receives block: a stage is busy while its activation or gradient
   // goes out (PipelineWork::blocking_transfers).
   bool blocking_transfers = true;
+  // The data-parallel mode of each operator of the tensor-parallel workload (model/mode): dp
+  // (Megatron's DDP: gradients all-reduced after the last micro-batch), z1 (DeepSpeed's ZeRO-1),
+  // z2 (parameters gathered before the first micro-batch and kept to the last, gradients
+  // reduce-scattered every micro-batch: torchtitan's FSDP + PP without resharding), zdp
+  // (gathered for every pass, ZeRO-3). Empty: all dp. Per-pass collectives run on their own
+  // stream beside the compute; only what outlasts a pass's compute delays it.
+  std::vector<Mode> modes;
 };
 
 // One compute call of a pass: an operator of the tensor-parallel workload, forward (also a
@@ -63,6 +70,8 @@ struct ChunkCost {
   std::vector<PassCall> backward_calls;  // recompute forwards first
   double forward_communication_s = 0;    // tensor-parallel collectives of one forward
   double backward_communication_s = 0;   // of one backward (its recompute's included)
+  double forward_data_parallel_s = 0;    // sharded modes' gathers of one forward
+  double backward_data_parallel_s = 0;   // gathers and reductions of one backward
   double forward_s = 0;                  // one micro-batch, compute + communication
   double backward_s = 0;
   double saved_activation_bytes = 0;   // kept from a forward to its backward, one micro-batch
@@ -72,7 +81,10 @@ struct ChunkCost {
 struct StageCost {
   double parameters = 0;  // per rank
   double model_state_bytes = 0;
-  double gradient_reduce_s = 0;  // data-parallel all-reduce (and the tied embedding's)
+  double resting_state_bytes = 0;  // of which at rest (sharded as the modes say)
+  // Data-parallel communication once an iteration: the gradient all-reduce (and the tied
+  // embedding's), ZeRO-1's reduce-scatter and all-gather, the kept parameters' gather.
+  double gradient_reduce_s = 0;
   double optimizer_step_s = 0;
   int peak_in_flight = 0;
   double peak_memory_bytes = 0;
@@ -92,7 +104,8 @@ struct ParallelIterationCost {
 };
 
 // Throws InputError (file: `source`) when the run does not fit the model or the cluster: degrees
-// whose product is not the GPUs, heads or layers not divisible as the layout needs.
+// whose product is not the GPUs, heads or layers not divisible as the layout needs, modes that
+// do not match the operators or cannot run in a data-parallel group (hsdp).
 ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Training& training,
                                               const Cluster& cluster, const CostSettings& settings,
                                               const ParallelRun& run, const std::string& source);
@@ -100,5 +113,9 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
 // The layer split of `chunks` chunks: `layers` as even as possible, the extra layers on the
 // chunks after the first (which holds the embedding) and before the last (the head).
 std::vector<int> even_layer_split(int layers, int chunks);
+
+// A data-parallel group of the layout as a cluster of its own: its ranks, its ring timing on
+// the topology, the ranks it has on one node. What the data-parallel modes shard over.
+Cluster data_group_cluster(const Cluster& cluster, const RankGroup& data);
 
 }  // namespace osdp
