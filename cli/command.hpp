@@ -26,6 +26,7 @@ int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int ar
 Subcommand add_plan_command(CLI::App& root);
 Subcommand add_sweep_command(CLI::App& root);
 Subcommand add_explain_command(CLI::App& root);
+Subcommand add_layout_command(CLI::App& root);
 #ifdef OSDP_WITH_SIM
 Subcommand add_simulate_command(CLI::App& root);
 Subcommand add_fit_command(CLI::App& root);

@@ -10,12 +10,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "osdp 0.1.0");
 
   std::vector<Subcommand> commands{
-      add_plan_command(app),      add_sweep_command(app),    add_explain_command(app),
+      add_plan_command(app),       add_sweep_command(app),    add_explain_command(app),
+      add_layout_command(app),
 #ifdef OSDP_WITH_SIM
-      add_simulate_command(app),  add_fit_command(app),      add_predict_command(app),
+      add_simulate_command(app),   add_fit_command(app),      add_predict_command(app),
 #endif
-      add_calibrate_handover(app),
-      add_validate_command(app),
+      add_calibrate_handover(app), add_validate_command(app),
   };
 
   return parse_and_run(app, commands, argc, argv);

@@ -1,0 +1,209 @@
+// `osdp layout`: the best tensor x pipeline x data layout of a GPT scenario's model on its
+// cluster (search/layout_search), with OSDP's data-parallel modes inside each stage, beside the
+// 3D baselines under the same model.
+//   osdp layout SCENARIO [--tp N] [--pp N] [--schedule 1f1b|gpipe|interleaved]
+//               [--memory-limit 40GiB] [--global-batch N] [--gpus N] [--json]
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "cli/command.hpp"
+#include "cli/format.hpp"
+#include "cli/scenario_options.hpp"
+#include "model/input_error.hpp"
+#include "model/measured_runs.hpp"
+#include "model/units.hpp"
+#include "search/layout_search.hpp"
+
+namespace osdp::cli {
+namespace {
+
+struct LayoutOptions {
+  std::string scenario_path;
+  std::optional<int> tensor;
+  std::optional<int> pipeline;
+  std::string schedule;
+  std::string memory_limit;
+  std::optional<int> global_batch;
+  std::optional<int> gpus;
+  bool json = false;
+};
+
+std::string modes_summary(const LayoutPlan& plan) {
+  int zdp = 0;
+  for (int layers : plan.zdp_layers_per_stage) zdp += layers;
+  std::string text(mode_name(plan.base_mode));
+  if (zdp > 0) text += fmt::format(" + {} zdp layers", zdp);
+  return text;
+}
+
+std::string schedule_text(const ParallelRun& run) {
+  if (run.degrees.pipeline == 1) return "-";
+  if (run.schedule == PipelineSchedule::interleaved) {
+    return fmt::format("interleaved v={}", run.chunks_per_stage);
+  }
+  return std::string(pipeline_schedule_name(run.schedule));
+}
+
+Json plan_json(const std::string& strategy, const std::optional<LayoutPlan>& plan) {
+  if (!plan) return {{"strategy", strategy}, {"fits", false}};
+  const ParallelRun& run = plan->run;
+  return {{"strategy", strategy},
+          {"fits", true},
+          {"tensor_parallelism", run.degrees.tensor},
+          {"pipeline_parallelism", run.degrees.pipeline},
+          {"data_parallelism", run.degrees.data},
+          {"schedule", pipeline_schedule_name(run.schedule)},
+          {"chunks_per_stage", run.chunks_per_stage},
+          {"micro_batch", run.micro_batch},
+          {"micro_batches", run.micro_batches},
+          {"checkpoint", !run.checkpointed_kinds.empty()},
+          {"base_mode", mode_name(plan->base_mode)},
+          {"zdp_layers_per_stage", plan->zdp_layers_per_stage},
+          {"iteration_time_s", plan->iteration_time_s},
+          {"throughput_samples_per_s", plan->throughput_samples_per_s},
+          {"peak_memory_bytes", plan->peak_memory_bytes},
+          {"bubble_fraction", plan->bubble_fraction}};
+}
+
+// The stages of the best plan: what each holds and does.
+std::string stage_table(const Scenario& scenario, const LayoutPlan& plan) {
+  const ParallelIterationCost cost = parallel_iteration_cost(
+      *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, plan.run, scenario.file);
+  std::string text =
+      fmt::format("\n{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", "stage", "layers",
+                  "parameters", "states", "in flight", "peak memory", "busy", "zdp layers");
+  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
+    int layers = 0;
+    for (const ChunkCost& chunk : cost.chunks) {
+      if (chunk.stage != static_cast<int>(r)) continue;
+      for (int op : chunk.ops) {
+        if (cost.workload->op(op).kind == OperatorKind::attention) ++layers;
+      }
+    }
+    const StageCost& stage = cost.stages[r];
+    text +=
+        fmt::format("{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", r, layers,
+                    format_count(stage.parameters), units::format_bytes(stage.model_state_bytes),
+                    stage.peak_in_flight, units::format_bytes(stage.peak_memory_bytes),
+                    units::format_seconds(cost.timeline.busy_s[r]), plan.zdp_layers_per_stage[r]);
+  }
+  text += fmt::format(
+      "pipeline {} (bubble {} of the busiest stage's time), then gradients and optimizer step: "
+      "iteration {}\n",
+      units::format_seconds(cost.pipeline_s), format_percent(cost.timeline.bubble_fraction()),
+      units::format_seconds(cost.iteration_time_s));
+  return text;
+}
+
+int run_layout(const LayoutOptions& options) {
+  Scenario scenario = load_scenario(options.scenario_path);
+  LayoutSearchOptions search;
+  search.tensor = options.tensor;
+  search.pipeline = options.pipeline;
+  if (!options.schedule.empty()) {
+    search.schedule = pipeline_schedule_from_name(options.schedule);
+    if (!search.schedule) {
+      throw InputError("", "--schedule", options.schedule, "1f1b, gpipe or interleaved");
+    }
+  }
+  if (!options.memory_limit.empty()) {
+    search.memory_limit_bytes = parse_bytes_flag("--memory-limit", options.memory_limit);
+  }
+  if (options.global_batch) {
+    if (*options.global_batch < 1) {
+      throw InputError("", "--global-batch", std::to_string(*options.global_batch),
+                       "a positive number of samples per iteration");
+    }
+    scenario.training.global_batch_size = *options.global_batch;
+  }
+  if (options.gpus) {
+    if (*options.gpus < 1) {
+      throw InputError("", "--gpus", std::to_string(*options.gpus), "a positive number of GPUs");
+    }
+    scenario.cluster = cluster_with_ranks(scenario, *options.gpus);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const LayoutSearchResult result = search_layouts(scenario, search);
+  const double search_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double limit_bytes = search.memory_limit_bytes.value_or(
+      scenario.training.memory_limit_bytes.value_or(scenario.cluster.gpu.memory_bytes.value_or(0)));
+  const std::optional<LayoutPlan>& best = result.strategies.front().second;
+
+  if (options.json) {
+    Json strategies = Json::array();
+    for (const auto& [name, plan] : result.strategies) strategies.push_back(plan_json(name, plan));
+    Json document = {{"scenario", scenario.name},         {"gpus", scenario.cluster.ranks},
+                     {"memory_limit_bytes", limit_bytes}, {"strategies", strategies},
+                     {"evaluations", result.evaluations}, {"search_time_s", search_s}};
+    if (!best) document["least_memory_needed_bytes"] = result.least_memory_needed_bytes;
+    fmt::print("{}\n", document.dump(2));
+    return best ? exit_ok : exit_infeasible;
+  }
+  if (!best) {
+    fmt::print(stderr,
+               "osdp: nothing fits: no 3D layout fits in {} per GPU; the least memory any needs "
+               "is {}\n  try --memory-limit {:.2f}GiB or more\n",
+               units::format_bytes(limit_bytes),
+               units::format_bytes(result.least_memory_needed_bytes),
+               result.least_memory_needed_bytes / 1073741824.0 + 0.005);
+    return exit_infeasible;
+  }
+  fmt::print(
+      "{} on {}: {} GPUs, memory limit {} per GPU{}\n", scenario.workload->name(),
+      scenario.cluster.name, scenario.cluster.ranks, units::format_bytes(limit_bytes),
+      scenario.training.global_batch_size
+          ? fmt::format(", global batch {}", *scenario.training.global_batch_size)
+          : fmt::format(", {} micro-batches an iteration", scenario.training.accumulation_steps));
+  fmt::print("{} layouts costed in {:.2f} s\n\n", result.evaluations, search_s);
+  fmt::print("{:<13} {:>12} {:>15} {:>9} {:>5} {:>22} {:>11} {:>16} {:>11} {:>7}\n", "strategy",
+             "tp x pp x dp", "schedule", "micro x m", "ckpt", "data-parallel modes", "iteration",
+             "throughput", "peak", "bubble");
+  for (const auto& [name, plan] : result.strategies) {
+    if (!plan) {
+      fmt::print("{:<13} {:>12}\n", name, "does not fit");
+      continue;
+    }
+    const ParallelRun& run = plan->run;
+    fmt::print(
+        "{:<13} {:>12} {:>15} {:>9} {:>5} {:>22} {:>11} {:>16} {:>11} {:>7}\n", name,
+        fmt::format("{} x {} x {}", run.degrees.tensor, run.degrees.pipeline, run.degrees.data),
+        schedule_text(run), fmt::format("{} x {}", run.micro_batch, run.micro_batches),
+        run.checkpointed_kinds.empty() ? "no" : "yes", modes_summary(*plan),
+        units::format_seconds(plan->iteration_time_s),
+        format_throughput(plan->throughput_samples_per_s),
+        units::format_bytes(plan->peak_memory_bytes), format_percent(plan->bubble_fraction));
+  }
+  fmt::print("\nBest (3d_osdp), stage by stage:");
+  fmt::print("{}", stage_table(scenario, *best));
+  return exit_ok;
+}
+
+}  // namespace
+
+Subcommand add_layout_command(CLI::App& root) {
+  auto options = std::make_shared<LayoutOptions>();
+  CLI::App* app = root.add_subcommand(
+      "layout",
+      "best tensor x pipeline x data layout (3D + OSDP) and the 3D baselines: megatron_tp, "
+      "gpipe, deepspeed_3d, fsdp_pp");
+  app->add_option("scenario", options->scenario_path, "scenario JSON (a GPT generator model)")
+      ->required();
+  app->add_option("--tp", options->tensor, "fix the tensor-parallel degree (default: searched)");
+  app->add_option("--pp", options->pipeline, "fix the pipeline degree (default: searched)");
+  app->add_option("--schedule", options->schedule,
+                  "fix the pipeline schedule: 1f1b, gpipe or interleaved (default: searched)");
+  app->add_option("--memory-limit", options->memory_limit,
+                  "per-GPU memory limit, e.g. 40GiB (default: the scenario's, else the GPU's)");
+  app->add_option("--global-batch", options->global_batch,
+                  "samples per iteration (default: the scenario's global batch, else micro-batch "
+                  "x accumulation steps x data-parallel ranks)");
+  app->add_option("--gpus", options->gpus,
+                  "the scenario's cluster with this many GPUs: fewer of its node's, or more nodes "
+                  "of its kind joined by its NICs (default: the cluster's)");
+  app->add_flag("--json", options->json, "print JSON");
+  return {app, [options]() { return run_layout(*options); }};
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,77 @@
+// The search over 3D layouts: tensor x pipeline x data degrees, micro-batch, pipeline schedule
+// and activation checkpointing, with the data-parallel modes inside each stage, under the GPU's
+// memory limit, for the highest throughput (model/parallel_iteration costs every candidate).
+//
+// Strategies, each at its best configuration under the same model:
+//   3d_osdp       OSDP inside 3D: per stage, a base mode for its operators (dp, z1, or z2: kept
+//                 gathered across micro-batches) and the fewest layers in zdp (gathered every
+//                 pass) that make the stage fit; any schedule. Its space holds every other
+//                 strategy's, so it is never slower than any of them.
+//   megatron_tp   Megatron-LM tensor parallelism (degree > 1) with data parallelism, no
+//                 pipeline, DDP
+//   gpipe         pipeline parallelism (degree > 1) with GPipe's schedule and data
+//                 parallelism, no tensor split, DDP
+//   deepspeed_3d  tensor x pipeline x data, 1F1B, ZeRO-1 at most (DeepSpeed's pipeline engine
+//                 refuses ZeRO-2 and 3)
+//   fsdp_pp       torchtitan's FSDP + PP (with TP): every operator z2, parameters kept gathered
+//                 across micro-batches (no resharding after forward); 1F1B or interleaved
+//
+// Within a layout, schedule, micro-batch and checkpointing, each stage's memory falls with its
+// count of zdp layers from one layer on (the first adds its gather buffers to the transient
+// peak): the fewest that fit are found by binary search per stage. Its pass times only rise with
+// the count, but the base mode's reduction after the pipeline (dp, z1) shrinks, so more zdp
+// layers can be faster: from the fewest, each stage's count is improved in turn while the
+// iteration gets faster (coordinate descent), where a bound (the pipeline alone at the fewest)
+// says the layout could beat the best found. Not proven optimal: the tests compare it with brute
+// force over every vector of counts on small instances.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/parallel_iteration.hpp"
+#include "model/scenario.hpp"
+
+namespace osdp {
+
+struct LayoutSearchOptions {
+  std::optional<int> tensor;    // fix the tensor-parallel degree
+  std::optional<int> pipeline;  // fix the pipeline degree
+  std::optional<PipelineSchedule> schedule;
+  std::optional<double> memory_limit_bytes;  // default: the training's, else the GPU's memory
+  int interleaved_chunks = 2;                // v tried for the interleaved schedule
+};
+
+struct LayoutPlan {
+  std::string strategy;
+  ParallelRun run;
+  double iteration_time_s = 0;
+  double throughput_samples_per_s = 0;
+  double peak_memory_bytes = 0;
+  double bubble_fraction = 0;
+  std::vector<int> zdp_layers_per_stage;  // 3d_osdp: layers gathered every pass, per stage
+  Mode base_mode = Mode::dp;
+};
+
+struct LayoutSearchResult {
+  // One entry per strategy, 3d_osdp first; nullopt: no configuration of it fits.
+  std::vector<std::pair<std::string, std::optional<LayoutPlan>>> strategies;
+  long long evaluations = 0;  // iterations costed
+  // When nothing fits at all: the least peak memory seen over every candidate.
+  double least_memory_needed_bytes = 0;
+};
+
+// The strategies' names, in the order the result lists them.
+const std::vector<std::string>& layout_strategy_names();
+
+// Throws InputError when the scenario has no GPT generator or a fixed axis does not divide the
+// GPUs (or the heads, or exceeds the layers).
+LayoutSearchResult search_layouts(const Scenario& scenario, const LayoutSearchOptions& options);
+
+// The modes of every operator for a stage assignment: `base` for all, zdp for the first
+// `zdp_layers[r]` layers of stage r (both the attention and the MLP of each).
+std::vector<Mode> stage_modes(const ParallelIterationCost& shape, Mode base,
+                              const std::vector<int>& zdp_layers);
+
+}  // namespace osdp
