@@ -614,6 +614,44 @@ TEST_CASE("absurd work is refused up front with an estimate unless --force") {
   CHECK(run.out.empty());
 }
 
+TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, nothing fits 3") {
+  const std::string scenario = scenarios + "paper-a100-2x8-8g-nd-96l-1536h.json";
+  const Run run = run_osdp({"layout", scenario, "--global-batch", "64", "--json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(run.out);
+  REQUIRE(document["strategies"].size() == 5);
+  CHECK(document["strategies"][0]["strategy"] == "3d_osdp");
+  CHECK(document["gpus"] == 16);
+  const auto& best = document["strategies"][0];
+  REQUIRE(best["fits"] == true);
+  CHECK(best["tensor_parallelism"].get<int>() * best["pipeline_parallelism"].get<int>() *
+            best["data_parallelism"].get<int>() ==
+        16);
+  CHECK(best["micro_batch"].get<int>() * best["micro_batches"].get<int>() *
+            best["data_parallelism"].get<int>() ==
+        64);
+  CHECK(best["peak_memory_bytes"].get<double>() <= document["memory_limit_bytes"].get<double>());
+  for (const auto& strategy : document["strategies"]) {
+    if (strategy["fits"] == true) {
+      CHECK(best["throughput_samples_per_s"].get<double>() >=
+            strategy["throughput_samples_per_s"].get<double>());
+    }
+  }
+  const Run text = run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(contains(text.out, "2 x "));
+  CHECK(contains(text.out, "stage by stage"));
+
+  CHECK(run_osdp({"layout", scenario, "--tp", "3"}).exit_code == 2);
+  const Run schedule = run_osdp({"layout", scenario, "--schedule", "zero-bubble"});
+  CHECK(schedule.exit_code == 2);
+  CHECK(contains(schedule.err, "--schedule"));
+  const Run tight =
+      run_osdp({"layout", scenario, "--global-batch", "64", "--memory-limit", "64MiB", "--json"});
+  CHECK(tight.exit_code == 3);
+  CHECK(nlohmann::json::parse(tight.out)["least_memory_needed_bytes"].get<double>() > 64 << 20);
+}
+
 #ifdef OSDP_CLI_HAS_SIM
 TEST_CASE("predict --json has exactly the documented shape, rows in table order") {
   TempDir dir;
