@@ -119,7 +119,7 @@ struct ComputeLaw {
   // as the rate at which a call moves the activation bytes it saves for backward (a backward
   // twice those); it grows with sequence x hidden and heads x sequence^2 where the FLOPs grow
   // with hidden^2. Unset: none.
-  std::optional<double> activation_bytes_per_s;
+  std::optional<double> activation_bytes_per_s = std::nullopt;
 };
 
 struct OperatorCompute {

@@ -37,6 +37,12 @@ CAP = 64  # the batch cap the paper scenarios had before (issue 13, explanation 
 
 COST_MODELS = ["paper", "extended"]
 
+# E8, 3D + OSDP: global batches tried (each strategy keeps its best), and the published figures.
+LAYOUT_GLOBAL_BATCHES = [64, 256]
+LAYOUT_STRATEGIES = ["3d_osdp", "megatron_tp", "gpipe", "deepspeed_3d", "fsdp_pp"]
+PAPER_3D = ("+73 % max / +31 % avg over DeepSpeed 3D; up to +184 % over the other baselines "
+            "(GPipe, Megatron-LM)")
+
 # The paper's published figures (Jiang et al., IJCAI 2023), as issue 13 quotes them.
 # stat: how osdp's per-scenario gains are summarised for comparison.
 EXPERIMENTS = [
@@ -348,7 +354,120 @@ def describe(name):
     return s.get("description", name)
 
 
-def report(R, runner, scens, fixed_scens, quick, version):
+def run_layouts(runner, scens):
+    """E8: `osdp layout S --global-batch G --json` per scenario and global batch."""
+    out = {}
+    for name in scens:
+        for g in LAYOUT_GLOBAL_BATCHES:
+            shown = "osdp layout scenarios/%s.json --global-batch %d --json" % (name, g)
+            out[(name, g)] = runner.run(["layout", scen_path(name), "--global-batch", str(g),
+                                         "--json"], shown)
+    return out
+
+
+def best_layouts(layouts, name):
+    """Each strategy's best plan over the global batches tried (None: none fits)."""
+    best = {}
+    for g in LAYOUT_GLOBAL_BATCHES:
+        r = layouts[(name, g)]
+        if "json" not in r:
+            continue
+        for plan in r["json"]["strategies"]:
+            if not plan["fits"]:
+                continue
+            old = best.get(plan["strategy"])
+            if old is None or plan["throughput_samples_per_s"] > old["throughput_samples_per_s"]:
+                best[plan["strategy"]] = dict(plan, global_batch=g)
+    return best
+
+
+def layout_cell(plan):
+    if plan is None:
+        return "does not fit"
+    zdp = sum(plan["zdp_layers_per_stage"])
+    modes = plan["base_mode"] + (" + %d zdp layers" % zdp if zdp else "")
+    sched = "-" if plan["pipeline_parallelism"] == 1 else (
+        "interleaved" if plan["schedule"] == "interleaved" else plan["schedule"])
+    return "%.2f (%d x %d x %d, %s, %d x %d of %d, %s%s)" % (
+        plan["throughput_samples_per_s"], plan["tensor_parallelism"],
+        plan["pipeline_parallelism"], plan["data_parallelism"], sched, plan["micro_batch"],
+        plan["micro_batches"], plan["global_batch"], modes,
+        ", ckpt" if plan["checkpoint"] else "")
+
+
+def layout_section(layouts, scens):
+    L = []
+    w = L.append
+    w("### E8: 3D + OSDP vs DeepSpeed 3D, GPipe and Megatron-LM (seed paper's 3D comparison)")
+    w("")
+    w("Paper: %s." % PAPER_3D)
+    w("")
+    w("`osdp layout` (search/layout_search) searches tensor x pipeline x data degrees, the "
+      "micro-batch, the schedule (1F1B, GPipe, interleaved) and checkpointing under the "
+      "scenario's memory limit, with OSDP inside each stage (a base mode dp / z1 / z2 and the "
+      "layers gathered every pass, zdp) as `3d_osdp`, beside the baselines at their best under "
+      "the same model: `deepspeed_3d` (1F1B, ZeRO-1 at most), `gpipe` (pipeline, no tensor "
+      "split), `megatron_tp` (tensor split, no pipeline), `fsdp_pp` (torchtitan's FSDP + PP). "
+      "The paper does not give its global batch; each strategy keeps its best of global batches "
+      "%s. A cell: samples/s (tp x pp x dp, schedule, micro-batch x micro-batches of the global "
+      "batch, data-parallel modes)." % " and ".join(str(g) for g in LAYOUT_GLOBAL_BATCHES))
+    w("")
+    w("| scenario | %s | vs DeepSpeed 3D | vs best of GPipe, Megatron |" %
+      " | ".join("`%s`" % s for s in LAYOUT_STRATEGIES))
+    w("|---|%s---|---|" % ("---|" * len(LAYOUT_STRATEGIES)))
+    ds_gains, other_gains = [], []
+    for name in scens:
+        best = best_layouts(layouts, name)
+        cells = [layout_cell(best.get(s)) for s in LAYOUT_STRATEGIES]
+        osdp = best.get("3d_osdp")
+        ds = best.get("deepspeed_3d")
+        others = [best[s] for s in ("gpipe", "megatron_tp") if s in best]
+        ds_gain = other_gain = None
+        if osdp and ds:
+            ds_gain = pct(osdp["throughput_samples_per_s"], ds["throughput_samples_per_s"])
+            ds_gains.append(ds_gain)
+        if osdp and others:
+            top = max(o["throughput_samples_per_s"] for o in others)
+            other_gain = pct(osdp["throughput_samples_per_s"], top)
+            other_gains.append(other_gain)
+        w("| `%s` | %s | %s | %s |" % (
+            name, " | ".join(cells),
+            fmt_pct(ds_gain) if ds_gain is not None else "-",
+            fmt_pct(other_gain) if other_gain is not None else "-"))
+    w("")
+    if ds_gains:
+        w("osdp: 3D + OSDP over DeepSpeed 3D %s max / %s avg; over the best of GPipe and "
+          "Megatron-LM %s max / %s avg (paper: %s)." % (
+              fmt_pct(max(ds_gains)), fmt_pct(avg(ds_gains)),
+              fmt_pct(max(other_gains)) if other_gains else "-",
+              fmt_pct(avg(other_gains)) if other_gains else "-", PAPER_3D))
+    w("")
+    w("Where the gains come from: under one cost model the two differ only in the "
+      "data-parallel dimension, where DeepSpeed 3D may shard the optimizer states (ZeRO-1, 12 of "
+      "16 bytes a parameter in mixed precision) and no more. Where sharding parameters and "
+      "gradients too (z2, and zdp layer by layer) lets the model fit with plain data parallelism "
+      "or a shallower pipeline, 3D + OSDP takes that layout while DeepSpeed 3D has to split the "
+      "model further and pays a pipeline bubble or tensor-parallel all-reduces: the 16 GiB "
+      "studies above (+5 to +27 %). Where both need the same pipeline (the 8 GiB studies), they "
+      "run nearly the same plan (+0.4 to +3.5 %).")
+    w("")
+    w("Why they are smaller than the paper's (untested hypotheses): the paper ran DeepSpeed's own "
+      "pipeline engine with its own partitioning and micro-batch settings, which this comparison "
+      "replaces by the best layout and schedule under osdp's model for every strategy; the "
+      "compute rates and links are assumed, not calibrated on the paper's servers; and the "
+      "paper's global batch is not given (osdp keeps each strategy's best of two). GPipe and "
+      "Megatron-LM lose most, as in the paper: GPipe holds every micro-batch's activations and "
+      "fits only at small micro-batches, and tensor parallelism over PCIe (TITAN RTX) or across "
+      "100 Gb/s servers puts slow all-reduces on every layer's critical path.")
+    w("")
+    w("Commands: `%s` (and `--global-batch %d`)." % (
+        "osdp layout scenarios/%s.json --global-batch %d --json" % (
+            scens[0], LAYOUT_GLOBAL_BATCHES[0]), LAYOUT_GLOBAL_BATCHES[-1]))
+    w("")
+    return L
+
+
+def report(R, runner, scens, fixed_scens, quick, version, layouts=None):
     L = []
     w = L.append
     w("# Reproducing the OSDP paper with osdp")
@@ -474,6 +593,9 @@ def report(R, runner, scens, fixed_scens, quick, version):
             "; without splitting: `%s`" % R[(sc[0], "paper", "split1")]["cmd"]
             if e["base"] == "osdp-split1" else ""))
         w("")
+
+    if layouts is not None:
+        L.extend(layout_section(layouts, scens))
 
     # -------------------------------------------------- (a) checkpointed baselines
     w("## Explanations")
@@ -820,7 +942,8 @@ def main():
         if ver.returncode != 0:
             raise OsdpFailure("osdp --version failed: %s" % ver.stderr.strip())
         R = run_all(runner, scens, fixed)
-        text = report(R, runner, scens, fixed, args.quick, ver.stdout.strip())
+        layouts = run_layouts(runner, scens)
+        text = report(R, runner, scens, fixed, args.quick, ver.stdout.strip(), layouts)
         out = os.path.abspath(args.out)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         part = out + ".part"
