@@ -298,6 +298,25 @@ Json cluster_document_with(const Json& document, const std::vector<double>& thet
   return cluster;
 }
 
+// `times` alike compute calls into a row: their features (per constant: the time one unit of it
+// adds) go to the row's linear part, or, where a floor can hold them up, to the group of calls
+// with the same features.
+using CallGroups = std::map<std::vector<double>, int>;
+void add_call(RowModel& row, CallGroups& group_of, const std::vector<double>& features,
+              bool floored, double times) {
+  if (!floored) {
+    for (int g = 0; g < linear_count; ++g) row.features[g] += times * features[g];
+    return;
+  }
+  const auto [it, inserted] = group_of.emplace(features, static_cast<int>(row.floored.size()));
+  if (inserted) {
+    row.floored.push_back({0.0,
+                           {features.begin(), features.begin() + linear_count},
+                           {features.begin() + linear_count, features.end()}});
+  }
+  row.floored[it->second].count += times;
+}
+
 // A row with tensor or pipeline parallelism: its iteration is the schedule's critical path plus
 // the gradient reduction and optimizer step after it (model/parallel_iteration). With the path
 // found under `theta` the time is linear in the path's calls' laws: the calls on it, each as
@@ -330,7 +349,7 @@ RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
     models.emplace_back(*cost.workload, cluster, run_scenario.training, run_scenario.cost);
   }
   const double batch = run.micro_batch;
-  std::map<std::vector<double>, int> group_of;
+  CallGroups group_of;
   auto add_calls = [&](const std::vector<PassCall>& calls, int times) {
     for (const PassCall& call : calls) {
       auto time_under = [&](const CostModel& model) {
@@ -346,17 +365,7 @@ RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
         floored = floored || (g >= linear_count && features.back() > 0);
       }
       row.base_s += times * base;
-      if (!floored) {
-        for (int g = 0; g < linear_count; ++g) row.features[g] += times * features[g];
-        continue;
-      }
-      const auto [it, inserted] = group_of.emplace(features, static_cast<int>(row.floored.size()));
-      if (inserted) {
-        row.floored.push_back({0.0,
-                               {features.begin(), features.begin() + linear_count},
-                               {features.begin() + linear_count, features.end()}});
-      }
-      row.floored[it->second].count += times;
+      add_call(row, group_of, features, floored, times);
     }
   };
   if (run.pipeline_parallelism > 1) {
@@ -424,7 +433,7 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
     RowModel row;
     row.features.assign(linear_count, 0.0);
     // Floored items grouped by their features (all calls of a kind and phase are alike).
-    std::map<std::vector<double>, int> group_of;
+    CallGroups group_of;
     for (std::size_t i = 0; i < base.size(); ++i) {
       row.base_s += base[i];
       std::vector<double> features;
@@ -433,17 +442,7 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
         features.push_back(unit_times[g][i] - base[i]);
         floored = floored || (g >= linear_count && features.back() > 0);
       }
-      if (!floored) {
-        for (int g = 0; g < linear_count; ++g) row.features[g] += features[g];
-        continue;
-      }
-      const auto [it, inserted] = group_of.emplace(features, static_cast<int>(row.floored.size()));
-      if (inserted) {
-        row.floored.push_back({0.0,
-                               {features.begin(), features.begin() + linear_count},
-                               {features.begin() + linear_count, features.end()}});
-      }
-      row.floored[it->second].count += 1.0;
+      add_call(row, group_of, features, floored, 1.0);
     }
     rows.push_back(std::move(row));
   }
