@@ -2,7 +2,7 @@
 // cluster (search/layout_search), with OSDP's data-parallel modes inside each stage, beside the
 // 3D baselines under the same model.
 //   osdp layout SCENARIO [--tp N] [--pp N] [--schedule 1f1b|gpipe|interleaved]
-//               [--memory-limit 40GiB] [--global-batch N] [--gpus N] [--json]
+//               [--memory-limit 40GiB] [--global-batch N] [--gpus N] [--trace FILE] [--json]
 #include <fmt/format.h>
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "cli/format.hpp"
 #include "cli/scenario_options.hpp"
+#include "model/atomic_file.hpp"
 #include "model/input_error.hpp"
 #include "model/measured_runs.hpp"
 #include "model/units.hpp"
@@ -26,6 +27,7 @@ struct LayoutOptions {
   std::string memory_limit;
   std::optional<int> global_batch;
   std::optional<int> gpus;
+  std::string trace_path;
   bool json = false;
 };
 
@@ -117,6 +119,11 @@ int run_layout(const LayoutOptions& options) {
     }
     scenario.training.global_batch_size = *options.global_batch;
   }
+  if (!options.trace_path.empty()) {
+    if (const auto why = unusable_output(options.trace_path)) {
+      throw InputError("", "--trace", options.trace_path, *why);
+    }
+  }
   if (options.gpus) {
     if (*options.gpus < 1) {
       throw InputError("", "--gpus", std::to_string(*options.gpus), "a positive number of GPUs");
@@ -130,6 +137,21 @@ int run_layout(const LayoutOptions& options) {
   const double limit_bytes = search.memory_limit_bytes.value_or(
       scenario.training.memory_limit_bytes.value_or(scenario.cluster.gpu.memory_bytes.value_or(0)));
   const std::optional<LayoutPlan>& best = result.strategies.front().second;
+  if (best && !options.trace_path.empty()) {
+    const ParallelIterationCost cost =
+        parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster, scenario.cost,
+                                best->run, scenario.file);
+    std::vector<double> states;
+    for (const StageCost& stage : cost.stages) states.push_back(stage.model_state_bytes);
+    std::vector<double> activations;
+    for (const ChunkCost& chunk : cost.chunks) activations.push_back(chunk.saved_activation_bytes);
+    write_file_atomically(
+        options.trace_path,
+        pipeline_chrome_trace(cost.timeline,
+                              fmt::format("{} x {} x {}", best->run.degrees.tensor,
+                                          best->run.degrees.pipeline, best->run.degrees.data),
+                              states, activations));
+  }
 
   if (options.json) {
     Json strategies = Json::array();
@@ -202,6 +224,9 @@ Subcommand add_layout_command(CLI::App& root) {
   app->add_option("--gpus", options->gpus,
                   "the scenario's cluster with this many GPUs: fewer of its node's, or more nodes "
                   "of its kind joined by its NICs (default: the cluster's)");
+  app->add_option("--trace", options->trace_path,
+                  "write the best layout's pipeline timeline as a Chrome / Perfetto trace (one "
+                  "track per stage)");
   app->add_flag("--json", options->json, "print JSON");
   return {app, [options]() { return run_layout(*options); }};
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <tuple>
 
@@ -256,6 +257,62 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     std::tie(stage, index) = slot_of[input_key];
   }
   return timeline;
+}
+
+std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
+                                  const std::vector<double>& stage_state_bytes,
+                                  const std::vector<double>& chunk_activation_bytes) {
+  constexpr double us_per_s = 1e6;
+  const bool memory = !stage_state_bytes.empty() && !chunk_activation_bytes.empty();
+  nlohmann::json events = nlohmann::json::array();
+  for (std::size_t stage = 0; stage < timeline.stages.size(); ++stage) {
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", stage},
+                      {"tid", 0},
+                      {"args", {{"name", fmt::format("{}, stage {}", title, stage)}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", stage},
+                      {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    double activations = 0;
+    auto counter = [&](double time_s) {
+      events.push_back(
+          {{"ph", "C"},
+           {"name", "memory"},
+           {"pid", stage},
+           {"tid", 0},
+           {"ts", time_s * us_per_s},
+           {"args", {{"model_states", stage_state_bytes[stage]}, {"activations", activations}}}});
+    };
+    if (memory) counter(0.0);
+    for (const TimedStep& step : timeline.stages[stage]) {
+      const bool forward = step.step.pass == Pass::forward;
+      events.push_back({{"ph", "X"},
+                        {"name", fmt::format("{} {}", forward ? "F" : "B", step.step.micro_batch)},
+                        {"cat", forward ? "forward" : "backward"},
+                        {"pid", stage},
+                        {"tid", 0},
+                        {"ts", step.start_s * us_per_s},
+                        {"dur", (step.end_s - step.start_s) * us_per_s},
+                        {"args",
+                         {{"pass", forward ? "forward" : "backward"},
+                          {"chunk", step.step.chunk},
+                          {"micro_batch", step.step.micro_batch}}}});
+      if (!memory) continue;
+      // A forward keeps its activations from its start; a backward frees them at its end.
+      const double bytes = chunk_activation_bytes[step.step.chunk];
+      if (forward) {
+        activations += bytes;
+        counter(step.start_s);
+      } else {
+        activations -= bytes;
+        counter(step.end_s);
+      }
+    }
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
 double ideal_bubble_ratio(PipelineSchedule schedule, int stages, int chunks_per_stage,

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -83,6 +84,15 @@ struct PipelineTimeline {
 // Runs the schedule on the work. Throws std::invalid_argument on an inconsistent work
 // description.
 PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work);
+
+// The timeline as a Chrome / Perfetto trace (JSON; plots/timeline.py draws it): one process
+// per stage, each pass a slice of category "forward" or "backward" with its chunk and
+// micro-batch, times in microseconds; with the stages' model-state bytes and each chunk's
+// activation bytes per micro-batch, a "memory" counter per stage (model_states, activations:
+// the micro-batches in flight).
+std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
+                                  const std::vector<double>& stage_state_bytes = {},
+                                  const std::vector<double>& chunk_activation_bytes = {});
 
 // The closed forms for equal stages and free transfers: the bubble as a share of the ideal time
 // m (F + B): (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved.

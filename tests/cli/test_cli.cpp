@@ -637,8 +637,19 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
             strategy["throughput_samples_per_s"].get<double>());
     }
   }
-  const Run text = run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2"});
+  TempDir dir;
+  const fs::path trace = dir.path() / "pipeline.json";
+  const Run text = run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2", "--pp", "2",
+                             "--trace", trace.string()});
   REQUIRE(text.exit_code == 0);
+  // One slice per pass of every stage: 2 passes x micro-batches x chunks per stage.
+  const nlohmann::json events = nlohmann::json::parse(read_text(trace))["traceEvents"];
+  int slices = 0;
+  for (const auto& event : events) slices += event["ph"] == "X" ? 1 : 0;
+  const nlohmann::json fixed = nlohmann::json::parse(
+      run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2", "--pp", "2", "--json"})
+          .out)["strategies"][0];
+  CHECK(slices == 2 * 2 * fixed["micro_batches"].get<int>() * fixed["chunks_per_stage"].get<int>());
   CHECK(contains(text.out, "2 x "));
   CHECK(contains(text.out, "stage by stage"));
 
