@@ -47,7 +47,8 @@ std::string schedule_text(const ParallelRun& run) {
   return std::string(pipeline_schedule_name(run.schedule));
 }
 
-Json plan_json(const std::string& strategy, const std::optional<LayoutPlan>& plan) {
+Json plan_json(const Scenario& scenario, const std::string& strategy,
+               const std::optional<LayoutPlan>& plan) {
   if (!plan) return {{"strategy", strategy}, {"fits", false}};
   const ParallelRun& run = plan->run;
   return {{"strategy", strategy},
@@ -60,6 +61,10 @@ Json plan_json(const std::string& strategy, const std::optional<LayoutPlan>& pla
           {"micro_batch", run.micro_batch},
           {"micro_batches", run.micro_batches},
           {"checkpoint", !run.checkpointed_kinds.empty()},
+          {"layers_per_chunk",
+           run.layers_per_chunk.empty()
+               ? even_layer_split(scenario.gpt->layers, run.degrees.pipeline * run.chunks_per_stage)
+               : run.layers_per_chunk},
           {"base_mode", mode_name(plan->base_mode)},
           {"zdp_layers_per_stage", plan->zdp_layers_per_stage},
           {"iteration_time_s", plan->iteration_time_s},
@@ -155,7 +160,9 @@ int run_layout(const LayoutOptions& options) {
 
   if (options.json) {
     Json strategies = Json::array();
-    for (const auto& [name, plan] : result.strategies) strategies.push_back(plan_json(name, plan));
+    for (const auto& [name, plan] : result.strategies) {
+      strategies.push_back(plan_json(scenario, name, plan));
+    }
     Json document = {{"scenario", scenario.name},         {"gpus", scenario.cluster.ranks},
                      {"memory_limit_bytes", limit_bytes}, {"strategies", strategies},
                      {"evaluations", result.evaluations}, {"search_time_s", search_s}};

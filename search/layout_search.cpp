@@ -15,6 +15,68 @@ const std::vector<std::string>& layout_strategy_names() {
   return names;
 }
 
+std::vector<int> balanced_layer_split(int layers, int chunks, double embedding_layers,
+                                      double head_layers) {
+  if (chunks <= 1) return {layers};
+  // Water-filling: the chunks' loads (their layers plus the edge work) as level as whole layers
+  // allow, one layer each at least.
+  std::vector<int> split(chunks, 1);
+  std::vector<double> load(chunks, 1.0);
+  load.front() += embedding_layers;
+  load.back() += head_layers;
+  for (int left = layers - chunks; left > 0; --left) {
+    const auto lightest = std::min_element(load.begin(), load.end()) - load.begin();
+    ++split[lightest];
+    load[lightest] += 1.0;
+  }
+  return split;
+}
+
+namespace {
+
+// The run's shape with its default split (every operator of one tensor-parallel rank).
+ParallelIterationCost run_shape(const Scenario& scenario, const ParallelRun& run) {
+  ParallelRun one = run;
+  one.modes.clear();
+  one.layers_per_chunk.clear();
+  return parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster, scenario.cost,
+                                 one, scenario.file);
+}
+
+}  // namespace
+
+std::vector<int> parameter_layer_split(const Scenario& scenario, const ParallelRun& run) {
+  const int chunks = run.degrees.pipeline * run.chunks_per_stage;
+  if (chunks == 1) return {scenario.gpt->layers};
+  const ParallelIterationCost shape = run_shape(scenario, run);
+  const Workload& workload = *shape.workload;
+  const double layer = workload.op(1).parameter_count + workload.op(2).parameter_count;
+  return balanced_layer_split(scenario.gpt->layers, chunks, workload.op(0).parameter_count / layer,
+                              workload.op(workload.size() - 1).parameter_count / layer);
+}
+
+std::vector<std::vector<int>> layer_splits(const Scenario& scenario, const ParallelRun& run) {
+  const int chunks = run.degrees.pipeline * run.chunks_per_stage;
+  const std::vector<int> even = even_layer_split(scenario.gpt->layers, chunks);
+  if (chunks == 1) return {even};
+  const ParallelIterationCost shape = run_shape(scenario, run);
+  const CostModel model(*shape.workload, scenario.cluster, scenario.training, scenario.cost);
+  auto work_s = [&](int op) {
+    return model.forward_compute_s(op).at_real(run.micro_batch) +
+           model.backward_compute_s(op).at_real(run.micro_batch);
+  };
+  const double layer_s = work_s(1) + work_s(2);
+  const int head = shape.workload->size() - 1;
+  std::vector<std::vector<int>> splits = {even};
+  for (const std::vector<int>& split :
+       {balanced_layer_split(scenario.gpt->layers, chunks, work_s(0) / layer_s,
+                             work_s(head) / layer_s),
+        parameter_layer_split(scenario, run)}) {
+    if (std::find(splits.begin(), splits.end(), split) == splits.end()) splits.push_back(split);
+  }
+  return splits;
+}
+
 std::vector<Mode> stage_modes(const ParallelIterationCost& shape, Mode base,
                               const std::vector<int>& zdp_layers) {
   std::vector<Mode> modes(shape.workload->size(), base);
@@ -162,13 +224,18 @@ class LayoutSearch {
     const PipelineSchedule schedule = run.schedule;
     bool any = false;
     const std::vector<int> none(run.degrees.pipeline, 0);
-    auto uniform = [&](const std::string& strategy, Mode mode) {
+    auto uniform = [&](const std::string& strategy, Mode mode,
+                       std::vector<int> split = std::vector<int>{}) {
       run.modes.clear();
+      run.layers_per_chunk = std::move(split);
       const ParallelIterationCost shape = cost_of(run);
       run.modes.assign(shape.workload->size(), mode);
       const ParallelIterationCost cost = mode == Mode::dp ? shape : cost_of(run);
+      run.layers_per_chunk.clear();
       if (!fits(cost)) return false;
-      offer(strategy, run, cost, mode, none);
+      ParallelRun offered = run;
+      offered.layers_per_chunk = shape.chunks.size() > 1 ? layers_of(shape) : std::vector<int>{};
+      offer(strategy, offered, cost, mode, none);
       return true;
     };
     // The baselines as their papers run them: Megatron-LM splits tensors (no pipeline), GPipe
@@ -178,12 +245,29 @@ class LayoutSearch {
       any = uniform("gpipe", Mode::dp) || any;
     }
     if (schedule == PipelineSchedule::one_f_one_b) {
-      any = uniform("deepspeed_3d", Mode::dp) || any;
-      any = uniform("deepspeed_3d", Mode::z1) || any;
+      // DeepSpeed's pipeline engine partitions layers by parameters (its default): the
+      // embedding and the head count as the layers' worth of their parameters.
+      const std::vector<int> split = parameter_layer_split(scenario_, run);
+      any = uniform("deepspeed_3d", Mode::dp, split) || any;
+      any = uniform("deepspeed_3d", Mode::z1, split) || any;
     }
     if (schedule != PipelineSchedule::gpipe) any = uniform("fsdp_pp", Mode::z2) || any;
-    for (Mode base : {Mode::dp, Mode::z1, Mode::z2}) any = osdp_stages(run, base) || any;
+    for (const std::vector<int>& split : layer_splits(scenario_, run)) {
+      ParallelRun with_split = run;
+      with_split.layers_per_chunk = split;
+      for (Mode base : {Mode::dp, Mode::z1, Mode::z2}) any = osdp_stages(with_split, base) || any;
+    }
     return any;
+  }
+
+  static std::vector<int> layers_of(const ParallelIterationCost& cost) {
+    std::vector<int> layers;
+    for (const ChunkCost& chunk : cost.chunks) {
+      int count = 0;
+      for (int op : chunk.ops) count += cost.workload->op(op).kind == OperatorKind::attention;
+      layers.push_back(count);
+    }
+    return layers;
   }
 
   // 3D + OSDP for one base mode: the fewest zdp layers per stage that make each stage fit.

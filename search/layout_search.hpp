@@ -4,15 +4,16 @@
 //
 // Strategies, each at its best configuration under the same model:
 //   3d_osdp       OSDP inside 3D: per stage, a base mode for its operators (dp, z1, or z2: kept
-//                 gathered across micro-batches) and the fewest layers in zdp (gathered every
-//                 pass) that make the stage fit; any schedule. Its space holds every other
+//                 gathered across micro-batches) and the layers in zdp (gathered every pass);
+//                 any schedule; the layers split evenly, balanced against the embedding's and
+//                 the head's compute, or by parameters (layer_splits). Its space holds every other
 //                 strategy's, so it is never slower than any of them.
 //   megatron_tp   Megatron-LM tensor parallelism (degree > 1) with data parallelism, no
 //                 pipeline, DDP
 //   gpipe         pipeline parallelism (degree > 1) with GPipe's schedule and data
 //                 parallelism, no tensor split, DDP
 //   deepspeed_3d  tensor x pipeline x data, 1F1B, ZeRO-1 at most (DeepSpeed's pipeline engine
-//                 refuses ZeRO-2 and 3)
+//                 refuses ZeRO-2 and 3), layers partitioned by parameters (its default)
 //   fsdp_pp       torchtitan's FSDP + PP (with TP): every operator z2, parameters kept gathered
 //                 across micro-batches (no resharding after forward); 1F1B or interleaved
 //
@@ -68,6 +69,19 @@ const std::vector<std::string>& layout_strategy_names();
 // Throws InputError when the scenario has no GPT generator or a fixed axis does not divide the
 // GPUs (or the heads, or exceeds the layers).
 LayoutSearchResult search_layouts(const Scenario& scenario, const LayoutSearchOptions& options);
+
+// A layer split that balances the chunks' work: the first chunk also runs the embedding and
+// the last the head and loss, `embedding_layers` and `head_layers` layers' worth of time each;
+// every chunk keeps at least one layer. (Megatron splits evenly; 3d_osdp tries both.)
+std::vector<int> balanced_layer_split(int layers, int chunks, double embedding_layers,
+                                      double head_layers);
+
+// DeepSpeed's pipeline partition by parameters (its default): the embedding and the head count
+// as the layers' worth of their parameters.
+std::vector<int> parameter_layer_split(const Scenario& scenario, const ParallelRun& run);
+// The layer splits 3d_osdp tries for a run's chunks, each once: even (Megatron's), balanced
+// against the embedding's and the head's compute at the run's micro-batch, and DeepSpeed's.
+std::vector<std::vector<int>> layer_splits(const Scenario& scenario, const ParallelRun& run);
 
 // The modes of every operator for a stage assignment: `base` for all, zdp for the first
 // `zdp_layers[r]` layers of stage r (both the attention and the MLP of each).

@@ -1,6 +1,7 @@
-// The 3D layout search (search/layout_search): exact against brute force on small instances
-// (every layout, micro-batch, schedule, checkpointing, base mode and count of zdp layers per
-// stage), never slower than any of its baselines, and each baseline what it claims.
+// The 3D layout search (search/layout_search): equal to brute force on small instances (every
+// layout, micro-batch, schedule, checkpointing, layer split it tries, base mode and vector of
+// zdp layer counts per stage), never slower than any of its baselines, and each baseline what it
+// claims; the balanced layer split levels the chunks' work.
 #include <catch2/catch.hpp>
 #include <functional>
 
@@ -72,33 +73,36 @@ double brute_force_best(const Scenario& scenario, double limit_bytes) {
             run.schedule = schedule;
             run.chunks_per_stage = schedule == PipelineSchedule::interleaved ? 2 : 1;
             if (checkpoint) run.checkpointed_kinds = {OperatorKind::attention, OperatorKind::mlp};
-            const ParallelIterationCost shape = parallel_iteration_cost(
-                spec, scenario.training, scenario.cluster, scenario.cost, run, "brute");
-            std::vector<int> layers(pipeline, 0);
-            for (const ChunkCost& chunk : shape.chunks) {
-              for (int op : chunk.ops) {
-                if (shape.workload->op(op).kind == OperatorKind::attention) ++layers[chunk.stage];
+            for (const std::vector<int>& split : layer_splits(scenario, run)) {
+              run.layers_per_chunk = split;
+              const ParallelIterationCost shape = parallel_iteration_cost(
+                  spec, scenario.training, scenario.cluster, scenario.cost, run, "brute");
+              std::vector<int> layers(pipeline, 0);
+              for (const ChunkCost& chunk : shape.chunks) {
+                for (int op : chunk.ops) {
+                  if (shape.workload->op(op).kind == OperatorKind::attention) ++layers[chunk.stage];
+                }
               }
-            }
-            for (Mode base : {Mode::dp, Mode::z1, Mode::z2}) {
-              std::vector<int> zdp(pipeline, 0);
-              // Every vector of zdp counts, odometer style.
-              std::function<void(int)> visit = [&](int stage) {
-                if (stage == pipeline) {
-                  run.modes = stage_modes(shape, base, zdp);
-                  const ParallelIterationCost cost = parallel_iteration_cost(
-                      spec, scenario.training, scenario.cluster, scenario.cost, run, "brute");
-                  if (cost.peak_memory_bytes <= limit_bytes) {
-                    best = std::max(best, cost.samples_per_iteration / cost.iteration_time_s);
+              for (Mode base : {Mode::dp, Mode::z1, Mode::z2}) {
+                std::vector<int> zdp(pipeline, 0);
+                // Every vector of zdp counts, odometer style.
+                std::function<void(int)> visit = [&](int stage) {
+                  if (stage == pipeline) {
+                    run.modes = stage_modes(shape, base, zdp);
+                    const ParallelIterationCost cost = parallel_iteration_cost(
+                        spec, scenario.training, scenario.cluster, scenario.cost, run, "brute");
+                    if (cost.peak_memory_bytes <= limit_bytes) {
+                      best = std::max(best, cost.samples_per_iteration / cost.iteration_time_s);
+                    }
+                    return;
                   }
-                  return;
-                }
-                for (int count = 0; count <= layers[stage]; ++count) {
-                  zdp[stage] = count;
-                  visit(stage + 1);
-                }
-              };
-              visit(0);
+                  for (int count = 0; count <= layers[stage]; ++count) {
+                    zdp[stage] = count;
+                    visit(stage + 1);
+                  }
+                };
+                visit(0);
+              }
             }
           }
         }
@@ -177,6 +181,31 @@ TEST_CASE("fixed axes are kept, and axes the model cannot hold are input errors"
   options = {};
   options.pipeline = 8;  // more stages than layers
   CHECK_THROWS_AS(search_layouts(scenario, options), InputError);
+}
+
+}  // namespace
+}  // namespace osdp
+
+namespace osdp {
+namespace {
+
+TEST_CASE("the balanced split levels the chunks' work, a layer each at least", "[layout]") {
+  // 8 layers, 4 chunks, the head worth 2 layers: the last chunk gets fewer.
+  CHECK(balanced_layer_split(8, 4, 0.0, 2.0) == std::vector<int>{3, 2, 2, 1});
+  CHECK(balanced_layer_split(8, 4, 0.0, 0.0) == std::vector<int>{2, 2, 2, 2});
+  CHECK(balanced_layer_split(4, 4, 0.5, 9.0) == std::vector<int>{1, 1, 1, 1});
+  CHECK(balanced_layer_split(10, 1, 3.0, 3.0) == std::vector<int>{10});
+  for (int layers = 3; layers <= 40; ++layers) {
+    for (int chunks = 1; chunks <= std::min(layers, 8); ++chunks) {
+      const std::vector<int> split = balanced_layer_split(layers, chunks, 0.3, 1.7);
+      int total = 0;
+      for (int n : split) {
+        CHECK(n >= 1);
+        total += n;
+      }
+      CHECK(total == layers);
+    }
+  }
 }
 
 }  // namespace
