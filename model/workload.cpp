@@ -87,6 +87,10 @@ void set_model_states(Operator& op, const BytesPerParameter& bytes) {
 // dropped-out copy of the softmax: a*s^2*e for the scores instead of a*s^2*(2e + 1).
 // FLOPs per sample (forward; backward is twice that): attention 8*s*h^2 + 4*s^2*h, mlp 16*s*h^2,
 // LM head 2*s*h*V (Narayanan et al., SC'21, appendix).
+std::string_view attention_kernel_name(AttentionKernel kernel) {
+  return kernel == AttentionKernel::flash ? "flash" : "standard";
+}
+
 Workload make_gpt(const GptSpec& spec, const Training& training) {
   const BytesPerParameter bytes = bytes_per_parameter(training.precision, training.optimizer);
   const double e = activation_element_bytes(training.precision);
@@ -107,7 +111,8 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   embedding.name = "embedding";
   embedding.kind = OperatorKind::embedding;
   // Token table split by vocabulary; position table replicated.
-  embedding.parameter_count = vocabulary * h0 / t + s * h0;
+  const double positions = spec.position_embedding == PositionEmbedding::learned ? s * h0 : 0.0;
+  embedding.parameter_count = vocabulary * h0 / t + positions;
   embedding.activation_bytes_per_sample = 8.0 * s + mask * s * h0 / r;  // ids + dropout mask
   embedding.input_activation_bytes_per_sample = 8.0 * s;
   embedding.output_bytes_per_sample = e * s * h0;
@@ -123,7 +128,8 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     attention.kind = OperatorKind::attention;
     // LN (replicated), QKV and its bias (split by heads), output projection (split by rows; its
     // bias replicated).
-    attention.parameter_count = (4.0 * h * h + 3.0 * h) / t + 3.0 * h;
+    const double bias = spec.biases ? 1.0 : 0.0;
+    attention.parameter_count = (4.0 * h * h + bias * 3.0 * h) / t + (2.0 + bias) * h;
     double projection_flops = 0.0;
     if (previous_hidden != h) {
       // Width change between layers (I&C family): a projection from the previous width.
@@ -133,13 +139,21 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     // Saved: the LN input and the QKV input (the LN output) and the output dropout mask around
     // the split part; the split part: Q, K, V, the attention over V and the projection's input,
     // the scores, their softmax and its dropout (Megatron's 11 s h + 5 a s^2 bytes in fp16).
-    attention.activation_bytes_per_sample = s * h * (2.0 * e + mask) / r + s * h * 4.0 * e / t +
-                                            a * s * s * (e + mask * (e + 1.0)) / t +
-                                            e * s * (previous_hidden - h);
+    // FlashAttention keeps no score tensor, only the softmax's log-sum-exp (fp32 per head and
+    // token).
+    const double scores = spec.attention == AttentionKernel::flash
+                              ? 4.0 * a * s / t
+                              : a * s * s * (e + mask * (e + 1.0)) / t;
+    attention.activation_bytes_per_sample =
+        s * h * (2.0 * e + mask) / r + s * h * 4.0 * e / t + scores + e * s * (previous_hidden - h);
     attention.input_activation_bytes_per_sample = e * s * previous_hidden / r;
     attention.output_bytes_per_sample = e * s * h;
     attention.forward_flops_per_sample = (8.0 * s * h * h + 4.0 * s * s * h) / t + projection_flops;
     attention.backward_flops_per_sample = 2.0 * attention.forward_flops_per_sample;
+    // FlashAttention's backward recomputes the scores (QK^T) before their gradients.
+    if (spec.attention == AttentionKernel::flash) {
+      attention.backward_flops_per_sample += 2.0 * s * s * h / t;
+    }
     set_model_states(attention, bytes);
     operators.push_back(attention);
 
@@ -147,7 +161,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     mlp.name = fmt::format("layer{}.mlp", layer);
     mlp.kind = OperatorKind::mlp;
     // LN and the second bias replicated; fc (h -> 4h) by columns, projection (4h -> h) by rows.
-    mlp.parameter_count = (8.0 * h * h + 4.0 * h) / t + 3.0 * h;
+    mlp.parameter_count = (8.0 * h * h + bias * 4.0 * h) / t + (2.0 + bias) * h;
     // LN input, fc input, dropout mask around; the GeLU's input and output split (19 s h).
     mlp.activation_bytes_per_sample = s * h * (2.0 * e + mask) / r + s * h * 8.0 * e / t;
     mlp.input_activation_bytes_per_sample = e * s * h / r;
@@ -164,7 +178,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   head.name = "head";
   head.kind = OperatorKind::head;
   // Final LN + LM head (no bias, untied), the head split by vocabulary.
-  head.parameter_count = 2.0 * h + h * vocabulary / t;
+  head.parameter_count = 2.0 * h + (spec.tied_embeddings ? 0.0 : h * vocabulary / t);
   // LN input, head input, logits and the fp32 softmax the cross-entropy keeps (a vocabulary
   // slice of each on every tensor-parallel rank).
   head.activation_bytes_per_sample = 2.0 * e * s * h / r + (e + 4.0) * s * vocabulary / t;

@@ -78,6 +78,15 @@ class Workload {
   std::vector<int> order_;
 };
 
+// How attention computes its scores. standard: the heads x s x s scores, their softmax and its
+// dropout mask are saved for backward. flash (FlashAttention): none of them is saved (only the
+// output's log-sum-exp, 4 bytes a head and token); backward recomputes the scores (QK^T) first.
+enum class AttentionKernel { standard, flash };
+std::string_view attention_kernel_name(AttentionKernel kernel);
+// Learned absolute position embeddings (GPT-2, MPT's as llm-foundry counts them), or none in the
+// parameters (rotary / ALiBi: computed, not learned).
+enum class PositionEmbedding { learned, none };
+
 // GPT (minGPT-shaped) family. hidden_sizes has one entry per layer (I&C family) or one for all.
 struct GptSpec {
   std::string name = "gpt";
@@ -96,6 +105,12 @@ struct GptSpec {
   // activations around them replicated unless sequence parallelism splits those too.
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  AttentionKernel attention = AttentionKernel::standard;
+  // The LM head uses the token embedding's matrix (GPT-2, MPT): its parameters, gradient and
+  // optimizer states are counted once, on the embedding.
+  bool tied_embeddings = false;
+  PositionEmbedding position_embedding = PositionEmbedding::learned;
+  bool biases = true;  // linear layers' biases (MPT and Llama have none)
 
   int padded_vocabulary() const {
     return (vocabulary + vocabulary_multiple - 1) / vocabulary_multiple * vocabulary_multiple;

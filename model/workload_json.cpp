@@ -158,7 +158,8 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
 
 GptSpec read_gpt_spec(const JsonReader& reader) {
   reader.require_only({"family", "name", "layers", "hidden", "heads", "sequence_length",
-                       "vocabulary", "vocabulary_multiple", "dropout"});
+                       "vocabulary", "vocabulary_multiple", "dropout", "attention",
+                       "tied_embeddings", "position_embedding", "biases"});
   GptSpec spec;
   spec.name = reader.optional_string("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
@@ -173,6 +174,18 @@ GptSpec read_gpt_spec(const JsonReader& reader) {
     spec.dropout = reader.non_negative_number("dropout");
     if (spec.dropout >= 1) reader.fail("dropout", "a probability from 0 (no dropout) below 1");
   }
+  if (reader.has("attention")) {
+    spec.attention = reader.choice("attention", {"standard", "flash"}) == "flash"
+                         ? AttentionKernel::flash
+                         : AttentionKernel::standard;
+  }
+  spec.tied_embeddings = reader.optional_boolean("tied_embeddings").value_or(false);
+  if (reader.has("position_embedding")) {
+    spec.position_embedding = reader.choice("position_embedding", {"learned", "none"}) == "none"
+                                  ? PositionEmbedding::none
+                                  : PositionEmbedding::learned;
+  }
+  spec.biases = reader.optional_boolean("biases").value_or(true);
   const Json& hidden = reader.raw("hidden");
   spec.hidden_sizes.clear();
   if (hidden.is_array()) {

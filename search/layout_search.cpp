@@ -338,10 +338,44 @@ class LayoutSearch {
     const std::optional<LayoutPlan>& leader = result_.strategies.front().second;
     const bool promising =
         !leader || best.samples_per_iteration / best.pipeline_s > leader->throughput_samples_per_s;
+    // The counts tried per stage: all of them for a few layers; for more, the ends and the knee
+    // where the stage's zdp traffic stops hiding behind its compute (its passes' time is flat
+    // up to it, found by binary search), beside which the time turns from falling to rising.
+    std::vector<std::vector<int>> candidates(stages);
+    for (int r = 0; promising && r < stages; ++r) {
+      if (layers[r] - high[r] <= exhaustive_layers) {
+        for (int count = high[r]; count <= layers[r]; ++count) candidates[r].push_back(count);
+        continue;
+      }
+      auto pass_s = [&](const ParallelIterationCost& cost) {
+        double total = 0;
+        for (const ChunkCost& chunk : cost.chunks) {
+          if (chunk.stage == r) total += chunk.forward_s + chunk.backward_s;
+        }
+        return total;
+      };
+      const double flat_s = pass_s(best);
+      int flat = high[r];
+      int rising = layers[r] + 1;
+      while (rising - flat > 1) {
+        std::vector<int> trial = chosen;
+        trial[r] = (flat + rising) / 2;
+        if (pass_s(evaluate(trial)) <= flat_s * (1 + 1e-12)) {
+          flat = trial[r];
+        } else {
+          rising = trial[r];
+        }
+      }
+      for (int count : {high[r], flat, std::min(rising, layers[r]), layers[r]}) {
+        if (std::find(candidates[r].begin(), candidates[r].end(), count) == candidates[r].end()) {
+          candidates[r].push_back(count);
+        }
+      }
+    }
     for (int sweep = 0; promising && sweep < 3; ++sweep) {
       bool improved = false;
       for (int r = 0; r < stages; ++r) {
-        for (int count = high[r]; count <= layers[r]; ++count) {
+        for (int count : candidates[r]) {
           if (count == chosen[r]) continue;
           std::vector<int> trial = chosen;
           trial[r] = count;
@@ -358,6 +392,9 @@ class LayoutSearch {
     offer("3d_osdp", run, best, base, chosen);
     return true;
   }
+
+  // Stages with at most this many counts above the fewest that fit try every count.
+  static constexpr int exhaustive_layers = 8;
 
   const Scenario& scenario_;
   const LayoutSearchOptions& options_;

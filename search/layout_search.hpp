@@ -23,8 +23,10 @@
 // the count, but the base mode's reduction after the pipeline (dp, z1) shrinks, so more zdp
 // layers can be faster: from the fewest, each stage's count is improved in turn while the
 // iteration gets faster (coordinate descent), where a bound (the pipeline alone at the fewest)
-// says the layout could beat the best found. Not proven optimal: the tests compare it with brute
-// force over every vector of counts on small instances.
+// says the layout could beat the best found. A stage tries every count when it has few layers
+// above the fewest (8), else the ends and the knee where its zdp traffic stops hiding behind its
+// compute. Not proven optimal: the tests compare it with brute force over every vector of
+// counts on small instances.
 #pragma once
 
 #include <optional>

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 
 #include "model/input_error.hpp"
 #include "model/measured_runs.hpp"
@@ -322,8 +323,21 @@ void add_call(RowModel& row, CallGroups& group_of, const std::vector<double>& fe
 // found under `theta` the time is linear in the path's calls' laws: the calls on it, each as
 // often as the path crosses its pass, make the row's model, exact at `theta` and a lower bound
 // elsewhere (another path may become longer); the fit re-finds the paths under its result.
+// Calls of operators alike (same kind, phase, FLOPs and activation bytes: every layer of a
+// uniform GPT) take the same time under any constants. What one such call takes with every
+// constant zero (base) and what one unit of each constant adds: the same whatever the
+// constants' values, so computed once per row (FeatureCache).
+using CallKind = std::tuple<OperatorKind, bool, double, double, double>;
+struct CallFeatures {
+  double base_s = 0;
+  std::vector<double> features;
+  bool floored = false;
+};
+using FeatureCache = std::map<CallKind, CallFeatures>;
+
 RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
-                            const MeasuredRun& run, const std::vector<double>& theta) {
+                            const MeasuredRun& run, const std::vector<double>& theta,
+                            FeatureCache& cache) {
   const Cluster& base_cluster = run_scenario.cluster;
   Scenario at_theta = run_scenario;
   at_theta.cluster = cluster_with_constants(base_cluster, theta);
@@ -335,51 +349,67 @@ RowModel parallel_row_model(const Scenario& run_scenario, const RunSetup& setup,
   for (std::size_t b = 0; b < path.critical_transfers.size(); ++b) {
     row.base_s += path.critical_transfers[b] * cost.work.transfer_s[b];
   }
-  // Each call's time with every constant zero, and with one set to one unit.
-  std::vector<CostModel> models;
-  std::vector<Cluster> clusters;
-  clusters.push_back(
-      cluster_with_constants(base_cluster, std::vector<double>(constants_count, 0.0)));
-  for (int g = 0; g < constants_count; ++g) {
-    std::vector<double> unit(constants_count, 0.0);
-    unit[g] = 1.0;
-    clusters.push_back(cluster_with_constants(base_cluster, unit));
-  }
-  for (const Cluster& cluster : clusters) {
-    models.emplace_back(*cost.workload, cluster, run_scenario.training, run_scenario.cost);
-  }
-  const double batch = run.micro_batch;
-  CallGroups group_of;
-  auto add_calls = [&](const std::vector<PassCall>& calls, int times) {
-    for (const PassCall& call : calls) {
-      auto time_under = [&](const CostModel& model) {
-        return (call.backward ? model.backward_compute_s(call.op)
-                              : model.forward_compute_s(call.op))
-            .at_real(batch);
-      };
-      const double base = time_under(models[0]);
-      std::vector<double> features;
-      bool floored = false;
-      for (int g = 0; g < constants_count; ++g) {
-        features.push_back(time_under(models[g + 1]) - base);
-        floored = floored || (g >= linear_count && features.back() > 0);
-      }
-      row.base_s += times * base;
-      add_call(row, group_of, features, floored, times);
-    }
-  };
   if (run.pipeline_parallelism > 1) {
     for (std::size_t c = 0; c < cost.chunks.size(); ++c) {
       row.features[pipeline_pass] +=
           1e-3 * (path.critical_forwards[c] + path.critical_backwards[c]);
     }
   }
+  // The calls on the critical path, counted by kind.
+  std::map<CallKind, std::pair<PassCall, double>> counted;
+  auto count_calls = [&](const std::vector<PassCall>& calls, int times) {
+    if (times == 0) return;
+    for (const PassCall& call : calls) {
+      const Operator& op = cost.workload->op(call.op);
+      const CallKind kind{op.kind, call.backward, op.forward_flops_per_sample,
+                          op.backward_flops_per_sample, op.activation_bytes_per_sample};
+      auto [it, inserted] = counted.emplace(kind, std::make_pair(call, 0.0));
+      it->second.second += times;
+    }
+  };
   for (std::size_t c = 0; c < cost.chunks.size(); ++c) {
     const ChunkCost& chunk = cost.chunks[c];
     row.base_s += path.critical_forwards[c] * chunk.forward_communication_s +
                   path.critical_backwards[c] * chunk.backward_communication_s;
-    add_calls(chunk.forward_calls, path.critical_forwards[c]);
-    add_calls(chunk.backward_calls, path.critical_backwards[c]);
+    count_calls(chunk.forward_calls, path.critical_forwards[c]);
+    count_calls(chunk.backward_calls, path.critical_backwards[c]);
+  }
+  // Each new kind's time with every constant zero, and with one set to one unit.
+  std::vector<Cluster> clusters;
+  std::vector<CostModel> models;
+  for (const auto& [kind, counted_call] : counted) {
+    if (cache.count(kind)) continue;
+    if (models.empty()) {
+      clusters.push_back(
+          cluster_with_constants(base_cluster, std::vector<double>(constants_count, 0.0)));
+      for (int g = 0; g < constants_count; ++g) {
+        std::vector<double> unit(constants_count, 0.0);
+        unit[g] = 1.0;
+        clusters.push_back(cluster_with_constants(base_cluster, unit));
+      }
+      for (const Cluster& cluster : clusters) {
+        models.emplace_back(*cost.workload, cluster, run_scenario.training, run_scenario.cost);
+      }
+    }
+    const PassCall& call = counted_call.first;
+    auto time_under = [&](const CostModel& model) {
+      return (call.backward ? model.backward_compute_s(call.op) : model.forward_compute_s(call.op))
+          .at_real(run.micro_batch);
+    };
+    CallFeatures entry;
+    entry.base_s = time_under(models[0]);
+    for (int g = 0; g < constants_count; ++g) {
+      entry.features.push_back(time_under(models[g + 1]) - entry.base_s);
+      entry.floored = entry.floored || (g >= linear_count && entry.features.back() > 0);
+    }
+    cache.emplace(kind, std::move(entry));
+  }
+  CallGroups group_of;
+  for (const auto& [kind, counted_call] : counted) {
+    const CallFeatures& entry = cache.at(kind);
+    const double times = counted_call.second;
+    row.base_s += times * entry.base_s;
+    add_call(row, group_of, entry.features, entry.floored, times);
   }
   return row;
 }
@@ -413,7 +443,8 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
   for (const MeasuredRun& run : table.runs) {
     const Scenario run_scenario = scenario_for_run(scenario, table, run);
     if (uses_model_parallelism(run)) {
-      rows.push_back(parallel_row_model(run_scenario, setup, run, parallel_paths_theta));
+      FeatureCache cache;
+      rows.push_back(parallel_row_model(run_scenario, setup, run, parallel_paths_theta, cache));
       continue;
     }
     const Plan plan = plan_for_run(run_scenario, setup, run);
@@ -495,9 +526,29 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
     flops_only[head_rate] = 1.0;
     starts.push_back(flops_only);
   }
-  std::vector<std::vector<RowModel>> start_rows;
-  for (const auto& start : starts)
-    start_rows.push_back(row_models(scenario, table, options, start));
+  // Data-parallel rows do not depend on the constants' values: built once. Rows with a
+  // pipeline are rebuilt under each candidate from their run scenarios, made once.
+  const RunSetup setup = read_run_setup(scenario);
+  std::vector<std::optional<Scenario>> parallel_runs(n);
+  std::vector<FeatureCache> feature_caches(n);
+  for (int r = 0; r < n; ++r) {
+    if (uses_model_parallelism(table.runs[r])) {
+      parallel_runs[r] = scenario_for_run(scenario, table, table.runs[r]);
+    }
+  }
+  const std::vector<RowModel> first_rows = row_models(scenario, table, options, starts.front());
+  auto rows_under = [&](const std::vector<double>& theta) {
+    std::vector<RowModel> rows = first_rows;
+    for (int r = 0; r < n; ++r) {
+      if (parallel_runs[r]) {
+        rows[r] =
+            parallel_row_model(*parallel_runs[r], setup, table.runs[r], theta, feature_caches[r]);
+      }
+    }
+    return rows;
+  };
+  std::vector<std::vector<RowModel>> start_rows = {first_rows};
+  for (std::size_t k = 1; k < starts.size(); ++k) start_rows.push_back(rows_under(starts[k]));
   struct Fitted {
     std::vector<double> theta;
     std::vector<RowModel> rows;  // exact at theta
@@ -521,7 +572,7 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
         for (std::size_t g = 0; g < theta.size(); ++g) {
           theta[g] += step * (target[g] - theta[g]);
         }
-        std::vector<RowModel> rows = row_models(scenario, table, options, theta);
+        std::vector<RowModel> rows = rows_under(theta);
         const double value = objective(rows, measured, use, theta);
         if (value < current_value * (1 - 1e-9)) {
           current = {std::move(theta), std::move(rows)};
@@ -564,7 +615,9 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
       throw InputError(table.file, "rows", "one model size",
                        "rows of at least two model sizes (for cross-validation)");
     }
-    const Fitted fold = fit_on(train);
+    // A fold starts from the fit on all rows (its rows' paths found there), which it perturbs.
+    const Fitted fold =
+        any_parallel ? fit_from(train, fitted.theta, fitted.rows).first : fit_on(train);
     for (int r : held_out) result.validated_s[r] = predict(fold.rows[r], fold.theta);
   }
   result.fit_mape_percent = mean_abs_percent_error(result.fitted_s, measured);

@@ -615,18 +615,18 @@ TEST_CASE("absurd work is refused up front with an estimate unless --force") {
 }
 
 TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, nothing fits 3") {
-  const std::string scenario = scenarios + "paper-a100-2x8-8g-nd-96l-1536h.json";
+  const std::string scenario = scenarios + "paper-titan-8g-nd-48l-1536h.json";
   const Run run = run_osdp({"layout", scenario, "--global-batch", "64", "--json"});
   REQUIRE(run.exit_code == 0);
   const nlohmann::json document = nlohmann::json::parse(run.out);
   REQUIRE(document["strategies"].size() == 5);
   CHECK(document["strategies"][0]["strategy"] == "3d_osdp");
-  CHECK(document["gpus"] == 16);
+  CHECK(document["gpus"] == 8);
   const auto& best = document["strategies"][0];
   REQUIRE(best["fits"] == true);
   CHECK(best["tensor_parallelism"].get<int>() * best["pipeline_parallelism"].get<int>() *
             best["data_parallelism"].get<int>() ==
-        16);
+        8);
   CHECK(best["micro_batch"].get<int>() * best["micro_batches"].get<int>() *
             best["data_parallelism"].get<int>() ==
         64);
@@ -752,7 +752,7 @@ TEST_CASE("predict takes tensor- and pipeline-parallel rows, on one server and o
   }
 }
 
-TEST_CASE("fit reproduces the shipped cluster of the vTrain 3D scenario from both tables' rows") {
+TEST_CASE("fit reproduces the shipped cluster of the vTrain 3D scenario") {
   // The published 3D half is in ../shared/data (beside the checkout), not in the repository.
   const fs::path table = fs::path(OSDP_SOURCE_DIR) / ".." / "shared" / "data" / "a100-3d-fit.csv";
   if (!fs::exists(table)) {
@@ -769,12 +769,28 @@ TEST_CASE("fit reproduces the shipped cluster of the vTrain 3D scenario from bot
   const nlohmann::json report = nlohmann::json::parse(run.out);
   CHECK(report["cv_mape_percent"].get<double>() <= 10.0);
   CHECK(report["rows"] == 653);
-  // Several tables fit as one: the data-parallel half beside the 3D half.
-  const Run joint =
-      run_osdp({"predict", scenarios + "vtrain-a100-3d.json", "--table",
-                scenarios + "measurements/vtrain-a100-dp-fit.csv", table.string(), "--json"});
+}
+
+TEST_CASE("predict takes several tables as one, each row's errors naming its own file") {
+  TempDir dir;
+  const std::string header =
+      "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+      "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
+  const fs::path first = dir.path() / "first.csv";
+  const fs::path second = dir.path() / "second.csv";
+  write_text(first, header + "4,16,1,1024,16,12,1024,1,1,4,500\n");
+  write_text(second,
+             header + "8,16,2,1024,16,12,1024,2,2,2,300\n4,16,1,1024,16,12,1024,2,1,2,400\n");
+  const Run joint = run_osdp({"predict", scenarios + "vtrain-a100-3d.json", "--table",
+                              first.string(), second.string(), "--json"});
   REQUIRE(joint.exit_code == 0);
-  CHECK(nlohmann::json::parse(joint.out)["rows"].size() == 120 + 653);
+  CHECK(nlohmann::json::parse(joint.out)["rows"].size() == 3);
+  write_text(second, header + "6,16,2,1024,16,12,1024,3,2,1,300\n");
+  const Run bad = run_osdp(
+      {"predict", scenarios + "vtrain-a100-3d.json", "--table", first.string(), second.string()});
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "second.csv"));
+  CHECK(contains(bad.err, "line 2"));
 }
 
 TEST_CASE("fit reproduces the shipped cluster of the vTrain scenario") {

@@ -109,3 +109,54 @@ TEST_CASE("branching operator graphs run in topological order", "[model][graph]"
   CHECK(order.front() == 3);
   CHECK(order.back() == 0);
 }
+
+namespace {
+
+GptSpec spec_of(int layers, int hidden, int heads, int sequence) {
+  GptSpec spec;
+  spec.layers = layers;
+  spec.hidden_sizes = {hidden};
+  spec.heads = heads;
+  spec.sequence_length = sequence;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("FlashAttention keeps no score tensor and recomputes the scores in backward",
+          "[model][gpt]") {
+  Training training;
+  training.precision = Precision::mixed;
+  for (int s : {512, 2048, 8192}) {
+    GptSpec standard = spec_of(2, 1024, 16, s);
+    GptSpec flash = standard;
+    flash.attention = AttentionKernel::flash;
+    const Operator a = make_gpt(standard, training).op(1);
+    const Operator b = make_gpt(flash, training).op(1);
+    const double h = 1024, heads = 16;
+    // Standard keeps 5 a s^2 bytes (fp16 scores, softmax, 1-byte dropout mask); flash keeps a
+    // fp32 log-sum-exp per head and token instead.
+    CHECK(a.activation_bytes_per_sample - b.activation_bytes_per_sample ==
+          Approx(5.0 * heads * s * s - 4.0 * heads * s));
+    CHECK(b.forward_flops_per_sample == a.forward_flops_per_sample);
+    CHECK(b.backward_flops_per_sample - a.backward_flops_per_sample == Approx(2.0 * s * s * h));
+    CHECK(b.parameter_count == a.parameter_count);
+  }
+}
+
+TEST_CASE("tied embeddings, no position table and no biases drop exactly their parameters",
+          "[model][gpt]") {
+  const GptSpec base = spec_of(4, 512, 8, 1024);
+  const double h = 512, layers = 4, vocabulary = 50257, s = 1024;
+  const double all = make_gpt(base, Training{}).parameter_count();
+  GptSpec tied = base;
+  tied.tied_embeddings = true;
+  CHECK(all - make_gpt(tied, Training{}).parameter_count() == Approx(vocabulary * h));
+  GptSpec rotary = base;
+  rotary.position_embedding = PositionEmbedding::none;
+  CHECK(all - make_gpt(rotary, Training{}).parameter_count() == Approx(s * h));
+  GptSpec unbiased = base;
+  unbiased.biases = false;
+  // QKV 3h, output h, fc 4h, projection h.
+  CHECK(all - make_gpt(unbiased, Training{}).parameter_count() == Approx(layers * 9 * h));
+}
