@@ -116,6 +116,8 @@ int run_layout(const LayoutOptions& options) {
   }
   if (!options.memory_limit.empty()) {
     search.memory_limit_bytes = parse_bytes_flag("--memory-limit", options.memory_limit);
+    check_memory_limit_flag("--memory-limit", options.memory_limit, *search.memory_limit_bytes,
+                            scenario);
   }
   if (options.global_batch) {
     if (*options.global_batch < 1) {

@@ -109,6 +109,16 @@ std::vector<int> divisors(int n) {
   return result;
 }
 
+// The micro-batch after `batch`: every one under a fixed global batch (only its divisors count),
+// else 1, 2, 3, 4, 6, 8, 12, 16, ... (doubling, with the midpoints), so that a range up to 1024
+// costs 19 micro-batches, not 1024.
+int next_micro_batch(int batch, bool global_batch) {
+  if (global_batch || batch < 4) return batch + 1;
+  int power = 1;
+  while (power * 2 <= batch) power *= 2;
+  return batch == power ? power + power / 2 : 2 * power;
+}
+
 class LayoutSearch {
  public:
   LayoutSearch(const Scenario& scenario, const LayoutSearchOptions& options)
@@ -144,7 +154,8 @@ class LayoutSearch {
   void search_batches(int tensor, int pipeline, bool checkpoint) {
     const Training& training = scenario_.training;
     const int data = scenario_.cluster.ranks / (tensor * pipeline);
-    for (int batch = training.min_batch_size; batch <= training.max_batch_size; ++batch) {
+    for (int batch = training.min_batch_size; batch <= training.max_batch_size;
+         batch = next_micro_batch(batch, training.global_batch_size.has_value())) {
       int micro_batches = training.accumulation_steps;
       if (training.global_batch_size) {
         const long long per_step = static_cast<long long>(batch) * data;

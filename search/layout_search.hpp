@@ -38,6 +38,9 @@
 
 namespace osdp {
 
+// Micro-batches tried: every one in the training's range that divides the global batch (with
+// the data-parallel degree) when one is fixed; else 1, 2, 3, 4, 6, 8, 12, 16, 24, ... up to the
+// range's end, with the training's accumulation steps.
 struct LayoutSearchOptions {
   std::optional<int> tensor;    // fix the tensor-parallel degree
   std::optional<int> pipeline;  // fix the pipeline degree
