@@ -172,8 +172,8 @@ TEST_CASE("fit recovers a host floor and the law above it", "[fit][floor]") {
   CHECK(fit.constants[2].value == Approx(0.05).epsilon(1e-3));  // ms
   CHECK(fit.constants[3].value == Approx(0.2).epsilon(1e-3));
   CHECK(fit.constants[4].value == Approx(0.02).epsilon(1e-4));  // TB/s
-  CHECK(fit.constants[5].value == 0.0);  // no pipeline in these rows
-  CHECK(fit.constants[6].value == Approx(0.4).epsilon(1e-4));  // ms
+  CHECK(fit.constants[5].value == 0.0);                         // no pipeline in these rows
+  CHECK(fit.constants[6].value == Approx(0.4).epsilon(1e-4));   // ms
   CHECK(fit.fit_mape_percent < 1e-3);
   CHECK(fit.cv_mape_percent < 1e-3);
   // The written cluster carries the floor, backward twice the forward's, and simulates to the
