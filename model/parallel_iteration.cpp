@@ -21,9 +21,12 @@ std::vector<int> even_layer_split(int layers, int chunks) {
 
 namespace {
 
-bool checkpointed(const ParallelRun& run, OperatorKind kind) {
-  return std::find(run.checkpointed_kinds.begin(), run.checkpointed_kinds.end(), kind) !=
-         run.checkpointed_kinds.end();
+// Whether the run recomputes the operator's forward before its backward: its kind is
+// checkpointed and it can keep just its input.
+bool recomputes(const ParallelRun& run, const Operator& op) {
+  return op.input_activation_bytes_per_sample &&
+         std::find(run.checkpointed_kinds.begin(), run.checkpointed_kinds.end(), op.kind) !=
+             run.checkpointed_kinds.end();
 }
 
 // Ring timing of a layout group as it falls on the cluster's nodes.
@@ -199,6 +202,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   const std::vector<int> split =
       run.layers_per_chunk.empty() ? even_layer_split(spec.layers, chunks) : run.layers_per_chunk;
   int first_layer = 0;
+  // Each chunk's data-parallel collectives that run once an iteration (bucketed per stage below).
+  std::vector<OnceBuckets> chunk_once;
   for (int c = 0; c < chunks; ++c) {
     ChunkCost chunk;
     chunk.stage = c % p;
@@ -212,7 +217,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
 
     for (int op : chunk.ops) {
       const Operator& o = workload.op(op);
-      const bool recompute = checkpointed(run, o.kind) && o.input_activation_bytes_per_sample;
+      const bool recompute = recomputes(run, o);
       chunk.forward_calls.push_back({op, false});
       chunk.forward_s += model.forward_compute_s(op).at_real(b);
       chunk.saved_activation_bytes +=
@@ -245,20 +250,22 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     }
     for (auto it = chunk.ops.rbegin(); it != chunk.ops.rend(); ++it) {
       const Operator& o = workload.op(*it);
-      if (checkpointed(run, o.kind) && o.input_activation_bytes_per_sample) {
+      if (recomputes(run, o)) {
         chunk.backward_calls.push_back({*it, false});
         chunk.backward_s += model.forward_compute_s(*it).at_real(b);
       }
       chunk.backward_calls.push_back({*it, true});
       chunk.backward_s += model.backward_compute_s(*it).at_real(b);
     }
+    OnceBuckets& once = chunk_once.emplace_back();
     for (int op : chunk.ops) {
       const Operator& o = workload.op(op);
-      const bool recompute = checkpointed(run, o.kind) && o.input_activation_bytes_per_sample;
-      const DataParallelTimes times = data_parallel_times(
-          mode_of(op), o.parameter_bytes, recompute, data_group, model.gradient_reduce_ratio());
+      const DataParallelTimes times =
+          data_parallel_times(mode_of(op), o.parameter_bytes, recomputes(run, o), data_group,
+                              model.gradient_reduce_ratio());
       chunk.forward_data_parallel_s += times.forward_s;
       chunk.backward_data_parallel_s += times.backward_s;
+      for (const auto& [key, bytes] : times.once_bytes) once[key] += bytes;
     }
     // The data-parallel stream runs beside the compute: what it does not hide delays the pass.
     const double forward_compute_s = chunk.forward_s;
@@ -325,7 +332,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     double transient_bytes = 0;
     int chunks_here = 0;
     OnceBuckets once;
-    for (const ChunkCost& chunk : cost.chunks) {
+    for (std::size_t c = 0; c < cost.chunks.size(); ++c) {
+      const ChunkCost& chunk = cost.chunks[c];
       if (chunk.stage != r) continue;
       ++chunks_here;
       activation_bytes += chunk.saved_activation_bytes;
@@ -348,14 +356,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
           transient_bytes = std::max(transient_bytes, 2.0 * o.parameter_bytes);
         }
         stage.optimizer_step_s += model.optimizer_step_s(op, choice);
-        const bool recompute = checkpointed(run, o.kind) && o.input_activation_bytes_per_sample;
-        for (const auto& [key, bytes] :
-             data_parallel_times(mode, o.parameter_bytes, recompute, data_group,
-                                 model.gradient_reduce_ratio())
-                 .once_bytes) {
-          once[key] += bytes;
-        }
       }
+      for (const auto& [key, bytes] : chunk_once[c]) once[key] += bytes;
     }
     for (const auto& [key, bytes] : once) {
       const auto [kind, group] = key;
