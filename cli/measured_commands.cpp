@@ -11,8 +11,10 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/foundry_commands.hpp"
 #include "cli/format.hpp"
 #include "model/atomic_file.hpp"
+#include "model/foundry_runs.hpp"
 #include "model/measured_runs.hpp"
 #include "sim/fit.hpp"
 #include "sim/simulate.hpp"
@@ -101,6 +103,9 @@ ErrorSummary summarise(const std::vector<double>& errors_percent) {
 
 int run_predict(const MeasuredOptions& options) {
   const Scenario scenario = load_scenario(options.scenario_path);
+  if (describes_foundry_runs(scenario)) {
+    return run_foundry_predict(scenario, options.table_paths, options.json);
+  }
   const MeasuredTable table = read_tables(options.table_paths);
   const std::vector<double> predicted = simulate_rows(scenario, table);
   std::vector<double> errors;

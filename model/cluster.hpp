@@ -150,6 +150,9 @@ struct Gpu {
   // transfers (the schedule's own send / receive calls and buffers; a pipeline engine's
   // instruction). Fitted by `osdp fit` on runs with pipeline parallelism; 0 elsewhere.
   double pipeline_pass_s = 0.0;
+  // How much faster the transformer layers' and the head's matrix products run with fp8 inputs
+  // (Transformer Engine's amp_fp8) than in bf16, the rest of the step unchanged; 1: no fp8.
+  double fp8_speedup = 1.0;
   // Calibrated compute laws by operator kind name ("attention", "mlp", ...), measured by
   // `osdp calibrate`; kinds not listed use compute_flops_per_s.
   std::map<std::string, OperatorCompute, std::less<>> operator_compute;

@@ -192,7 +192,7 @@ std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
 Gpu read_gpu(const JsonReader& reader) {
   reader.require_only({"name", "memory", "compute", "peak_compute", "memory_bandwidth",
                        "optimizer_bandwidth", "kernel_launch", "overlap_slowdown",
-                       "straggler_slowdown", "pipeline_pass", "operator_compute"});
+                       "straggler_slowdown", "pipeline_pass", "fp8_speedup", "operator_compute"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
@@ -220,6 +220,8 @@ Gpu read_gpu(const JsonReader& reader) {
   gpu.pipeline_pass_s =
       reader.optional_quantity("pipeline_pass", Dimension::seconds, limits::latency_s)
           .value_or(0.0);
+  gpu.fp8_speedup = reader.optional_number("fp8_speedup", Range{1, 4, "an fp8 speedup"})
+                        .value_or(gpu.fp8_speedup);
   if (reader.has("operator_compute")) {
     gpu.operator_compute =
         read_operator_compute(reader.object("operator_compute"), gpu.peak_flops_per_s);
@@ -352,6 +354,7 @@ Json cluster_to_json(const Cluster& cluster) {
     gpu["overlap_slowdown"] = cluster.gpu.overlap_slowdown;
   }
   if (cluster.gpu.pipeline_pass_s > 0) gpu["pipeline_pass"] = cluster.gpu.pipeline_pass_s;
+  if (cluster.gpu.fp8_speedup != 1.0) gpu["fp8_speedup"] = cluster.gpu.fp8_speedup;
   if (cluster.gpu.straggler_slowdown != 1.0) {
     gpu["straggler_slowdown"] = cluster.gpu.straggler_slowdown;
   }

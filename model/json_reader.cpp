@@ -143,17 +143,17 @@ Json parse_json_text(const std::string& text, const std::string& file) {
   }
 }
 
-std::string read_input_file(const std::string& path) {
+std::string read_input_file(const std::string& path, const std::string& format) {
   // O_NONBLOCK: opening a FIFO without a writer must not block; it is refused below.
   const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     throw InputError(path, "",
                      fmt::format("a path that cannot be opened ({})", std::strerror(errno)),
-                     "a readable JSON file");
+                     fmt::format("a readable {} file", format));
   }
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw InputError(path, "", file_kind(info.st_mode), "a regular JSON file");
+    throw InputError(path, "", file_kind(info.st_mode), fmt::format("a regular {} file", format));
   }
   if (static_cast<std::uint64_t>(info.st_size) > max_input_bytes) {
     too_large(path, units::format_bytes(static_cast<double>(info.st_size)));

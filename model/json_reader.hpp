@@ -30,7 +30,8 @@ Json parse_json_text(const std::string& text, const std::string& file);
 // parses a file; every failure is an InputError naming the file.
 Json read_json_file(const std::string& path);
 // The text of a regular file of at most max_input_bytes, as read_json_file reads it.
-std::string read_input_file(const std::string& path);
+// `format` names what the file should hold in messages ("JSON", "CSV").
+std::string read_input_file(const std::string& path, const std::string& format = "JSON");
 
 // A short rendering of a JSON value for error messages.
 std::string render_value(const Json& value);

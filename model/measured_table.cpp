@@ -7,25 +7,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/csv.hpp"
 #include "model/input_error.hpp"
+#include "model/json_reader.hpp"
 
 namespace osdp {
 namespace {
 
-std::vector<std::string> split_csv_line(std::string line) {
-  if (!line.empty() && line.back() == '\r') line.pop_back();  // files written on Windows
-  std::vector<std::string> cells;
-  std::stringstream stream(line);
-  std::string cell;
-  while (std::getline(stream, cell, ',')) cells.push_back(cell);
-  if (!line.empty() && line.back() == ',') cells.emplace_back();
-  return cells;
-}
-
-std::string where(int line, const std::string& column) {
-  return column.empty() ? fmt::format("row at line {}", line)
-                        : fmt::format("row at line {}, column \"{}\"", line, column);
-}
+std::string where(int line, const std::string& column) { return csv_location(line, column); }
 
 int read_count(const std::string& file, int line, const std::string& column,
                const std::string& text) {
@@ -145,11 +134,8 @@ MeasuredTable parse_measured_table(const std::string& text, const std::string& f
 }
 
 MeasuredTable read_measured_table(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "a file that cannot be read", "a readable CSV file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_measured_table(text.str(), path);
+  // A regular file of bounded size, as every input (never a FIFO, a device or a directory).
+  return parse_measured_table(read_input_file(path, "CSV"), path);
 }
 
 MeasuredTable merge_measured_tables(std::vector<MeasuredTable> tables) {

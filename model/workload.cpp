@@ -179,15 +179,20 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   head.kind = OperatorKind::head;
   // Final LN + LM head (no bias, untied), the head split by vocabulary.
   head.parameter_count = 2.0 * h + (spec.tied_embeddings ? 0.0 : h * vocabulary / t);
-  // LN input, head input, logits and the fp32 softmax the cross-entropy keeps (a vocabulary
-  // slice of each on every tensor-parallel rank).
-  head.activation_bytes_per_sample = 2.0 * e * s * h / r + (e + 4.0) * s * vocabulary / t;
+  // LN input, head input, and what the loss keeps of the logits (a vocabulary slice of each on
+  // every tensor-parallel rank): PyTorch's cross-entropy the logits and its fp32 log-softmax, a
+  // fused one the logits and a log-sum-exp per token.
+  const bool fused_loss = spec.loss == LossKernel::fused;
+  const double logits_saved = fused_loss ? e * s * vocabulary / t + 4.0 * s
+                                         : (e + 4.0) * s * vocabulary / t;
+  head.activation_bytes_per_sample = 2.0 * e * s * h / r + logits_saved;
   head.input_activation_bytes_per_sample = e * s * h / r;
   head.output_bytes_per_sample = e * s * vocabulary / t;
-  // The loss's backward holds the gradients of the fp32 log-probabilities and of the logits
-  // beside those (measured by the validator: every plan peaked there, 8 x s x V bytes per
-  // sample in fp32).
-  head.workspace_bytes_per_sample = (4.0 + e) * s * vocabulary / t;
+  // The loss's backward holds the gradients beside those: PyTorch's of the fp32 log-probabilities
+  // and of the logits (measured by the validator: every plan peaked there, 8 x s x V bytes per
+  // sample in fp32); a fused kernel's of the logits alone, in their dtype.
+  head.workspace_bytes_per_sample =
+      fused_loss ? e * s * vocabulary / t : (4.0 + e) * s * vocabulary / t;
   head.forward_flops_per_sample = 2.0 * s * h * vocabulary / t;
   head.backward_flops_per_sample = 2.0 * head.forward_flops_per_sample;
   set_model_states(head, bytes);

@@ -87,6 +87,13 @@ std::string_view attention_kernel_name(AttentionKernel kernel);
 // parameters (rotary / ALiBi: computed, not learned).
 enum class PositionEmbedding { learned, none };
 
+// How the LM head's cross-entropy keeps its logits. torch: PyTorch's cross_entropy, the logits
+// in the activation dtype plus the fp32 log-probabilities it saves; its backward holds their fp32
+// gradient and the logits' (what the validator measures). fused: a fused kernel (flash-attn's
+// CrossEntropyLoss, llm-foundry's MPT default) keeps the logits and a log-sum-exp per token and
+// writes the logits' gradient in their dtype.
+enum class LossKernel { torch, fused };
+
 // GPT (minGPT-shaped) family. hidden_sizes has one entry per layer (I&C family) or one for all.
 struct GptSpec {
   std::string name = "gpt";
@@ -111,6 +118,7 @@ struct GptSpec {
   bool tied_embeddings = false;
   PositionEmbedding position_embedding = PositionEmbedding::learned;
   bool biases = true;  // linear layers' biases (MPT and Llama have none)
+  LossKernel loss = LossKernel::torch;
 
   int padded_vocabulary() const {
     return (vocabulary + vocabulary_multiple - 1) / vocabulary_multiple * vocabulary_multiple;

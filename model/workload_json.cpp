@@ -159,7 +159,7 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
 GptSpec read_gpt_spec(const JsonReader& reader) {
   reader.require_only({"family", "name", "layers", "hidden", "heads", "sequence_length",
                        "vocabulary", "vocabulary_multiple", "dropout", "attention",
-                       "tied_embeddings", "position_embedding", "biases"});
+                       "tied_embeddings", "position_embedding", "biases", "loss"});
   GptSpec spec;
   spec.name = reader.optional_string("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
@@ -186,6 +186,10 @@ GptSpec read_gpt_spec(const JsonReader& reader) {
                                   : PositionEmbedding::learned;
   }
   spec.biases = reader.optional_boolean("biases").value_or(true);
+  if (reader.has("loss")) {
+    spec.loss = reader.choice("loss", {"torch", "fused"}) == "fused" ? LossKernel::fused
+                                                                     : LossKernel::torch;
+  }
   const Json& hidden = reader.raw("hidden");
   spec.hidden_sizes.clear();
   if (hidden.is_array()) {
