@@ -120,6 +120,10 @@ struct ComputeLaw {
   // twice those); it grows with sequence x hidden and heads x sequence^2 where the FLOPs grow
   // with hidden^2. Unset: none.
   std::optional<double> activation_bytes_per_s = std::nullopt;
+  // The rate of attention's score FLOPs (QK^T and the attention over V: Operator::
+  // score_forward_flops_per_sample), which run in the attention kernel rather than as GEMMs of the
+  // hidden size; unset: `flops_per_s` for all of an operator's FLOPs.
+  std::optional<double> score_flops_per_s = std::nullopt;
 };
 
 struct OperatorCompute {

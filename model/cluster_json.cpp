@@ -143,7 +143,8 @@ Topology read_topology(const JsonReader& reader) {
 }
 
 ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak_flops_per_s) {
-  reader.require_only({"fixed", "rate", "host_floor", "extra_slice", "activation_bandwidth"});
+  reader.require_only(
+      {"fixed", "rate", "score_rate", "host_floor", "extra_slice", "activation_bandwidth"});
   ComputeLaw law;
   law.fixed_s =
       reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
@@ -152,6 +153,13 @@ ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak
   if (law.flops_per_s && peak_flops_per_s && *law.flops_per_s > *peak_flops_per_s) {
     reader.fail_value(
         "rate", fmt::format("{:.6g} FLOP/s", *law.flops_per_s),
+        fmt::format("at most the GPU's peak_compute ({:.6g} FLOP/s)", *peak_flops_per_s));
+  }
+  law.score_flops_per_s = reader.optional_quantity("score_rate", Dimension::flops_per_second,
+                                                   limits::compute_flops_per_s);
+  if (law.score_flops_per_s && peak_flops_per_s && *law.score_flops_per_s > *peak_flops_per_s) {
+    reader.fail_value(
+        "score_rate", fmt::format("{:.6g} FLOP/s", *law.score_flops_per_s),
         fmt::format("at most the GPU's peak_compute ({:.6g} FLOP/s)", *peak_flops_per_s));
   }
   law.host_floor_s =
@@ -371,6 +379,7 @@ Json cluster_to_json(const Cluster& cluster) {
       auto law_json = [](const ComputeLaw& law) {
         Json json = {{"fixed", law.fixed_s}};
         if (law.flops_per_s) json["rate"] = *law.flops_per_s;
+        if (law.score_flops_per_s) json["score_rate"] = *law.score_flops_per_s;
         if (law.host_floor_s > 0) json["host_floor"] = law.host_floor_s;
         if (law.extra_slice_s) json["extra_slice"] = *law.extra_slice_s;
         if (law.activation_bytes_per_s) json["activation_bandwidth"] = *law.activation_bytes_per_s;

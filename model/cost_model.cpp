@@ -66,6 +66,12 @@ Linear CostModel::phase_compute_s(int index, bool backward) const {
   return total;
 }
 
+namespace {
+double law_score_rate(const ComputeLaw* law) {
+  return law && law->score_flops_per_s ? *law->score_flops_per_s : 1.0;
+}
+}  // namespace
+
 Linear CostModel::operator_compute_s(const Operator& op, int index, bool backward) const {
   const double straggling = straggler_slowdown();
   if (!backward && op.forward_compute_s_per_sample) {
@@ -85,8 +91,14 @@ Linear CostModel::operator_compute_s(const Operator& op, int index, bool backwar
     throw InputError("", fmt::format("$.model.operators[{}].compute_s_per_sample", index),
                      "nothing", "compute seconds per sample, or a GPU compute rate in the cluster");
   }
-  Linear call{(law ? law->fixed_s : 0.0) * straggling,
-              flops > 0 ? flops / *rate * straggling : 0.0};
+  // Attention's score products at their own rate where the law has one.
+  const double score_flops =
+      law && law->score_flops_per_s
+          ? (backward ? op.score_backward_flops_per_sample : op.score_forward_flops_per_sample)
+          : 0.0;
+  const double flops_time_s =
+      flops > 0 ? (flops - score_flops) / *rate + score_flops / law_score_rate(law) : 0.0;
+  Linear call{(law ? law->fixed_s : 0.0) * straggling, flops_time_s * straggling};
   if (law && law->activation_bytes_per_s && settings_.kind == CostModelKind::extended) {
     const double bytes = op.activation_bytes_per_sample * (backward ? 2.0 : 1.0);
     call.per_sample += bytes / *law->activation_bytes_per_s * straggling;

@@ -148,12 +148,19 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
         s * h * (2.0 * e + mask) / r + s * h * 4.0 * e / t + scores + e * s * (previous_hidden - h);
     attention.input_activation_bytes_per_sample = e * s * previous_hidden / r;
     attention.output_bytes_per_sample = e * s * h;
-    attention.forward_flops_per_sample = (8.0 * s * h * h + 4.0 * s * s * h) / t + projection_flops;
-    attention.backward_flops_per_sample = 2.0 * attention.forward_flops_per_sample;
-    // FlashAttention's backward recomputes the scores (QK^T) before their gradients.
-    if (spec.attention == AttentionKernel::flash) {
-      attention.backward_flops_per_sample += 2.0 * s * s * h / t;
-    }
+    // The scores QK^T and their product with V: 4 s^2 h, all of it computed by the standard
+    // kernel under a causal mask, the half below the diagonal by FlashAttention (it skips the
+    // masked blocks), whose backward recomputes QK^T beside the four gradient products (2.5 x
+    // its forward).
+    const bool flash = spec.attention == AttentionKernel::flash;
+    attention.score_forward_flops_per_sample = (flash ? 2.0 : 4.0) * s * s * h / t;
+    attention.score_backward_flops_per_sample =
+        (flash ? 2.5 : 2.0) * attention.score_forward_flops_per_sample;
+    const double projections_forward = 8.0 * s * h * h / t + projection_flops;
+    attention.forward_flops_per_sample =
+        projections_forward + attention.score_forward_flops_per_sample;
+    attention.backward_flops_per_sample =
+        2.0 * projections_forward + attention.score_backward_flops_per_sample;
     set_model_states(attention, bytes);
     operators.push_back(attention);
 

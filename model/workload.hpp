@@ -35,6 +35,10 @@ struct Operator {
   double workspace_bytes_per_sample = 0;
   double forward_flops_per_sample = 0;
   double backward_flops_per_sample = 0;
+  // Of which attention's score products (QK^T and the attention over V; in backward their
+  // gradients and FlashAttention's recompute), which a compute law may rate apart.
+  double score_forward_flops_per_sample = 0;
+  double score_backward_flops_per_sample = 0;
   // gamma_i: measured or given compute seconds per sample (forward + backward). When unset the
   // cost model derives it from the FLOPs and the GPU's sustained compute rate.
   std::optional<double> compute_s_per_sample;
