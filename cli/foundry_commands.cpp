@@ -3,10 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "cli/command.hpp"
+#include "model/atomic_file.hpp"
+#include "model/foundry_fit.hpp"
 #include "model/foundry_runs.hpp"
+#include "model/input_error.hpp"
 #include "model/units.hpp"
 
 namespace osdp::cli {
@@ -139,6 +144,75 @@ int run_foundry_predict(const Scenario& scenario, const std::vector<std::string>
                absolute.size(), mape, median(absolute),
                *std::max_element(absolute.begin(), absolute.end()));
   }
+  return exit_ok;
+}
+
+int run_foundry_fit(const Scenario& scenario, const std::vector<std::string>& table_paths,
+                    const std::string& out_path, bool json) {
+  namespace fs = std::filesystem;
+  const FoundrySetup setup = read_foundry_setup(scenario);
+  const FoundryTable table = read_tables(table_paths);
+  std::error_code error;
+  if (!fs::is_directory(out_path, error)) {
+    throw InputError("", "--out", out_path,
+                     "an existing directory: a fit on llm-foundry's table writes one cluster file "
+                     "per GPU type into it, named as the scenario's");
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const FoundryFitResult fit = fit_foundry_table(scenario, setup, table);
+  const double fit_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::vector<std::string> written;
+  for (const auto& [type, gpu] : fit.fitted.gpus) {
+    const std::string path = (fs::path(out_path) / fs::path(gpu.file).filename()).string();
+    write_file_atomically(path, fitted_cluster_json(gpu).dump(2) + "\n");
+    written.push_back(path);
+  }
+  if (json) {
+    Json constants = Json::array();
+    for (const FoundryConstant& c : fit.constants) {
+      constants.push_back({{"chip", c.chip}, {"name", c.name}, {"unit", c.unit}, {"value", c.value}});
+    }
+    Json rows = Json::array();
+    for (std::size_t i = 0; i < table.runs.size(); ++i) {
+      const FoundryRun& run = table.runs[i];
+      Json row = {{"line", run.line},
+                  {"model", run.model},
+                  {"sequence_length", run.sequence_length},
+                  {"gpus", run.gpus},
+                  {"gpu", run.gpu},
+                  {"measured_iteration_time_s", *run.iteration_time_s},
+                  {"fitted_iteration_time_s", fit.fitted_s[i]},
+                  {"by_model_iteration_time_s", fit.by_model_s[i]}};
+      row["largest_gpus_iteration_time_s"] =
+          run.gpus == fit.largest_gpus ? Json(fit.largest_gpus_s[i]) : Json(nullptr);
+      rows.push_back(std::move(row));
+    }
+    const Json document = {{"cluster_files", written},
+                           {"rows", table.runs.size()},
+                           {"model_sizes", fit.model_sizes},
+                           {"constants", constants},
+                           {"fit_mape_percent", fit.fit_mape_percent},
+                           {"cv_model_size_mape_percent", fit.by_model_mape_percent},
+                           {"largest_gpus", fit.largest_gpus},
+                           {"largest_gpus_mape_percent", fit.largest_gpus_mape_percent},
+                           {"fit_time_s", fit_s},
+                           {"predictions", rows}};
+    fmt::print("{}\n", document.dump(2));
+    return exit_ok;
+  }
+  fmt::print("fitted {} constants on {} llm-foundry runs of {} model sizes ({}), in {:.1f} s\n",
+             fit.constants.size(), table.runs.size(), fit.model_sizes, table.file, fit_s);
+  for (const FoundryConstant& c : fit.constants) {
+    fmt::print("  {:<6} {:<50} {:>10.4g} {}\n", c.chip, c.name, c.value, c.unit);
+  }
+  fmt::print("fit-set MAPE                                              {:.2f} %\n",
+             fit.fit_mape_percent);
+  fmt::print("cross-validated MAPE (leave one model size out)           {:.2f} %\n",
+             fit.by_model_mape_percent);
+  fmt::print("the {}-GPU runs, fitted on the smaller runs only: MAPE     {:.2f} %\n",
+             fit.largest_gpus, fit.largest_gpus_mape_percent);
+  for (const std::string& path : written) fmt::print("wrote {}\n", path);
   return exit_ok;
 }
 

@@ -169,6 +169,9 @@ int run_predict(const MeasuredOptions& options) {
 int run_fit(const MeasuredOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const Scenario scenario = load_scenario(options.scenario_path);
+  if (describes_foundry_runs(scenario)) {
+    return run_foundry_fit(scenario, options.table_paths, options.out_path, options.json);
+  }
   const MeasuredTable table = read_tables(options.table_paths);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
   const sim::FitResult fit = sim::fit_table(scenario, table, sim_options);
@@ -258,7 +261,10 @@ Subcommand add_fit_command(CLI::App& root) {
   app->add_option("--table", options->table_paths,
                   "measured table(s) (vTrain's CSV format); several are fitted as one")
       ->required();
-  app->add_option("--out", options->out_path, "where to write the fitted cluster JSON")->required();
+  app->add_option("--out", options->out_path,
+                  "where to write the fitted cluster JSON (for llm-foundry's table: a directory, "
+                  "one cluster file per GPU type)")
+      ->required();
   app->add_flag("--json", options->json, "print JSON");
   app->add_flag("!--no-simulate", options->check,
                 "skip simulating every row with the fitted cluster");

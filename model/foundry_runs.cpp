@@ -87,7 +87,15 @@ FoundrySetup read_foundry_setup(const Scenario& scenario) {
   const JsonReader gpus = reader.object("gpus");
   for (const auto& [type, value] : scenario.measured_runs["gpus"].items()) {
     FoundryGpu gpu;
-    gpu.document = read_named_file(scenario, gpus, type, &gpu.file);
+    gpu.chip = type;
+    if (value.is_object()) {
+      const JsonReader entry = gpus.object(type);
+      entry.require_only({"cluster", "chip"});
+      gpu.document = read_named_file(scenario, entry, "cluster", &gpu.file);
+      gpu.chip = entry.optional_string("chip").value_or(type);
+    } else {
+      gpu.document = read_named_file(scenario, gpus, type, &gpu.file);
+    }
     gpu.cluster = load_cluster(JsonReader(gpu.document, gpu.file));
     if (!gpu.cluster.gpu.memory_bytes) {
       throw InputError(gpu.file, "$.gpu.memory", "nothing",

@@ -5,7 +5,9 @@
 // each GPU type:
 //   "measured_runs": {"table": "llm-foundry",
 //                     "models": {"125m": "models/mpt-125m.json", ...},
-//                     "gpus": {"a100_40gb": "clusters/foundry-a100-40gb.json", ...}}
+//                     "gpus": {"a100_40gb": {"cluster": "clusters/foundry-a100-40gb.json",
+//                                            "chip": "A100"}, ...}}
+// (a GPU type may also be given as its cluster's path alone: a chip of its own).
 // Each run is what llm-foundry runs: PyTorch FSDP with one unit per transformer block (the
 // embedding and the head units of their own), FULL_SHARD as zdp, SHARD_GRAD_OP as z2, NO_SHARD
 // as dp; activation checkpointing of the blocks inside their FSDP units (the recompute uses the
@@ -26,6 +28,8 @@ struct FoundryGpu {
   Cluster cluster;  // one server of the type (scaled out per row)
   Json document;    // as written (a fit writes it back with new constants)
   std::string file;
+  // The GPU chip: types of one chip (A100 40 GB and 80 GB) share its fitted compute constants.
+  std::string chip;
 };
 
 struct FoundrySetup {
