@@ -664,6 +664,55 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
 }
 
 #ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters; predict says what fits") {
+  TempDir dir;
+  const std::string table = std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";
+  const Run fit = run_osdp({"fit", scenarios + "llmfoundry-mpt.json", "--table", table, "--out",
+                            dir.path().string(), "--json"});
+  REQUIRE(fit.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(fit.out);
+  CHECK(document["cv_model_size_mape_percent"].get<double>() < 10.0);
+  CHECK(document["largest_gpus"] == 64);
+  for (const char* name : {"foundry-a100-40gb.json", "foundry-a100-80gb.json",
+                           "foundry-h100-80gb.json"}) {
+    INFO(name);
+    CHECK(read_text(dir.path() / name) == read_text(fs::path(scenarios) / "clusters" / name));
+  }
+  const Run predict =
+      run_osdp({"predict", scenarios + "llmfoundry-mpt.json", "--table", table, "--json"});
+  REQUIRE(predict.exit_code == 0);
+  const nlohmann::json rows = nlohmann::json::parse(predict.out)["rows"];
+  REQUIRE(rows.size() == 92);
+  for (const auto& row : rows) {
+    CHECK(row["fits"] == true);
+    CHECK(row["predicted_peak_memory_bytes"].get<double>() <= row["gpu_memory_bytes"].get<double>());
+    CHECK(row["predicted_mfu_percent"].get<double>() ==
+          Approx(row["mfu_percent"].get<double>() * row["measured_iteration_time_s"].get<double>() /
+                 row["predicted_iteration_time_s"].get<double>()));
+  }
+  SECTION("a run that cannot fit is said so, with no time") {
+    const fs::path big = dir.path() / "big.csv";
+    std::ifstream in(table);
+    std::string header;
+    std::getline(in, header);
+    write_text(big, header + "\n30b,65536,8,a100_40gb,,,,8,1,64,,,,,bf16,PURE,FULL_SHARD,False,"
+                             "False,,,\n");
+    const Run oom = run_osdp({"predict", scenarios + "llmfoundry-mpt.json", "--table",
+                              big.string(), "--json"});
+    REQUIRE(oom.exit_code == 0);
+    const nlohmann::json row = nlohmann::json::parse(oom.out)["rows"][0];
+    CHECK(row["fits"] == false);
+    CHECK(row["predicted_iteration_time_s"].is_null());
+    CHECK(row["predicted_peak_memory_bytes"].get<double>() > row["gpu_memory_bytes"].get<double>());
+  }
+  SECTION("--out must be a directory") {
+    const Run refused = run_osdp({"fit", scenarios + "llmfoundry-mpt.json", "--table", table,
+                                  "--out", (dir.path() / "c.json").string()});
+    CHECK(refused.exit_code == 2);
+    CHECK(contains(refused.err, "directory"));
+  }
+}
+
 TEST_CASE("predict --json has exactly the documented shape, rows in table order") {
   TempDir dir;
   const std::string header =
