@@ -62,34 +62,35 @@ int run_foundry_predict(const Scenario& scenario, const std::vector<std::string>
       errors.push_back(*error);
     }
     const double tokens = static_cast<double>(run.global_batch) * run.sequence_length;
-    Json row = {{"line", run.line},
-                {"model", run.model},
-                {"sequence_length", run.sequence_length},
-                {"gpus", run.gpus},
-                {"gpu", run.gpu},
-                {"micro_batch", run.micro_batch},
-                {"accumulation_steps", run.accumulation_steps},
-                {"global_batch", run.global_batch},
-                {"precision", run.precision},
-                {"mp_mode", run.mixed_precision},
-                {"sharding", run.sharding},
-                {"activation_checkpointing", run.activation_checkpointing},
-                {"fits", fits},
-                {"predicted_peak_memory_bytes", p.cost.peak_memory_bytes},
-                {"gpu_memory_bytes", p.memory_bytes},
-                {"peak_memory_dominated_by", p.cost.peak.dominant_part()},
-                {"measured_iteration_time_s", optional_json(run.iteration_time_s)},
-                {"predicted_iteration_time_s", fits ? Json(predicted_s) : Json(nullptr)},
-                {"error_percent", optional_json(error)},
-                {"mfu_percent", optional_json(run.mfu_percent)},
-                {"hfu_percent", optional_json(run.hfu_percent)},
-                {"throughput_tokens_per_s", optional_json(run.throughput_tokens_per_s)},
-                {"predicted_throughput_tokens_per_s",
-                 fits ? Json(tokens / predicted_s) : Json(nullptr)}};
+    Json row = {
+        {"line", run.line},
+        {"model", run.model},
+        {"sequence_length", run.sequence_length},
+        {"gpus", run.gpus},
+        {"gpu", run.gpu},
+        {"micro_batch", run.micro_batch},
+        {"accumulation_steps", run.accumulation_steps},
+        {"global_batch", run.global_batch},
+        {"precision", run.precision},
+        {"mp_mode", run.mixed_precision},
+        {"sharding", run.sharding},
+        {"activation_checkpointing", run.activation_checkpointing},
+        {"fits", fits},
+        {"predicted_peak_memory_bytes", p.cost.peak_memory_bytes},
+        {"gpu_memory_bytes", p.memory_bytes},
+        {"peak_memory_dominated_by", p.cost.peak.dominant_part()},
+        {"measured_iteration_time_s", optional_json(run.iteration_time_s)},
+        {"predicted_iteration_time_s", fits ? Json(predicted_s) : Json(nullptr)},
+        {"error_percent", optional_json(error)},
+        {"mfu_percent", optional_json(run.mfu_percent)},
+        {"hfu_percent", optional_json(run.hfu_percent)},
+        {"throughput_tokens_per_s", optional_json(run.throughput_tokens_per_s)},
+        {"predicted_throughput_tokens_per_s", fits ? Json(tokens / predicted_s) : Json(nullptr)}};
     // The published MFU scaled by the step time osdp predicts (same FLOPs, other time).
-    row["predicted_mfu_percent"] = fits && run.mfu_percent && run.iteration_time_s
-                                       ? Json(*run.mfu_percent * *run.iteration_time_s / predicted_s)
-                                       : Json(nullptr);
+    row["predicted_mfu_percent"] =
+        fits && run.mfu_percent && run.iteration_time_s
+            ? Json(*run.mfu_percent * *run.iteration_time_s / predicted_s)
+            : Json(nullptr);
     rows.push_back(std::move(row));
   }
   double mape = 0;
@@ -97,11 +98,11 @@ int run_foundry_predict(const Scenario& scenario, const std::vector<std::string>
   for (double e : errors) absolute.push_back(std::abs(e));
   for (double a : absolute) mape += a / absolute.size();
   if (json) {
-    Json document = {{"rows", std::move(rows)},
-                     {"rows_out_of_memory", out_of_memory},
-                     {"mape_percent", absolute.empty() ? Json(nullptr) : Json(mape)},
-                     {"median_abs_error_percent",
-                      absolute.empty() ? Json(nullptr) : Json(median(absolute))}};
+    Json document = {
+        {"rows", std::move(rows)},
+        {"rows_out_of_memory", out_of_memory},
+        {"mape_percent", absolute.empty() ? Json(nullptr) : Json(mape)},
+        {"median_abs_error_percent", absolute.empty() ? Json(nullptr) : Json(median(absolute))}};
     fmt::print("{}\n", document.dump(2));
     return exit_ok;
   }
@@ -109,10 +110,11 @@ int run_foundry_predict(const Scenario& scenario, const std::vector<std::string>
       "{}: {} llm-foundry runs on {} (FSDP, one unit per transformer block; GPUs, precision, "
       "sharding and checkpointing per row as the table says)\n",
       table.file, table.runs.size(), scenario.name);
-  fmt::print("{:>5} {:>6} {:>4} {:>9} {:>5} {:>4} {:>8} {:>4} {:>10} {:>10} {:>8} {:>9} {:>5} "
-             "{:>6} {:>6}\n",
-             "model", "seq", "GPUs", "GPU", "micro", "acc", "prec", "ckpt", "measured s",
-             "predicted", "error %", "peak GiB", "fits", "MFU", "osdp");
+  fmt::print(
+      "{:>5} {:>6} {:>4} {:>9} {:>5} {:>4} {:>8} {:>4} {:>10} {:>10} {:>8} {:>9} {:>5} "
+      "{:>6} {:>6}\n",
+      "model", "seq", "GPUs", "GPU", "micro", "acc", "prec", "ckpt", "measured s", "predicted",
+      "error %", "peak GiB", "fits", "MFU", "osdp");
   for (std::size_t i = 0; i < table.runs.size(); ++i) {
     const FoundryRun& run = table.runs[i];
     const FoundryPrediction& p = predictions[i];
@@ -120,29 +122,31 @@ int run_foundry_predict(const Scenario& scenario, const std::vector<std::string>
     const double predicted_s = p.cost.iteration_time_s;
     const std::string measured =
         run.iteration_time_s ? fmt::format("{:.3f}", *run.iteration_time_s) : "-";
-    const std::string error = fits && run.iteration_time_s
-                                  ? fmt::format("{:+.1f}", 100.0 * (predicted_s - *run.iteration_time_s) /
-                                                               *run.iteration_time_s)
-                                  : "-";
+    const std::string error =
+        fits && run.iteration_time_s
+            ? fmt::format("{:+.1f}",
+                          100.0 * (predicted_s - *run.iteration_time_s) / *run.iteration_time_s)
+            : "-";
     const std::string mfu = run.mfu_percent ? fmt::format("{:.1f}", *run.mfu_percent) : "-";
-    const std::string osdp_mfu = fits && run.mfu_percent && run.iteration_time_s
-                                     ? fmt::format("{:.1f}", *run.mfu_percent *
-                                                                 *run.iteration_time_s / predicted_s)
-                                     : "-";
-    fmt::print("{:>5} {:>6} {:>4} {:>9} {:>5} {:>4} {:>8} {:>4} {:>10} {:>10} {:>8} {:>9.1f} {:>5} "
-               "{:>6} {:>6}\n",
-               run.model, run.sequence_length, run.gpus, run.gpu, run.micro_batch,
-               run.accumulation_steps, run.precision, run.activation_checkpointing ? "yes" : "no",
-               measured, fits ? fmt::format("{:.3f}", predicted_s) : "OOM", error,
-               p.cost.peak_memory_bytes / (1024.0 * 1024.0 * 1024.0), fits ? "yes" : "NO", mfu,
-               osdp_mfu);
+    const std::string osdp_mfu =
+        fits && run.mfu_percent && run.iteration_time_s
+            ? fmt::format("{:.1f}", *run.mfu_percent * *run.iteration_time_s / predicted_s)
+            : "-";
+    fmt::print(
+        "{:>5} {:>6} {:>4} {:>9} {:>5} {:>4} {:>8} {:>4} {:>10} {:>10} {:>8} {:>9.1f} {:>5} "
+        "{:>6} {:>6}\n",
+        run.model, run.sequence_length, run.gpus, run.gpu, run.micro_batch, run.accumulation_steps,
+        run.precision, run.activation_checkpointing ? "yes" : "no", measured,
+        fits ? fmt::format("{:.3f}", predicted_s) : "OOM", error,
+        p.cost.peak_memory_bytes / (1024.0 * 1024.0 * 1024.0), fits ? "yes" : "NO", mfu, osdp_mfu);
   }
   fmt::print("runs called out of memory: {} of {}\n", out_of_memory, table.runs.size());
   if (!absolute.empty()) {
-    fmt::print("absolute error over {} rows that fit: mean (MAPE) {:.2f} %, median {:.2f} %, max "
-               "{:.2f} %\n",
-               absolute.size(), mape, median(absolute),
-               *std::max_element(absolute.begin(), absolute.end()));
+    fmt::print(
+        "absolute error over {} rows that fit: mean (MAPE) {:.2f} %, median {:.2f} %, max "
+        "{:.2f} %\n",
+        absolute.size(), mape, median(absolute),
+        *std::max_element(absolute.begin(), absolute.end()));
   }
   return exit_ok;
 }
@@ -171,7 +175,8 @@ int run_foundry_fit(const Scenario& scenario, const std::vector<std::string>& ta
   if (json) {
     Json constants = Json::array();
     for (const FoundryConstant& c : fit.constants) {
-      constants.push_back({{"chip", c.chip}, {"name", c.name}, {"unit", c.unit}, {"value", c.value}});
+      constants.push_back(
+          {{"chip", c.chip}, {"name", c.name}, {"unit", c.unit}, {"value", c.value}});
     }
     Json rows = Json::array();
     for (std::size_t i = 0; i < table.runs.size(); ++i) {

@@ -35,8 +35,9 @@ struct Layout {
   }
   int fp8_index(const std::string& chip) const {
     const auto at = std::find(fp8_chips.begin(), fp8_chips.end(), chip);
-    return at == fp8_chips.end() ? -1
-                                 : static_cast<int>(chips.size() * per_chip + (at - fp8_chips.begin()));
+    return at == fp8_chips.end()
+               ? -1
+               : static_cast<int>(chips.size() * per_chip + (at - fp8_chips.begin()));
   }
 };
 
@@ -84,8 +85,7 @@ double predict_row(const PreparedRow& row, const Layout& layout, const std::vect
       }
     }
   }
-  const CostModel costs(*row.scenario.workload, cluster, row.scenario.training,
-                        row.scenario.cost);
+  const CostModel costs(*row.scenario.workload, cluster, row.scenario.training, row.scenario.cost);
   return costs.plan_cost(row.plan).iteration_time_s;
 }
 
@@ -108,7 +108,8 @@ std::vector<double> residuals(const std::vector<PreparedRow>& rows, const std::v
                               const Layout& layout, const std::vector<double>& x) {
   std::vector<double> r;
   r.reserve(use.size());
-  for (int i : use) r.push_back((predict_row(rows[i], layout, x) - rows[i].measured_s) / rows[i].measured_s);
+  for (int i : use)
+    r.push_back((predict_row(rows[i], layout, x) - rows[i].measured_s) / rows[i].measured_s);
   return r;
 }
 
@@ -288,7 +289,8 @@ FoundryFitResult fit_foundry_table(const Scenario& scenario, const FoundrySetup&
   result.by_model_mape_percent = mape(result.by_model_s, rows, all);
 
   // The largest GPU count predicted from the smaller ones: how a fit extrapolates in scale.
-  for (const FoundryRun& run : table.runs) result.largest_gpus = std::max(result.largest_gpus, run.gpus);
+  for (const FoundryRun& run : table.runs)
+    result.largest_gpus = std::max(result.largest_gpus, run.gpus);
   std::vector<int> train, held;
   for (int i : all) (table.runs[i].gpus == result.largest_gpus ? held : train).push_back(i);
   result.largest_gpus_s.assign(rows.size(), 0.0);
@@ -311,10 +313,10 @@ FoundryFitResult fit_foundry_table(const Scenario& scenario, const FoundrySetup&
     const std::vector<double> c = chip_constants(layout, x, chip, &fp8_speedup);
     result.constants.push_back({chip, "GEMM rate (layers, head)", "TFLOP/s", c[gemm_rate] / 1e12});
     result.constants.push_back({chip, "attention score rate", "TFLOP/s", c[score_rate] / 1e12});
-    result.constants.push_back({chip, "layer fixed per forward call (backward: 2x)", "ms",
-                                c[layer_fixed] * 1e3});
-    result.constants.push_back({chip, "activation traffic (saved bytes; backward: 2x)", "TB/s",
-                                c[traffic] / 1e12});
+    result.constants.push_back(
+        {chip, "layer fixed per forward call (backward: 2x)", "ms", c[layer_fixed] * 1e3});
+    result.constants.push_back(
+        {chip, "activation traffic (saved bytes; backward: 2x)", "TB/s", c[traffic] / 1e12});
     if (layout.fp8_index(chip) >= 0) {
       result.constants.push_back({chip, "fp8 speedup of the matrix products", "x", fp8_speedup});
     }

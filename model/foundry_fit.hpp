@@ -29,9 +29,9 @@ struct FoundryConstant {
 
 struct FoundryFitResult {
   std::vector<FoundryConstant> constants;
-  FoundrySetup fitted;                // the setup's GPU types with the fitted constants
-  std::vector<double> fitted_s;       // per row, fitted on all rows
-  std::vector<double> by_model_s;     // per row, fitted without the row's model size
+  FoundrySetup fitted;                 // the setup's GPU types with the fitted constants
+  std::vector<double> fitted_s;        // per row, fitted on all rows
+  std::vector<double> by_model_s;      // per row, fitted without the row's model size
   std::vector<double> largest_gpus_s;  // rows at the largest GPU count, fitted without them
   double fit_mape_percent = 0;
   double by_model_mape_percent = 0;

@@ -164,7 +164,8 @@ Plan foundry_plan_for_run(const Scenario& run_scenario, const FoundryRun& run) {
   plan.accumulation_steps = run.accumulation_steps;
   const Mode mode = mode_of(run);
   for (const Operator& unit : run_scenario.workload->operators()) {
-    const bool block = !unit.members.empty() && unit.members.front().kind == OperatorKind::attention;
+    const bool block =
+        !unit.members.empty() && unit.members.front().kind == OperatorKind::attention;
     Checkpoint checkpoint = Checkpoint::none;
     if (run.activation_checkpointing && block && unit.input_activation_bytes_per_sample) {
       checkpoint = mode == Mode::zdp ? Checkpoint::fused : Checkpoint::unfused;

@@ -33,7 +33,7 @@ struct FoundryGpu {
 };
 
 struct FoundrySetup {
-  std::map<std::string, GptSpec> models;  // by the table's Model
+  std::map<std::string, GptSpec> models;   // by the table's Model
   std::map<std::string, FoundryGpu> gpus;  // by the table's GPU
 };
 
@@ -50,8 +50,8 @@ Scenario foundry_scenario_for_run(const Scenario& base, const FoundrySetup& setu
 Plan foundry_plan_for_run(const Scenario& run_scenario, const FoundryRun& run);
 
 struct FoundryPrediction {
-  PlanCost cost;             // one optimizer step (all micro-batches), peak memory per GPU
-  double memory_bytes = 0;   // the GPU's memory
+  PlanCost cost;            // one optimizer step (all micro-batches), peak memory per GPU
+  double memory_bytes = 0;  // the GPU's memory
   bool fits() const { return cost.peak_memory_bytes <= memory_bytes; }
 };
 

@@ -66,11 +66,10 @@ struct RowReader {
   // A name: letters, digits, '_', '.', '-' (it selects a scenario's file).
   std::string name(const std::string& column) const {
     const std::string& text = cell(column);
-    const bool ok = !text.empty() && text.size() <= 64 &&
-                    std::all_of(text.begin(), text.end(), [](char c) {
-                      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-                             c == '.' || c == '-';
-                    });
+    const bool ok =
+        !text.empty() && text.size() <= 64 && std::all_of(text.begin(), text.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+        });
     if (!ok) fail(column, "a name of 1 to 64 letters, digits, '_', '.' or '-'");
     return text;
   }
@@ -84,14 +83,26 @@ bool FoundryTable::has_times() const {
 }
 
 const std::vector<std::string>& foundry_table_columns() {
-  static const std::vector<std::string> columns{
-      "Model",      "SeqLen (T)",          "# GPUs",
-      "GPU",        "MFU",                 "HFU",
-      "Model TFLOP", "MicroBatchSize",     "GradAccum",
-      "GlobalBatchSize", "Throughput (S/s)", "Throughput (T/s)",
-      "Throughput (T/s/GPU)", "GlobalBatchSize (T)", "Precision",
-      "MP Mode",    "Sharding Strategy",   "Activation Checkpointing",
-      "Activation CPUOffload", "NumParams"};
+  static const std::vector<std::string> columns{"Model",
+                                                "SeqLen (T)",
+                                                "# GPUs",
+                                                "GPU",
+                                                "MFU",
+                                                "HFU",
+                                                "Model TFLOP",
+                                                "MicroBatchSize",
+                                                "GradAccum",
+                                                "GlobalBatchSize",
+                                                "Throughput (S/s)",
+                                                "Throughput (T/s)",
+                                                "Throughput (T/s/GPU)",
+                                                "GlobalBatchSize (T)",
+                                                "Precision",
+                                                "MP Mode",
+                                                "Sharding Strategy",
+                                                "Activation Checkpointing",
+                                                "Activation CPUOffload",
+                                                "NumParams"};
   return columns;
 }
 
@@ -121,8 +132,8 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
   with_time.push_back("iter_time_s");
   std::vector<std::string> with_time_only = published;
   with_time_only.push_back("iter_time_s");
-  if (table.columns != published && table.columns != with_section &&
-      table.columns != with_time && table.columns != with_time_only) {
+  if (table.columns != published && table.columns != with_section && table.columns != with_time &&
+      table.columns != with_time_only) {
     std::string joined;
     for (const auto& column : published) joined += (joined.empty() ? "" : ",") + column;
     throw InputError(file, "header (line 1)", fmt::format("\"{}\"", line),
@@ -161,7 +172,8 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
     run.precision = row.choice("Precision", {"amp_bf16", "bf16", "amp_fp8", "amp_fp16", "fp32"});
     run.mixed_precision = row.choice("MP Mode", {"DEFAULT", "PURE"});
     run.sharding = row.choice("Sharding Strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"});
-    run.activation_checkpointing = row.choice("Activation Checkpointing", {"True", "False"}) == "True";
+    run.activation_checkpointing =
+        row.choice("Activation Checkpointing", {"True", "False"}) == "True";
     run.activation_cpu_offload = row.choice("Activation CPUOffload", {"True", "False"}) == "True";
     run.parameters = row.figure("NumParams");
     if (has_section) run.section = row.cell("section");
@@ -173,8 +185,8 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
     const long long per_step =
         static_cast<long long>(run.micro_batch) * run.accumulation_steps * run.gpus;
     if (per_step != run.global_batch) {
-      row.fail("GlobalBatchSize", fmt::format("MicroBatchSize x GradAccum x # GPUs ({})",
-                                              per_step));
+      row.fail("GlobalBatchSize",
+               fmt::format("MicroBatchSize x GradAccum x # GPUs ({})", per_step));
     }
     if (run.activation_cpu_offload) {
       row.fail("Activation CPUOffload", "False (osdp does not model activation offload)");

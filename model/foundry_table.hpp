@@ -17,8 +17,8 @@
 namespace osdp {
 
 struct FoundryRun {
-  std::string file;  // the table it came from
-  int line = 0;      // 1-based line (the header is line 1)
+  std::string file;   // the table it came from
+  int line = 0;       // 1-based line (the header is line 1)
   std::string model;  // "125m", "7b", ...: the key of the scenario's model files
   int sequence_length = 1;
   int gpus = 1;

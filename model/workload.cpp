@@ -190,8 +190,8 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   // every tensor-parallel rank): PyTorch's cross-entropy the logits and its fp32 log-softmax, a
   // fused one the logits and a log-sum-exp per token.
   const bool fused_loss = spec.loss == LossKernel::fused;
-  const double logits_saved = fused_loss ? e * s * vocabulary / t + 4.0 * s
-                                         : (e + 4.0) * s * vocabulary / t;
+  const double logits_saved =
+      fused_loss ? e * s * vocabulary / t + 4.0 * s : (e + 4.0) * s * vocabulary / t;
   head.activation_bytes_per_sample = 2.0 * e * s * h / r + logits_saved;
   head.input_activation_bytes_per_sample = e * s * h / r;
   head.output_bytes_per_sample = e * s * vocabulary / t;

@@ -47,13 +47,14 @@ TEST_CASE("the foundry table reads the published header, with or without section
   // No iter_time_s: GlobalBatchSize (T) / Throughput (T/s).
   REQUIRE(run.iteration_time_s);
   CHECK(*run.iteration_time_s == Approx(524288.0 / 9000.0));
-  const FoundryTable timed = parse_foundry_table(
-      header + ",section,iter_time_s\n" + row + ",A100 40GB,58.5\n", "t.csv");
+  const FoundryTable timed =
+      parse_foundry_table(header + ",section,iter_time_s\n" + row + ",A100 40GB,58.5\n", "t.csv");
   CHECK(*timed.runs[0].iteration_time_s == 58.5);
   CHECK(timed.runs[0].section == "A100 40GB");
   // A configuration to predict leaves the measured columns empty.
   const FoundryTable configs = parse_foundry_table(
-      header + "\n7b,2048,16,a100_40gb,,,,16,1,256,,,,,bf16,PURE,FULL_SHARD,True,False,\n", "t.csv");
+      header + "\n7b,2048,16,a100_40gb,,,,16,1,256,,,,,bf16,PURE,FULL_SHARD,True,False,\n",
+      "t.csv");
   CHECK_FALSE(configs.runs[0].iteration_time_s);
   CHECK_FALSE(configs.has_times());
 }
@@ -136,9 +137,10 @@ TEST_CASE("a foundry run is FSDP with one unit per block, checkpointed inside th
                     Catch::Contains("tpu_v5") && Catch::Contains("a100_40gb"));
 }
 
-TEST_CASE("the shipped scenario calls none of the measured runs out of memory and predicts them "
-          "within 7 %",
-          "[foundry]") {
+TEST_CASE(
+    "the shipped scenario calls none of the measured runs out of memory and predicts them "
+    "within 7 %",
+    "[foundry]") {
   const Scenario scenario = load_scenario(sources + "/scenarios/llmfoundry-mpt.json");
   const FoundrySetup setup = read_foundry_setup(scenario);
   const FoundryTable table =
@@ -173,7 +175,8 @@ TEST_CASE("the foundry fit recovers constants it generated the times from", "[fo
   }
   const FoundryFitResult fit = fit_foundry_table(scenario, setup, table);
   CHECK(fit.fit_mape_percent < 0.05);
-  const ComputeLaw& shipped = setup.gpus.at("a100_80gb").cluster.gpu.operator_compute.at("mlp").forward;
+  const ComputeLaw& shipped =
+      setup.gpus.at("a100_80gb").cluster.gpu.operator_compute.at("mlp").forward;
   const ComputeLaw& found =
       fit.fitted.gpus.at("a100_80gb").cluster.gpu.operator_compute.at("mlp").forward;
   CHECK(*found.flops_per_s == Approx(*shipped.flops_per_s).epsilon(0.01));
