@@ -287,20 +287,40 @@ std::string widening_hint(const SearchSpec& spec) {
 }
 
 int report_infeasible(const Scenario& scenario, const CostModel& model,
-                      const Comparison& comparison) {
+                      const Comparison& comparison, bool json) {
   const double needed = comparison.osdp.min_memory_needed_bytes;
+  const auto least = least_memory_plan_cost(model, scenario.search, needed);
+  const std::optional<double>& gpu_memory = scenario.cluster.gpu.memory_bytes;
+  if (json) {
+    // Exit 3 with --json: the answer is still a document, on stdout.
+    Json document = {{"fits", false},
+                     {"batch_size", scenario.training.min_batch_size},
+                     {"memory_limit_bytes", comparison.memory_limit_bytes},
+                     {"least_memory_needed_bytes", needed},
+                     {"gpu_memory_bytes", gpu_memory ? Json(*gpu_memory) : Json(nullptr)}};
+    document["dominated_by"] = least ? Json(least->peak.dominant_part()) : Json(nullptr);
+    fmt::print("{}\n", document.dump(2));
+  }
   std::string message = fmt::format(
       "osdp: nothing fits: no plan at batch size {} fits in {} per GPU; the least memory any "
       "plan needs is {}",
       scenario.training.min_batch_size, units::format_bytes(comparison.memory_limit_bytes),
       units::format_bytes(needed));
-  if (const auto least = least_memory_plan_cost(model, scenario.search, needed)) {
+  if (least) {
     message +=
         fmt::format(", dominated by {}.\n  that plan's peak: {}", least->peak.dominant_part(),
                     describe_peak(least->peak, *scenario.workload));
   }
-  message += fmt::format("\n  try --memory-limit {:.2f}GiB or more{}\n",
-                         needed / 1073741824.0 + 0.005, widening_hint(scenario.search));
+  if (gpu_memory && needed > *gpu_memory) {
+    // A limit above the GPU's memory is refused: never advise one.
+    message += fmt::format(
+        "\n  that is more than the GPU's {}: more GPUs, a smaller micro-batch or a shorter "
+        "sequence{}\n",
+        units::format_bytes(*gpu_memory), widening_hint(scenario.search));
+  } else {
+    message += fmt::format("\n  try --memory-limit {:.2f}GiB or more{}\n",
+                           needed / 1073741824.0 + 0.005, widening_hint(scenario.search));
+  }
   fmt::print(stderr, "{}", message);
   return exit_infeasible;
 }
@@ -326,7 +346,7 @@ int run_plan(const PlanOptions& options) {
   const double limit_bytes = model.memory_limit_bytes();
   const Comparison comparison = compare_with_baselines(model, scenario->search, limit_bytes);
   require_search_answer(comparison.osdp, *scenario);
-  if (!comparison.osdp.best) return report_infeasible(*scenario, model, comparison);
+  if (!comparison.osdp.best) return report_infeasible(*scenario, model, comparison, options.json);
   if (options.evaluate == "sim") {
     const SimulatedRanking ranking = rank_by_simulation(*scenario, model, comparison, options.top);
     if (options.json) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
 #include "model/units.hpp"
@@ -27,6 +29,87 @@ std::string checkpoint_policy_name(SearchSpec::CheckpointPolicy policy) {
       return "auto";
   }
   return "?";
+}
+
+int count_flag(const std::string& flag, const std::string& text, int max_value) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || value < 1 || value > max_value) {
+    throw InputError(command_line, flag, text,
+                     fmt::format("a whole number from 1 to {}", max_value));
+  }
+  return static_cast<int>(value);
+}
+
+// --micro-batch, --accumulation, --global-batch, --precision, --seq-len: the training a user
+// states for one run. A generated GPT is generated again for a new precision or sequence length.
+void apply_training_overrides(const ScenarioOptions& options, Scenario& scenario) {
+  Training& training = scenario.training;
+  if (!options.accumulation.empty() && !options.global_batch.empty()) {
+    throw InputError(command_line, "--accumulation", options.accumulation,
+                     "either --accumulation or --global-batch (the global batch sets the "
+                     "accumulation for each micro-batch)");
+  }
+  if (!options.micro_batch.empty()) {
+    const int batch = count_flag("--micro-batch", options.micro_batch, 1 << 20);
+    training.min_batch_size = batch;
+    training.max_batch_size = batch;
+  }
+  if (!options.accumulation.empty()) {
+    training.accumulation_steps = count_flag("--accumulation", options.accumulation, 1 << 20);
+    training.global_batch_size.reset();
+  }
+  if (!options.global_batch.empty()) {
+    const int global = count_flag("--global-batch", options.global_batch, 1 << 24);
+    training.global_batch_size = global;
+    bool reachable = false;
+    for (int b = training.min_batch_size; b <= training.max_batch_size && !reachable; ++b) {
+      reachable = training.accumulation_for(b, scenario.cluster.ranks).has_value();
+    }
+    if (!reachable) {
+      throw InputError(
+          command_line, "--global-batch", options.global_batch,
+          fmt::format("a multiple of micro-batch x {} ranks for some micro-batch "
+                      "from {} to {}",
+                      scenario.cluster.ranks, training.min_batch_size, training.max_batch_size));
+    }
+  }
+  bool regenerate = false;
+  if (!options.precision.empty()) {
+    const std::string& p = options.precision;
+    if (p == "fp32") {
+      training.precision = Precision::fp32;
+    } else if (p == "mixed") {
+      training.precision = Precision::mixed;
+    } else if (p == "amp_bf16") {
+      training.precision = Precision::mixed;
+      training.gradient_reduce = ReducePrecision::fp32;
+    } else if (p == "bf16") {
+      training.precision = Precision::mixed;
+      training.gradient_reduce = ReducePrecision::parameters;
+    } else {
+      throw InputError(command_line, "--precision", p, "fp32, mixed, amp_bf16 or bf16");
+    }
+    regenerate = true;
+  }
+  if (!options.seq_len.empty()) {
+    if (!scenario.gpt) {
+      throw InputError(command_line, "--seq-len", options.seq_len,
+                       "a scenario whose model is generated (\"family\": \"gpt\"); an "
+                       "operator list has its sizes written out");
+    }
+    scenario.gpt->sequence_length = count_flag("--seq-len", options.seq_len, 1 << 22);
+    regenerate = true;
+  }
+  if (regenerate) {
+    if (!scenario.gpt) {
+      throw InputError(command_line, "--precision", options.precision,
+                       "a scenario whose model is generated (\"family\": \"gpt\"); set an "
+                       "operator list's precision in its scenario's training");
+    }
+    scenario.workload = std::make_shared<const Workload>(make_gpt(*scenario.gpt, training));
+  }
 }
 
 void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) {
@@ -166,6 +249,20 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
                  "Stop once no plan can be this fraction faster (default 1e-4; 0: exact)");
   app.add_option("--time-limit", options.time_limit,
                  "Search time budget, e.g. 30s (default 10s); then the best plan so far");
+  app.add_option("--micro-batch", options.micro_batch,
+                 "Micro-batch per rank (default: the scenario's batch-size range, searched)");
+  app.add_option("--accumulation", options.accumulation,
+                 "Micro-batches per rank per iteration (default: the scenario's, or what "
+                 "--global-batch needs)");
+  app.add_option("--global-batch", options.global_batch,
+                 "Samples per iteration over all ranks: the scheduler picks micro-batch x "
+                 "accumulation to reach it");
+  app.add_option("--precision", options.precision,
+                 "fp32, mixed (fp16/bf16 compute, fp32 master and optimizer states), amp_bf16 "
+                 "(mixed, gradients reduced in fp32) or bf16 (mixed, reduced in bf16); default: "
+                 "the scenario's");
+  app.add_option("--seq-len", options.seq_len,
+                 "Sequence length of the scenario's generated GPT (default: the scenario's)");
   app.add_flag("--force", options.force,
                "Run even when the estimated work is far beyond a few minutes");
 }
@@ -182,7 +279,12 @@ std::optional<std::pair<std::string, std::string>> first_override_given(
       {&options.time_limit, "--time-limit"},
       {&options.units, "--units"},
       {&options.offload, "--offload"},
-      {&options.min_unit_params, "--min-unit-params"}};
+      {&options.min_unit_params, "--min-unit-params"},
+      {&options.micro_batch, "--micro-batch"},
+      {&options.accumulation, "--accumulation"},
+      {&options.global_batch, "--global-batch"},
+      {&options.precision, "--precision"},
+      {&options.seq_len, "--seq-len"}};
   for (const auto& [value, flag] : flags) {
     if (!value->empty()) return std::make_pair(std::string(flag), *value);
   }
@@ -197,6 +299,7 @@ std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& optio
     scenario->training.memory_limit_bytes = limit;
   }
   apply_search_overrides(options, *scenario);
+  apply_training_overrides(options, *scenario);
   return scenario;
 }
 

@@ -24,7 +24,13 @@ struct ScenarioOptions {
   std::string units;            // FSDP units: "off", "block", "auto"
   std::string offload;          // CPU offload: "off", "on", "auto"
   std::string min_unit_params;  // size-based wrapping's minimum, "1e8"
-  bool force = false;           // run even when the work estimate is absurd
+  // The run's training, as a user states one (each overrides the scenario's training):
+  std::string micro_batch;   // "4": the micro-batch per rank (min = max batch size)
+  std::string accumulation;  // "8": micro-batches per rank per iteration
+  std::string global_batch;  // "512": samples per iteration (the scheduler picks b and m)
+  std::string precision;     // fp32, mixed, amp_bf16, bf16
+  std::string seq_len;       // a generated GPT's sequence length
+  bool force = false;        // run even when the work estimate is absurd
 };
 
 // Registers SCENARIO and the override flags on `app`. `with_memory_limit` is false for

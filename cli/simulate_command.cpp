@@ -120,6 +120,15 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
   if (!named) {
     throw InputError(command_line, "--strategy", strategy, "osdp or one of " + strategy_names());
   }
+  if (!options.scenario.units.empty()) {
+    // A baseline wraps as its library does (fsdp_block, zero2_block, ...): never silently
+    // ignore a flag that cannot apply to it.
+    throw InputError(command_line, "--units", options.scenario.units,
+                     fmt::format("no --units with --strategy {} (it wraps as {}); the per-block "
+                                 "baselines are fsdp_block, fsdp_block+ckpt, zero2_block and "
+                                 "zero2_block+ckpt",
+                                 strategy, named->units.describe()));
+  }
   const StrategyResult result = schedule_strategy(model, *named);
   if (!result.best) {
     const int min_batch = model.training().min_batch_size;

@@ -23,13 +23,16 @@ STRATEGY_LABELS = {
     "zero1_ckpt": "ZeRO-1 + ckpt",
     "fsdp_ckpt_fairscale": "FSDP + ckpt (FairScale)",
     "fsdp_block": "FSDP, a unit per block",
+    "fsdp_block_ckpt": "FSDP, a unit per block + ckpt",
+    "zero2_block": "ZeRO-2, a unit per block",
+    "zero2_block_ckpt": "ZeRO-2, a unit per block + ckpt",
     "fsdp_min_params": "FSDP, size-based units",
     "fsdp_offload": "FSDP + CPU offload",
     "zero2_offload": "ZeRO-2 + CPU offload (ZeRO-Offload)",
 }
 SUFFIX = "_throughput_samples_per_s"
 # One colour a family (tab20's dark shade for the plain strategy, its light shade for the
-# checkpointed one), a line style a variant: fourteen curves stay apart, where the default cycle
+# checkpointed one), a line style a variant: seventeen curves stay apart, where the default cycle
 # of ten colours gave DDP and FSDP's size-based units one orange.
 STRATEGY_STYLES = {
     "osdp": (0, "-", "o"),
@@ -43,6 +46,9 @@ STRATEGY_STYLES = {
     "zero1": (8, "-", "."),
     "zero1_ckpt": (9, "--", "."),
     "fsdp_block": (10, ":", "s"),
+    "fsdp_block_ckpt": (10, (0, (1, 3)), "s"),
+    "zero2_block": (12, ":", "s"),
+    "zero2_block_ckpt": (13, ":", "s"),
     "fsdp_min_params": (11, ":", "s"),
     "fsdp_offload": (18, "-.", "v"),
     "zero2_offload": (16, "-.", "v"),

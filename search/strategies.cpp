@@ -32,6 +32,16 @@ std::vector<Strategy> standard_strategies(double min_unit_parameters) {
        "FSDP FULL_SHARD wrapped per transformer block (transformer_auto_wrap_policy): one "
        "all-gather and one reduce-scatter per block",
        per_block},
+      {"fsdp_block+ckpt", Mode::zdp, Checkpoint::fused,
+       "FSDP FULL_SHARD per transformer block, each unit checkpointed inside FSDP (the recompute "
+       "uses the backward's gather): what MPT and torchtitan run",
+       per_block},
+      {"zero2_block", Mode::z2, Checkpoint::none,
+       "FSDP SHARD_GRAD_OP per transformer block: a block's parameters gathered once, kept from "
+       "forward to backward",
+       per_block},
+      {"zero2_block+ckpt", Mode::z2, Checkpoint::unfused,
+       "FSDP SHARD_GRAD_OP per transformer block with each block checkpointed", per_block},
       {"fsdp_min_params", Mode::zdp, Checkpoint::none,
        "FSDP FULL_SHARD wrapped by size (size_based_auto_wrap_policy, " + by_size.describe() + ")",
        by_size},

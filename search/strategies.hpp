@@ -26,7 +26,7 @@ struct Strategy {
   Checkpoint checkpoint = Checkpoint::none;
   std::string description;  // what the library it stands for does
   // How the model is wrapped into FSDP units (model/wrapping.hpp); per operator for all but
-  // fsdp_block and fsdp_min_params.
+  // the *_block strategies and fsdp_min_params.
   WrappingRule units{};
   // CPU offload of every operator's states (model/mode.hpp: fsdp_offload, zero2_offload).
   bool offload = false;
@@ -34,7 +34,8 @@ struct Strategy {
 
 // DDP, FSDP, ZeRO-2, then the same with checkpointing (PyTorch FSDP's fused recompute gather
 // for fsdp+ckpt), FairScale's FSDP with checkpointing (unfused), ZeRO-1 without and with, then
-// FSDP wrapped one unit per transformer block (fsdp_block) and by PyTorch's size-based auto-wrap
+// FSDP wrapped one unit per transformer block (fsdp_block; checkpointed, fsdp_block+ckpt; and
+// SHARD_GRAD_OP, zero2_block and zero2_block+ckpt) and by PyTorch's size-based auto-wrap
 // policy at `min_unit_parameters` (fsdp_min_params), then the CPU-offloaded FSDP
 // (fsdp_offload: PyTorch FSDP CPUOffload) and ZeRO-2 (zero2_offload: DeepSpeed ZeRO-Offload).
 std::vector<Strategy> standard_strategies(double min_unit_parameters = 1e8);

@@ -146,7 +146,7 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
   REQUIRE(document["operators"].size() == 98);
   CHECK(document["operators"][0]["name"] == "embedding");
   CHECK(document["operators"][0].contains("mode"));
-  CHECK(document["baselines"].size() == 13);
+  CHECK(document["baselines"].size() == 16);
   bool fairscale = false;
   for (const auto& baseline : document["baselines"]) {
     CHECK(baseline.contains("description"));
@@ -397,7 +397,7 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   std::string header;
   REQUIRE(std::getline(csv, header));
   const std::vector<std::string> columns = split(header, ',');
-  REQUIRE(columns.size() == 2 + 14 * 4);
+  REQUIRE(columns.size() == 2 + 17 * 4);
   CHECK(columns[0] == "memory_limit_bytes");
   CHECK(columns[3] == "osdp_throughput_samples_per_s");
   std::vector<std::size_t> baseline_columns;
@@ -405,14 +405,14 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   std::vector<std::size_t> outside_columns;
   for (std::size_t c = 4; c < columns.size(); ++c) {
     if (!columns[c].ends_with("_throughput_samples_per_s")) continue;
-    (columns[c].starts_with("fsdp_block") || columns[c].starts_with("fsdp_min_params") ||
+    (columns[c].find("_block") != std::string::npos || columns[c].starts_with("fsdp_min_params") ||
              columns[c].find("offload") != std::string::npos
          ? outside_columns
          : baseline_columns)
         .push_back(c);
   }
   REQUIRE(baseline_columns.size() == 9);
-  REQUIRE(outside_columns.size() == 4);
+  REQUIRE(outside_columns.size() == 7);
   CHECK(std::find(columns.begin(), columns.end(), "fsdp_ckpt_fairscale_throughput_samples_per_s") !=
         columns.end());
   int rows = 0;
@@ -664,6 +664,31 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
 }
 
 #ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("a run is expressed from the command line; exit 3 with --json is still a document") {
+  const std::string scenario = scenarios + "h100-4x8-gpt-13b.json";
+  const Run base = run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4", "--json"});
+  REQUIRE(base.exit_code == 0);
+  const Run longer = run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4",
+                               "--seq-len", "4096", "--json"});
+  REQUIRE(longer.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(base.out);
+  const nlohmann::json b = nlohmann::json::parse(longer.out);
+  CHECK(a["batch_size"] == 1);
+  CHECK(b["batch_size"] == 1);
+  // Twice the sequence: more than twice the time per sample (attention's s^2).
+  CHECK(b["iteration_time_s"].get<double>() > 2.0 * a["iteration_time_s"].get<double>());
+  const Run too_long = run_osdp({"plan", scenario, "--seq-len", "65536", "--micro-batch", "8",
+                                 "--json"});
+  CHECK(too_long.exit_code == 3);
+  const nlohmann::json answer = nlohmann::json::parse(too_long.out);
+  CHECK(answer["fits"] == false);
+  CHECK(answer["least_memory_needed_bytes"].get<double>() > answer["gpu_memory_bytes"].get<double>());
+  CHECK(answer["dominated_by"].is_string());
+  // The advice never names a limit the flag would refuse.
+  CHECK_FALSE(contains(too_long.err, "try --memory-limit"));
+  CHECK(contains(too_long.err, "more than the GPU's"));
+}
+
 TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters; predict says what fits") {
   TempDir dir;
   const std::string table = std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";

@@ -54,7 +54,8 @@ TEST_CASE("standard strategies and their names", "[search][strategies]") {
   for (const auto& strategy : strategies) names.push_back(strategy.name);
   CHECK(names == std::vector<std::string>{"ddp", "fsdp", "zero2", "ddp+ckpt", "fsdp+ckpt",
                                           "zero2+ckpt", "fsdp+ckpt-fairscale", "zero1",
-                                          "zero1+ckpt", "fsdp_block", "fsdp_min_params",
+                                          "zero1+ckpt", "fsdp_block", "fsdp_block+ckpt",
+                                          "zero2_block", "zero2_block+ckpt", "fsdp_min_params",
                                           "fsdp_offload", "zero2_offload"});
   for (const auto& strategy : strategies) {
     const auto parsed = strategy_from_name(strategy.name);
