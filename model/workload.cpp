@@ -103,6 +103,11 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   const double t = std::max(1, spec.tensor_parallel);
   const double r = spec.sequence_parallel ? t : 1.0;
 
+  const double norm_parameters = spec.norm == NormKind::rmsnorm ? 1.0 : 2.0;  // per hidden unit
+  const double kv_fraction =
+      spec.kv_heads > 0 ? static_cast<double>(spec.kv_heads) / spec.heads : 1.0;
+  const bool swiglu = spec.mlp == MlpKind::swiglu;
+
   std::vector<Operator> operators;
   operators.reserve(2 * spec.layers + 2);
 
@@ -127,9 +132,11 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     attention.name = fmt::format("layer{}.attention", layer);
     attention.kind = OperatorKind::attention;
     // LN (replicated), QKV and its bias (split by heads), output projection (split by rows; its
-    // bias replicated).
+    // bias replicated). With grouped-query attention K and V have a fraction g of Q's width.
     const double bias = spec.biases ? 1.0 : 0.0;
-    attention.parameter_count = (4.0 * h * h + bias * 3.0 * h) / t + (2.0 + bias) * h;
+    const double g = kv_fraction;
+    attention.parameter_count =
+        ((2.0 + 2.0 * g) * h * h + bias * (1.0 + 2.0 * g) * h) / t + norm_parameters * h + bias * h;
     double projection_flops = 0.0;
     if (previous_hidden != h) {
       // Width change between layers (I&C family): a projection from the previous width.
@@ -144,8 +151,9 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     const double scores = spec.attention == AttentionKernel::flash
                               ? 4.0 * a * s / t
                               : a * s * s * (e + mask * (e + 1.0)) / t;
-    attention.activation_bytes_per_sample =
-        s * h * (2.0 * e + mask) / r + s * h * 4.0 * e / t + scores + e * s * (previous_hidden - h);
+    attention.activation_bytes_per_sample = s * h * (2.0 * e + mask) / r +
+                                            s * h * (2.0 + 2.0 * g) * e / t + scores +
+                                            e * s * (previous_hidden - h);
     attention.input_activation_bytes_per_sample = e * s * previous_hidden / r;
     attention.output_bytes_per_sample = e * s * h;
     // The scores QK^T and their product with V: 4 s^2 h, all of it computed by the standard
@@ -156,7 +164,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     attention.score_forward_flops_per_sample = (flash ? 2.0 : 4.0) * s * s * h / t;
     attention.score_backward_flops_per_sample =
         (flash ? 2.5 : 2.0) * attention.score_forward_flops_per_sample;
-    const double projections_forward = 8.0 * s * h * h / t + projection_flops;
+    const double projections_forward = 4.0 * (1.0 + g) * s * h * h / t + projection_flops;
     attention.forward_flops_per_sample =
         projections_forward + attention.score_forward_flops_per_sample;
     attention.backward_flops_per_sample =
@@ -167,13 +175,18 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     Operator mlp;
     mlp.name = fmt::format("layer{}.mlp", layer);
     mlp.kind = OperatorKind::mlp;
-    // LN and the second bias replicated; fc (h -> 4h) by columns, projection (4h -> h) by rows.
-    mlp.parameter_count = (8.0 * h * h + bias * 4.0 * h) / t + (2.0 + bias) * h;
-    // LN input, fc input, dropout mask around; the GeLU's input and output split (19 s h).
-    mlp.activation_bytes_per_sample = s * h * (2.0 * e + mask) / r + s * h * 8.0 * e / t;
+    // LN and the second bias replicated; fc (h -> f) by columns, projection (f -> h) by rows.
+    // SwiGLU has two input matrices (gate and up) and keeps both outputs, the SiLU's and the
+    // product; GeLU keeps its input and output (19 s h with f = 4h).
+    const double f = spec.ffn_hidden > 0 ? spec.ffn_hidden : 4.0 * h;
+    const double inputs = swiglu ? 2.0 : 1.0;
+    mlp.parameter_count =
+        ((inputs + 1.0) * h * f + bias * inputs * f) / t + norm_parameters * h + bias * h;
+    mlp.activation_bytes_per_sample =
+        s * h * (2.0 * e + mask) / r + s * f * (swiglu ? 4.0 : 2.0) * e / t;
     mlp.input_activation_bytes_per_sample = e * s * h / r;
     mlp.output_bytes_per_sample = e * s * h;
-    mlp.forward_flops_per_sample = 16.0 * s * h * h / t;
+    mlp.forward_flops_per_sample = 2.0 * (inputs + 1.0) * s * h * f / t;
     mlp.backward_flops_per_sample = 2.0 * mlp.forward_flops_per_sample;
     set_model_states(mlp, bytes);
     operators.push_back(mlp);
@@ -184,8 +197,8 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   Operator head;
   head.name = "head";
   head.kind = OperatorKind::head;
-  // Final LN + LM head (no bias, untied), the head split by vocabulary.
-  head.parameter_count = 2.0 * h + (spec.tied_embeddings ? 0.0 : h * vocabulary / t);
+  // Final norm + LM head (no bias; untied unless tied_embeddings), split by vocabulary.
+  head.parameter_count = norm_parameters * h + (spec.tied_embeddings ? 0.0 : h * vocabulary / t);
   // LN input, head input, and what the loss keeps of the logits (a vocabulary slice of each on
   // every tensor-parallel rank): PyTorch's cross-entropy the logits and its fp32 log-softmax, a
   // fused one the logits and a log-sum-exp per token.

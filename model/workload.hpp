@@ -98,7 +98,15 @@ enum class PositionEmbedding { learned, none };
 // writes the logits' gradient in their dtype.
 enum class LossKernel { torch, fused };
 
-// GPT (minGPT-shaped) family. hidden_sizes has one entry per layer (I&C family) or one for all.
+// The transformer MLP: GPT's fc -> GeLU -> projection, or Llama's SwiGLU (two input matrices,
+// gate and up, their SiLU-gated product, then down).
+enum class MlpKind { gelu, swiglu };
+// The block's normalisation: LayerNorm (weight and bias) or RMSNorm (weight only, Llama).
+enum class NormKind { layernorm, rmsnorm };
+
+// GPT (minGPT-shaped) family; with swiglu, rmsnorm, grouped-query attention (kv_heads), no
+// position table, no biases and an untied head it is Llama's. hidden_sizes has one entry per layer
+// (I&C family) or one for all.
 struct GptSpec {
   std::string name = "gpt";
   int layers = 12;
@@ -123,6 +131,13 @@ struct GptSpec {
   PositionEmbedding position_embedding = PositionEmbedding::learned;
   bool biases = true;  // linear layers' biases (MPT and Llama have none)
   LossKernel loss = LossKernel::torch;
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layernorm;
+  // Grouped-query attention: heads of K and V (each shared by heads / kv_heads query heads);
+  // 0: as many as the query heads (multi-head attention).
+  int kv_heads = 0;
+  // The MLP's inner width; 0: 4 x hidden (GPT's).
+  int ffn_hidden = 0;
 
   int padded_vocabulary() const {
     return (vocabulary + vocabulary_multiple - 1) / vocabulary_multiple * vocabulary_multiple;

@@ -159,7 +159,8 @@ Workload read_operator_list(const JsonReader& reader, const Training& training) 
 GptSpec read_gpt_spec(const JsonReader& reader) {
   reader.require_only({"family", "name", "layers", "hidden", "heads", "sequence_length",
                        "vocabulary", "vocabulary_multiple", "dropout", "attention",
-                       "tied_embeddings", "position_embedding", "biases", "loss"});
+                       "tied_embeddings", "position_embedding", "biases", "loss", "mlp", "norm",
+                       "kv_heads", "ffn_hidden"});
   GptSpec spec;
   spec.name = reader.optional_string("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
@@ -189,6 +190,24 @@ GptSpec read_gpt_spec(const JsonReader& reader) {
   if (reader.has("loss")) {
     spec.loss = reader.choice("loss", {"torch", "fused"}) == "fused" ? LossKernel::fused
                                                                      : LossKernel::torch;
+  }
+  if (reader.has("mlp")) {
+    spec.mlp =
+        reader.choice("mlp", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
+  }
+  if (reader.has("norm")) {
+    spec.norm = reader.choice("norm", {"layernorm", "rmsnorm"}) == "rmsnorm" ? NormKind::rmsnorm
+                                                                             : NormKind::layernorm;
+  }
+  if (reader.has("kv_heads")) {
+    spec.kv_heads = static_cast<int>(reader.integer("kv_heads", 1, spec.heads));
+    if (spec.heads % spec.kv_heads != 0) {
+      reader.fail_value("kv_heads", std::to_string(spec.kv_heads),
+                        fmt::format("a divisor of the heads ({})", spec.heads));
+    }
+  }
+  if (reader.has("ffn_hidden")) {
+    spec.ffn_hidden = static_cast<int>(reader.integer("ffn_hidden", 1, 1 << 24));
   }
   const Json& hidden = reader.raw("hidden");
   spec.hidden_sizes.clear();

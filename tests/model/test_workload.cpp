@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include "model/json_reader.hpp"
 #include "model/workload.hpp"
+#include "model/workload_json.hpp"
 
 using namespace osdp;
 
@@ -168,4 +170,48 @@ TEST_CASE("tied embeddings, no position table and no biases drop exactly their p
   unbiased.biases = false;
   // QKV 3h, output h, fc 4h, projection h.
   CHECK(all - make_gpt(unbiased, Training{}).parameter_count() == Approx(layers * 9 * h));
+}
+
+TEST_CASE("the Llama 3 model files have Meta's parameter counts", "[model][gpt][llama]") {
+  // Llama 3 8B: 8,030,261,248 parameters; 70B: 70,553,706,496 (the published checkpoints).
+  const std::string models = std::string(OSDP_SOURCE_DIR) + "/scenarios/models/";
+  const std::pair<const char*, double> expected[] = {{"llama3-8b.json", 8030261248.0},
+                                                     {"llama3-70b.json", 70553706496.0}};
+  for (const auto& [file, parameters] : expected) {
+    INFO(file);
+    const Json document = read_json_file(models + file);
+    const GptSpec spec = read_gpt_spec(JsonReader(document, file));
+    CHECK(make_gpt(spec, Training{}).parameter_count() == Approx(parameters).epsilon(1e-9));
+  }
+}
+
+TEST_CASE(
+    "SwiGLU and grouped-query attention change exactly their matrices, FLOPs and "
+    "activations",
+    "[model][gpt][llama]") {
+  Training training;
+  training.precision = Precision::mixed;
+  GptSpec gpt = spec_of(2, 1024, 16, 2048);
+  gpt.biases = false;
+  gpt.dropout = 0;
+  GptSpec llama = gpt;
+  llama.mlp = MlpKind::swiglu;
+  llama.ffn_hidden = 2816;
+  llama.kv_heads = 4;
+  llama.norm = NormKind::rmsnorm;
+  const Workload a = make_gpt(gpt, training);
+  const Workload b = make_gpt(llama, training);
+  const double h = 1024, s = 2048, f = 2816, g = 4.0 / 16;
+  // Attention: Q and O full, K and V a quarter; one norm weight instead of two.
+  CHECK(b.op(1).parameter_count == Approx((2 + 2 * g) * h * h + h));
+  CHECK(a.op(1).parameter_count == Approx(4 * h * h + 2 * h));
+  CHECK(b.op(1).forward_flops_per_sample - b.op(1).score_forward_flops_per_sample ==
+        Approx(4 * (1 + g) * s * h * h));
+  // Saved Q, K, V and the context: (2 + 2g) s h elements instead of 4 s h.
+  CHECK(a.op(1).activation_bytes_per_sample - b.op(1).activation_bytes_per_sample ==
+        Approx(2.0 * (2 - 2 * g) * s * h));
+  // MLP: three h x f matrices, 6 s h f FLOPs forward, four s x f tensors kept.
+  CHECK(b.op(2).parameter_count == Approx(3 * h * f + h));
+  CHECK(b.op(2).forward_flops_per_sample == Approx(6 * s * h * f));
+  CHECK(b.op(2).activation_bytes_per_sample - 2.0 * s * h * 2 == Approx(4 * 2.0 * s * f));
 }
