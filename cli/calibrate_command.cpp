@@ -77,8 +77,10 @@ int run(const CalibrateOptions& options) {
   if (!result) return exit_ok;  // not rank 0 under torchrun
   const Json cluster = cluster_to_json(result->cluster);
   const Json report = validate::calibration_report_json(*result);
-  if (!options.out.empty()) write_file_atomically(options.out, cluster.dump(2) + "\n");
-  if (!options.report.empty()) write_file_atomically(options.report, report.dump(2) + "\n");
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!options.out.empty()) outputs.emplace_back(options.out, cluster.dump(2) + "\n");
+  if (!options.report.empty()) outputs.emplace_back(options.report, report.dump(2) + "\n");
+  write_files_atomically(outputs);
   if (options.json) {
     fmt::print("{}\n", Json{{"cluster", cluster}, {"report", report}}.dump(2));
     return exit_ok;

@@ -158,7 +158,7 @@ int run_foundry_fit(const Scenario& scenario, const std::vector<std::string>& ta
   const FoundryTable table = read_tables(table_paths);
   std::error_code error;
   if (!fs::is_directory(out_path, error)) {
-    throw InputError("", "--out", out_path,
+    throw InputError("command line", "--out", out_path,
                      "an existing directory: a fit on llm-foundry's table writes one cluster file "
                      "per GPU type into it, named as the scenario's");
   }

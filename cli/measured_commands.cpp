@@ -11,10 +11,11 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
-#include "cli/foundry_commands.hpp"
 #include "cli/format.hpp"
+#include "cli/foundry_commands.hpp"
 #include "model/atomic_file.hpp"
 #include "model/foundry_runs.hpp"
+#include "model/input_error.hpp"
 #include "model/measured_runs.hpp"
 #include "sim/fit.hpp"
 #include "sim/simulate.hpp"
@@ -171,6 +172,11 @@ int run_fit(const MeasuredOptions& options) {
   const Scenario scenario = load_scenario(options.scenario_path);
   if (describes_foundry_runs(scenario)) {
     return run_foundry_fit(scenario, options.table_paths, options.out_path, options.json);
+  }
+  // The output is checked before the work, not after it.
+  if (const auto why = unusable_output(options.out_path)) {
+    throw InputError("command line", "--out", options.out_path,
+                     "a path osdp can write the cluster to, not " + *why);
   }
   const MeasuredTable table = read_tables(options.table_paths);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);

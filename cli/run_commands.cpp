@@ -1,7 +1,10 @@
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <system_error>
 
 #include "cli/command.hpp"
 #include "model/input_error.hpp"
@@ -20,7 +23,16 @@ int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int ar
   }
   try {
     for (const auto& command : commands) {
-      if (command.app->parsed()) return command.run();
+      if (!command.app->parsed()) continue;
+      const int code = command.run();
+      // What the command printed must have reached stdout (a full disk, /dev/full, a closed
+      // descriptor): a lost output is a failed run, not a success.
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        fmt::print(stderr, "osdp: error: cannot write the output to stdout ({})\n",
+                   std::strerror(errno));
+        return exit_input_error;
+      }
+      return code;
     }
   } catch (const InputError& error) {
     fmt::print(stderr, "osdp: error: {}\n", error.what());
@@ -31,6 +43,10 @@ int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int ar
   } catch (const validate::RunFailure& failure) {
     fmt::print(stderr, "osdp: {}\n", failure.what());
     return failure.interrupted_by_signal() != 0 ? 128 + failure.interrupted_by_signal() : 1;
+  } catch (const std::system_error& error) {
+    // Writing the output (fmt to a full stdout) or a path the system refuses (std::filesystem).
+    fmt::print(stderr, "osdp: error: {}\n", error.what());
+    return exit_input_error;
   } catch (const std::exception& error) {
     fmt::print(stderr, "osdp: internal error: {}\n", error.what());
     return 1;

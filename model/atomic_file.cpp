@@ -9,19 +9,27 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "model/input_error.hpp"
+
 namespace osdp {
 namespace {
 
 namespace fs = std::filesystem;
+
+// An output that could not be written is the user's path (a full disk, a device that refuses):
+// exit 2 with the path and the reason, never an internal error.
+[[noreturn]] void fail_write(const std::string& path, const std::string& reason) {
+  throw InputError(path, "", "a write that failed (" + reason + ")",
+                   "an output path osdp can write (space left, a writable file or directory)");
+}
 
 // Writes into an existing character device or FIFO. A FIFO without a reader is refused rather
 // than waited on.
 void write_into_special(const std::string& path, const std::string& contents) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    throw std::runtime_error("cannot write " + path + ": " +
-                             (errno == ENXIO ? std::string("a FIFO with no reader")
-                                             : std::string(std::strerror(errno))));
+    fail_write(path, errno == ENXIO ? std::string("a FIFO with no reader")
+                                    : std::string(std::strerror(errno)));
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::size_t written = 0;
@@ -31,7 +39,7 @@ void write_into_special(const std::string& path, const std::string& contents) {
     if (done <= 0) {
       const std::string reason = std::strerror(errno);
       ::close(fd);
-      throw std::runtime_error("cannot write " + path + ": " + reason);
+      fail_write(path, reason);
     }
     written += static_cast<std::size_t>(done);
   }
@@ -83,18 +91,33 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   const fs::path temporary = target.parent_path() / (".tmp." + target.filename().string() + "." +
                                                      std::to_string(getpid()));
   {
+    errno = 0;
     std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
     stream << contents;
     stream.flush();
     if (!stream) {
+      const std::string reason = errno != 0 ? std::strerror(errno) : "the stream failed";
       fs::remove(temporary, error);
-      throw std::runtime_error("cannot write " + path);
+      fail_write(path, reason);
     }
   }
   fs::rename(temporary, target, error);
   if (error) {
+    const std::string reason = error.message();
     fs::remove(temporary, error);
-    throw std::runtime_error("cannot write " + path + ": " + error.message());
+    fail_write(path, reason);
+  }
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  // Devices and FIFOs first: they cannot be renamed into place, so a failure there must come
+  // before any regular file is written.
+  std::error_code error;
+  for (const auto& [path, contents] : files) {
+    if (writes_into(fs::status(path, error).type())) write_file_atomically(path, contents);
+  }
+  for (const auto& [path, contents] : files) {
+    if (!writes_into(fs::status(path, error).type())) write_file_atomically(path, contents);
   }
 }
 

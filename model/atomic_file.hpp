@@ -5,12 +5,17 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace osdp {
 
-// Writes `contents` to `path` atomically; creates parent directories. Throws std::runtime_error
-// with the path on failure.
+// Writes `contents` to `path` atomically; creates parent directories. Throws InputError with the
+// path and the reason on failure (exit 2).
 void write_file_atomically(const std::string& path, const std::string& contents);
+// Several outputs of one command: the special files (devices, FIFOs) first, so that a failed
+// write into one leaves no regular file written.
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 
 // Why `path` cannot take an output file (a directory, a socket, a parent that is a file or not
 // writable), or nullopt when it can. Commands check their outputs before running.

@@ -664,6 +664,39 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
 }
 
 #ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("a lost output is exit 2, not a success or an internal error") {
+  TempDir dir;
+  const fs::path err = dir.path() / "err";
+  for (const char* command : {"plan --json", "explain"}) {
+    INFO(command);
+    const std::string line = quote(OSDP_EXE) + " " + command + " " +
+                             quote(scenarios + "local-cpu-tiny.json") + " >/dev/full 2>" +
+                             quote(err.string());
+    const int status = std::system(line.c_str());
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK(contains(read_text(err), "osdp: error:"));
+  }
+  const std::string closed = quote(OSDP_EXE) + " plan " + quote(scenarios + "local-cpu-tiny.json") +
+                             " >&- 2>" + quote(err.string());
+  CHECK(WEXITSTATUS(std::system(closed.c_str())) == 2);
+  CHECK(contains(read_text(err), "cannot write the output to stdout"));
+}
+
+#ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("measured tables are regular files; fit checks --out before the work") {
+  const Run zero =
+      run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", "/dev/zero"});
+  CHECK(zero.exit_code == 2);
+  CHECK(contains(zero.err, "a regular CSV file"));
+  const Run into_dir = run_osdp({"fit", scenarios + "vtrain-a100-dp.json", "--table",
+                                 scenarios + "measurements/vtrain-a100-dp-fit.csv", "--out",
+                                 scenarios});
+  CHECK(into_dir.exit_code == 2);
+  CHECK(contains(into_dir.err, "--out"));
+  CHECK(contains(into_dir.err, "a directory"));
+}
+#endif
+
 TEST_CASE("a run is expressed from the command line; exit 3 with --json is still a document") {
   const std::string scenario = scenarios + "h100-4x8-gpt-13b.json";
   const Run base = run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4", "--json"});
