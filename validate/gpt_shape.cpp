@@ -16,6 +16,7 @@ GptSpec GptShape::spec() const {
   spec.sequence_length = sequence_length;
   spec.vocabulary = vocabulary;
   spec.dropout = dropout;
+  spec.attention = attention;
   return spec;
 }
 
@@ -30,6 +31,7 @@ std::optional<GptShape> shape_of(const GptSpec& spec) {
   shape.sequence_length = spec.sequence_length;
   shape.vocabulary = spec.padded_vocabulary();
   shape.dropout = spec.dropout;
+  shape.attention = spec.attention;
   return shape;
 }
 
@@ -39,6 +41,17 @@ GptShape require_gpt_shape(const Scenario& scenario, const std::string& file) {
     throw InputError(file, "$.model", "model \"" + scenario.workload->name() + "\"",
                      "a GPT from the generator (\"family\": \"gpt\") with one hidden size for all "
                      "layers: the validator runs only that model");
+  }
+  const GptSpec& spec = *scenario.gpt;
+  const GptSpec minimal;
+  if (spec.tied_embeddings || spec.position_embedding != minimal.position_embedding ||
+      !spec.biases || spec.loss != minimal.loss || spec.mlp != minimal.mlp ||
+      spec.norm != minimal.norm || spec.kv_heads != 0 || spec.ffn_hidden != 0 ||
+      spec.tensor_parallel != 1) {
+    throw InputError(file, "$.model", "model \"" + scenario.workload->name() + "\"",
+                     "minGPT's block as the validator builds it (untied head, learned positions, "
+                     "biases, LayerNorm, GeLU MLP of 4 x hidden, multi-head attention, PyTorch's "
+                     "loss; attention standard or flash)");
   }
   if (scenario.training.precision != Precision::fp32) {
     throw InputError(file, "$.training.precision", "\"mixed\"",

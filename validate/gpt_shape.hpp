@@ -22,6 +22,8 @@ struct GptShape {
   // The model's dropout (its masks count in the activations). The runtime trains without
   // dropout, so only 0 matches its memory.
   double dropout = 0;
+  // Standard attention keeps the s x s probabilities; flash recomputes them in backward.
+  AttentionKernel attention = AttentionKernel::standard;
 
   GptSpec spec() const;
   int operators() const { return 2 * layers + 2; }

@@ -13,6 +13,7 @@
 
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
+#include "validate/attention_kernels.hpp"
 #include "validate/counting_allocator.hpp"
 #include "validate/rank_device.hpp"
 
@@ -647,13 +648,12 @@ struct ShardedGpt::Impl {
               .view({b, t, heads, d})
               .transpose(1, 2);
         };
-        at::Tensor scores = at::matmul(project("q"), project("k").transpose(-2, -1)) /
-                            std::sqrt(static_cast<double>(d));
-        const at::Tensor mask = at::ones({t, t}, u.options().dtype(at::kBool)).triu(1);
-        scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-        const at::Tensor y = at::matmul(at::softmax(scores, -1), project("v"))
-                                 .transpose(1, 2)
-                                 .reshape({b, t, heads * d});
+        // In this order (as the reference computes them): the order in which backward sums
+        // their gradients into u is then the same, bit for bit.
+        const at::Tensor q = project("q");
+        const at::Tensor k_heads = project("k");
+        const at::Tensor v = project("v");
+        const at::Tensor y = causal_attention(q, k_heads, v, shape.attention);
         return at::linear(y, p.at("proj.weight"));
       }
       case OperatorKind::mlp:

@@ -139,3 +139,16 @@ TEST_CASE("parity under SGD with momentum (checks the gradient scale)", "[valida
   // SGD has no degenerate direction: compare every parameter, key biases included.
   CHECK(max_relative_difference(result, expected.parameters) < 1e-5);
 }
+
+TEST_CASE(
+    "parity: flash-style attention (scores recomputed in backward) trains the same "
+    "parameters",
+    "[validate][parity][flash]") {
+  const AttentionKernel flash = AttentionKernel::flash;
+  CHECK(parity_error(uniform(OperatorChoice::whole(Mode::dp)), 2, {}, flash) < 1e-5);
+  CHECK(parity_error(uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::fused)), 2, {}, flash) <
+        1e-5);
+  Plan sliced = uniform(OperatorChoice::whole(Mode::dp));
+  sliced.choices[1] = {Mode::zdp, 2, 1, Checkpoint::unfused};  // attention by heads, 2 slices
+  CHECK(parity_error(sliced, 2, {}, flash) < 1e-5);
+}

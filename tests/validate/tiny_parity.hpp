@@ -33,11 +33,15 @@ inline const NamedTensors& reference_parameters(int world) {
 
 // The largest relative difference between rank 0's parameters after `plan` on `world` ranks and
 // the single-process run's.
-inline double parity_error(const Plan& plan, int world, RuntimeOptions options = {}) {
+// The sharded run may compute attention with another kernel (same result, other memory).
+inline double parity_error(const Plan& plan, int world, RuntimeOptions options = {},
+                           AttentionKernel attention = AttentionKernel::standard) {
   NamedTensors result;
   std::mutex mutex;
+  GptShape shape = tiny;
+  shape.attention = attention;
   run_rank_threads(world, [&](Communicator& comm) {
-    ShardedGpt model(tiny, plan, comm, initial_gpt_parameters(tiny, 5), options);
+    ShardedGpt model(shape, plan, comm, initial_gpt_parameters(tiny, 5), options);
     for (int step = 0; step < steps; ++step) {
       const TokenBatch global = make_token_batch(tiny, world * batch_per_rank, data_seed, step);
       model.train_step(global.rows(comm.rank() * batch_per_rank, batch_per_rank));
