@@ -230,21 +230,28 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
   if (scenario_required) scenario->required();
   if (with_memory_limit) {
     app.add_option("--memory-limit", options.memory_limit,
-                   "Per-GPU memory limit, e.g. 8GiB (overrides the scenario's training)");
+                   "Per-GPU memory limit, e.g. 8GiB (default: the scenario's training, else the "
+                   "GPU's memory)");
   }
-  app.add_option("--modes", options.modes, "Modes the search may use: dp,zdp,z2,hsdp");
-  app.add_option("--split", options.split, "Operator split granularity: 1, 2, 4, 8 or auto");
-  app.add_option("--checkpoint", options.checkpoint, "Activation checkpointing: off, on or auto");
+  app.add_option(
+      "--modes", options.modes,
+      "Modes the search may use, among dp,zdp,z1,z2,hsdp (default: the scenario's, else dp,zdp)");
+  app.add_option(
+      "--split", options.split,
+      "Operator split granularity: 1, 2, 4, 8 or auto (default: the scenario's, else 1)");
+  app.add_option("--checkpoint", options.checkpoint,
+                 "Activation checkpointing: off, on or auto (default: the scenario's, else off)");
   app.add_option("--units", options.units,
                  "FSDP units: off (one per operator), block (one per transformer block) or auto "
-                 "(the best of several wrappings)");
+                 "(the best of several wrappings); default: the scenario's, else off");
   app.add_option("--min-unit-params", options.min_unit_params,
                  "Parameters per unit of the size-based wrapping (fsdp_min_params, --units auto); "
                  "default 1e8");
   app.add_option("--offload", options.offload,
                  "CPU offload of the sharded modes' states: off, on (every sharded operator) or "
-                 "auto (chosen per operator)");
-  app.add_option("--cost-model", options.cost_model, "Cost model: paper or extended");
+                 "auto (chosen per operator); default: the scenario's, else off");
+  app.add_option("--cost-model", options.cost_model,
+                 "Cost model: paper or extended (default: the scenario's, else extended)");
   app.add_option("--gap", options.gap,
                  "Stop once no plan can be this fraction faster (default 1e-4; 0: exact)");
   app.add_option("--time-limit", options.time_limit,
