@@ -35,7 +35,9 @@ Json read_named_file(const Scenario& scenario, const JsonReader& reader, const s
 Training training_for(const Scenario& base, const FoundryRun& run) {
   Training training = base.training;
   training.precision = run.precision == "fp32" ? Precision::fp32 : Precision::mixed;
-  // FSDP MixedPrecision: DEFAULT reduces in fp32, PURE in the parameters' bf16.
+  // FSDP MixedPrecision: DEFAULT reduces in fp32, PURE in the parameters' bf16; FULL keeps
+  // fp32 parameters for the gathers too, which osdp does not tell apart from DEFAULT (its
+  // gathers are costed in bf16).
   training.gradient_reduce =
       run.mixed_precision == "PURE" ? ReducePrecision::parameters : ReducePrecision::fp32;
   training.min_batch_size = run.micro_batch;
@@ -49,6 +51,7 @@ Training training_for(const Scenario& base, const FoundryRun& run) {
 Mode mode_of(const FoundryRun& run) {
   if (run.sharding == "SHARD_GRAD_OP") return Mode::z2;
   if (run.sharding == "NO_SHARD") return Mode::dp;
+  if (run.sharding == "HYBRID_SHARD") return Mode::hsdp;
   return Mode::zdp;
 }
 
@@ -142,6 +145,11 @@ Scenario foundry_scenario_for_run(const Scenario& base, const FoundrySetup& setu
                       fmt::format("GPUs the cluster of {} can hold ({}: {})", run.gpu,
                                   error.json_path(), error.expected()));
   }
+  if (!mode_fits_cluster(mode_of(run), scenario.cluster)) {
+    fail_foundry_cell(run, "Sharding Strategy", run.sharding,
+                      "a sharding the run's GPUs allow (HYBRID_SHARD: " +
+                          std::string(mode_cluster_requirement(Mode::hsdp)) + ")");
+  }
   if (run.precision == "amp_fp8") {
     if (scenario.cluster.gpu.fp8_speedup == 1.0) {
       fail_foundry_cell(run, "Precision", "\"amp_fp8\"",
@@ -168,7 +176,9 @@ Plan foundry_plan_for_run(const Scenario& run_scenario, const FoundryRun& run) {
         !unit.members.empty() && unit.members.front().kind == OperatorKind::attention;
     Checkpoint checkpoint = Checkpoint::none;
     if (run.activation_checkpointing && block && unit.input_activation_bytes_per_sample) {
-      checkpoint = mode == Mode::zdp ? Checkpoint::fused : Checkpoint::unfused;
+      // Inside the FSDP unit the recompute uses the backward's gather (fused) wherever it gathers.
+      checkpoint =
+          mode == Mode::zdp || mode == Mode::hsdp ? Checkpoint::fused : Checkpoint::unfused;
     }
     plan.choices.push_back(OperatorChoice::whole(mode, checkpoint));
   }

@@ -10,10 +10,10 @@
 // (a GPU type may also be given as its cluster's path alone: a chip of its own).
 // Each run is what llm-foundry runs: PyTorch FSDP with one unit per transformer block (the
 // embedding and the head units of their own), FULL_SHARD as zdp, SHARD_GRAD_OP as z2, NO_SHARD
-// as dp; activation checkpointing of the blocks inside their FSDP units (the recompute uses the
-// backward's gather); amp_bf16 and amp_fp8 with fp32 master weights and optimizer states
-// (mixed), gradients reduced in fp32 (MP Mode DEFAULT) or bf16 (PURE); amp_fp8's matrix products
-// at the GPU's fp8_speedup.
+// as dp, HYBRID_SHARD as hsdp (sharded in a server, replicated across); activation checkpointing of
+// the blocks inside their FSDP units (the recompute uses the backward's gather); amp_bf16 and
+// amp_fp8 with fp32 master weights and optimizer states (mixed), gradients reduced in fp32 (MP Mode
+// DEFAULT) or bf16 (PURE); amp_fp8's matrix products at the GPU's fp8_speedup.
 #pragma once
 
 #include <map>

@@ -170,8 +170,9 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
     run.global_batch = row.count("GlobalBatchSize");
     run.throughput_tokens_per_s = row.figure("Throughput (T/s)");
     run.precision = row.choice("Precision", {"amp_bf16", "bf16", "amp_fp8", "amp_fp16", "fp32"});
-    run.mixed_precision = row.choice("MP Mode", {"DEFAULT", "PURE"});
-    run.sharding = row.choice("Sharding Strategy", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"});
+    run.mixed_precision = row.choice("MP Mode", {"DEFAULT", "PURE", "FULL"});
+    run.sharding = row.choice("Sharding Strategy",
+                              {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"});
     run.activation_checkpointing =
         row.choice("Activation Checkpointing", {"True", "False"}) == "True";
     run.activation_cpu_offload = row.choice("Activation CPUOffload", {"True", "False"}) == "True";

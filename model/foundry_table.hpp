@@ -27,8 +27,8 @@ struct FoundryRun {
   int accumulation_steps = 1;
   int global_batch = 1;
   std::string precision;        // amp_bf16, bf16, amp_fp8, amp_fp16, fp32
-  std::string mixed_precision;  // MP Mode: DEFAULT, PURE
-  std::string sharding;         // FULL_SHARD, SHARD_GRAD_OP, NO_SHARD
+  std::string mixed_precision;  // MP Mode: DEFAULT, PURE, FULL
+  std::string sharding;         // FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD
   bool activation_checkpointing = false;
   bool activation_cpu_offload = false;
   std::string section;
