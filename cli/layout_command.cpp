@@ -83,10 +83,7 @@ std::string stage_table(const Scenario& scenario, const LayoutPlan& plan) {
   for (std::size_t r = 0; r < cost.stages.size(); ++r) {
     int layers = 0;
     for (const ChunkCost& chunk : cost.chunks) {
-      if (chunk.stage != static_cast<int>(r)) continue;
-      for (int op : chunk.ops) {
-        if (cost.workload->op(op).kind == OperatorKind::attention) ++layers;
-      }
+      if (chunk.stage == static_cast<int>(r)) layers += chunk.layers;
     }
     const StageCost& stage = cost.stages[r];
     text +=

@@ -212,6 +212,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       chunk.ops.push_back(1 + 2 * layer);
       chunk.ops.push_back(2 + 2 * layer);
     }
+    chunk.layers = split[c];
     first_layer += split[c];
     if (c == chunks - 1) chunk.ops.push_back(head_op);
 

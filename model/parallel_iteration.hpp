@@ -66,6 +66,7 @@ struct PassCall {
 struct ChunkCost {
   int stage = 0;
   std::vector<int> ops;  // operator indices (embedding, layers' attention and MLP, head)
+  int layers = 0;        // transformer layers it holds
   std::vector<PassCall> forward_calls;
   std::vector<PassCall> backward_calls;  // recompute forwards first
   double forward_communication_s = 0;    // tensor-parallel collectives of one forward

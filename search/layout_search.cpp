@@ -273,11 +273,7 @@ class LayoutSearch {
 
   static std::vector<int> layers_of(const ParallelIterationCost& cost) {
     std::vector<int> layers;
-    for (const ChunkCost& chunk : cost.chunks) {
-      int count = 0;
-      for (int op : chunk.ops) count += cost.workload->op(op).kind == OperatorKind::attention;
-      layers.push_back(count);
-    }
+    for (const ChunkCost& chunk : cost.chunks) layers.push_back(chunk.layers);
     return layers;
   }
 
@@ -287,11 +283,7 @@ class LayoutSearch {
     const ParallelIterationCost shape = cost_of(run);
     const int stages = run.degrees.pipeline;
     std::vector<int> layers(stages, 0);
-    for (const ChunkCost& chunk : shape.chunks) {
-      for (int op : chunk.ops) {
-        if (shape.workload->op(op).kind == OperatorKind::attention) ++layers[chunk.stage];
-      }
-    }
+    for (const ChunkCost& chunk : shape.chunks) layers[chunk.stage] += chunk.layers;
     auto evaluate = [&](const std::vector<int>& zdp) {
       run.modes = stage_modes(shape, base, zdp);
       return cost_of(run);

@@ -8,6 +8,7 @@
 #include "model/measured_runs.hpp"
 #include "model/parallel_iteration.hpp"
 #include "model/scenario.hpp"
+#include "tests/support/gpt_spec.hpp"
 
 namespace osdp {
 namespace {
@@ -17,15 +18,7 @@ Scenario vtrain() {
 }
 
 GptSpec spec_of(int layers, int hidden, int heads, int sequence) {
-  GptSpec spec;
-  spec.layers = layers;
-  spec.hidden_sizes = {hidden};
-  spec.heads = heads;
-  spec.sequence_length = sequence;
-  spec.vocabulary = 50257;
-  spec.vocabulary_multiple = 128;
-  spec.dropout = 0.1;
-  return spec;
+  return testing::gpt_spec(layers, hidden, heads, sequence, 128);  // vTrain's padding
 }
 
 ParallelRun run_of(int tensor, int pipeline, int data, int micro_batch, int micro_batches,
@@ -91,6 +84,15 @@ TEST_CASE("1F1B: stage r holds p - r micro-batches; the first stage's activation
           Approx(cost.stages[r].model_state_bytes + (4 - r) * chunk.saved_activation_bytes +
                  chunk.largest_transient_bytes));
   }
+  // Each chunk's layer count is its attention operators', and they cover the model once.
+  int layers = 0;
+  for (const ChunkCost& chunk : cost.chunks) {
+    int attention = 0;
+    for (int op : chunk.ops) attention += cost.workload->op(op).kind == OperatorKind::attention;
+    CHECK(chunk.layers == attention);
+    layers += chunk.layers;
+  }
+  CHECK(layers == spec.layers);
   // Parameters are conserved across stages (one tensor-parallel rank: the whole model).
   double parameters = 0;
   for (const StageCost& stage : cost.stages) parameters += stage.parameters;

@@ -3,6 +3,7 @@
 #include "model/json_reader.hpp"
 #include "model/workload.hpp"
 #include "model/workload_json.hpp"
+#include "tests/support/gpt_spec.hpp"
 
 using namespace osdp;
 
@@ -115,12 +116,7 @@ TEST_CASE("branching operator graphs run in topological order", "[model][graph]"
 namespace {
 
 GptSpec spec_of(int layers, int hidden, int heads, int sequence) {
-  GptSpec spec;
-  spec.layers = layers;
-  spec.hidden_sizes = {hidden};
-  spec.heads = heads;
-  spec.sequence_length = sequence;
-  return spec;
+  return testing::gpt_spec(layers, hidden, heads, sequence);
 }
 
 }  // namespace
