@@ -29,6 +29,7 @@ namespace {
 struct ExplainOptions {
   ScenarioOptions scenario;
   std::string op;
+  bool json = false;
 };
 
 // One collective a choice issues per iteration.
@@ -279,6 +280,67 @@ std::string explain_class(const CostModel& model, const SearchSpec& spec, const 
   return text;
 }
 
+// The same as explain_class, as data: every option's figures and collectives, the plan's
+// choices and why.
+Json class_json(const CostModel& model, const SearchSpec& spec, const Plan& plan,
+                const std::vector<int>& members, double limit_bytes, bool feasible) {
+  const Workload& workload = model.workload();
+  const int index = members.front();
+  const Operator& op = workload.op(index);
+  std::vector<OperatorChoice> chosen;
+  if (feasible) {
+    for (int member : members) {
+      if (std::find(chosen.begin(), chosen.end(), plan.choices[member]) == chosen.end()) {
+        chosen.push_back(plan.choices[member]);
+      }
+    }
+  }
+  Json names = Json::array();
+  for (int member : members) names.push_back(workload.op(member).name);
+  Json options = Json::array();
+  const int batch = plan.batch_size;
+  for (const OperatorChoice& choice : choices_to_show(model, index, chosen)) {
+    const OptionCost cost = model.option_cost(index, choice);
+    Json collectives = Json::array();
+    for (const CollectiveCall& call : collectives_of(model.cluster(), op, choice)) {
+      collectives.push_back({{"collective", collective_name(call.kind)},
+                             {"count", call.count},
+                             {"full_bytes", call.full_bytes},
+                             {"ranks", call.ranks},
+                             {"time_s", call.time_s()},
+                             {"when", call.when}});
+    }
+    options.push_back({{"choice", describe(choice)},
+                       {"chosen", std::find(chosen.begin(), chosen.end(), choice) != chosen.end()},
+                       {"model_state_bytes", model.model_state_bytes(index, choice)},
+                       {"activation_bytes", batch * cost.persistent_bytes.per_sample},
+                       {"transient_bytes", cost.transient_bytes.at(batch)},
+                       {"time_s", cost.time_s.at(batch)},
+                       {"compute_s", cost.compute_s.at(batch)},
+                       {"communication_s", cost.communication_s},
+                       {"collectives", collectives}});
+  }
+  Json document = {{"operators", names},
+                   {"kind", operator_kind_name(op.kind)},
+                   {"parameters", op.parameter_count},
+                   {"parameter_bytes", op.parameter_bytes},
+                   {"model_state_bytes", op.model_state_bytes()},
+                   {"activation_bytes_per_sample", op.activation_bytes_per_sample},
+                   {"options", options}};
+  if (feasible) {
+    document["plan"] = chosen_summary(plan, members);
+    Json reasons = Json::array();
+    for (const OperatorChoice& choice : chosen) {
+      const auto at = std::find_if(members.begin(), members.end(),
+                                   [&](int member) { return plan.choices[member] == choice; });
+      reasons.push_back(
+          {{"choice", describe(choice)}, {"why", why(model, spec, plan, *at, limit_bytes)}});
+    }
+    document["why"] = reasons;
+  }
+  return document;
+}
+
 // What each mode keeps and sends is the mode table's (the "Modes" section, from model/mode);
 // this says only which cost model prices it.
 std::string cost_model_text(const CostModel& model) {
@@ -426,6 +488,30 @@ int run_explain(const ExplainOptions& options) {
   const CostModel plan_model = planned.cost_model();
   // Operators as the plan has them: the units of a plan of FSDP units.
   const auto classes = selected_classes(plan_model, options.op, scenario->file);
+  if (options.json) {
+    Json document = {{"scenario", scenario->name},
+                     {"model", scenario->workload->name()},
+                     {"ranks", model.ranks()},
+                     {"memory_limit_bytes", limit_bytes},
+                     {"cost_model", cost_model_name(model.settings().kind)},
+                     {"fits", feasible},
+                     {"batch_size", plan.batch_size},
+                     {"accumulation_steps", plan_model.training().accumulation_steps}};
+    document["throughput_samples_per_s"] =
+        feasible ? Json(result.best->cost.throughput_samples_per_s) : Json(nullptr);
+    document["peak_memory_bytes"] =
+        feasible ? Json(result.best->cost.peak_memory_bytes) : Json(nullptr);
+    document["least_memory_needed_bytes"] =
+        feasible ? Json(nullptr) : Json(result.min_memory_needed_bytes);
+    Json classes_json = Json::array();
+    for (const auto& members : classes) {
+      classes_json.push_back(
+          class_json(plan_model, scenario->search, plan, members, limit_bytes, feasible));
+    }
+    document["operator_classes"] = classes_json;
+    fmt::print("{}\n", document.dump(2));
+    return feasible ? exit_ok : exit_infeasible;
+  }
 
   std::string text = fmt::format("explain {}: {} on {} ranks, limit {} per GPU\n  {}\n\n",
                                  scenario->name, scenario->workload->name(), model.ranks(),
@@ -470,6 +556,9 @@ Subcommand add_explain_command(CLI::App& root) {
       "and why the plan chose what it chose");
   add_scenario_options(*app, options->scenario);
   app->add_option("--op", options->op, "Explain only this operator (and its identical ones)");
+  app->add_flag("--json", options->json,
+                "Print JSON: per operator class, every option's memory, time and collectives, "
+                "the plan's choices and why");
   return {app, [options] { return run_explain(*options); }};
 }
 

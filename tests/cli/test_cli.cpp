@@ -664,6 +664,31 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
 }
 
 #ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("explain --json: every option of every class, the plan's choices and why") {
+  const Run run = run_osdp({"explain", scenarios + "default.json", "--json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(run.out);
+  CHECK(document["fits"] == true);
+  CHECK(document["least_memory_needed_bytes"].is_null());
+  REQUIRE(!document["operator_classes"].empty());
+  int operators = 0;
+  for (const auto& group : document["operator_classes"]) {
+    operators += static_cast<int>(group["operators"].size());
+    int chosen = 0;
+    for (const auto& option : group["options"]) {
+      chosen += option["chosen"].get<bool>();
+      double collectives_s = 0;
+      for (const auto& call : option["collectives"]) collectives_s += call["time_s"].get<double>();
+      // The collectives listed add up to the option's communication time.
+      CHECK(collectives_s == Approx(option["communication_s"].get<double>()).margin(1e-12));
+    }
+    CHECK(chosen >= 1);
+    CHECK(group["why"].size() == static_cast<std::size_t>(chosen));
+  }
+  // Every operator is in exactly one class (98 in the default GPT).
+  CHECK(operators == 98);
+}
+
 TEST_CASE("a lost output is exit 2, not a success or an internal error") {
   TempDir dir;
   const fs::path err = dir.path() / "err";
