@@ -5,14 +5,15 @@
 #
 #   scripts/reproduce-paper.sh [--quick] [--out FILE]
 #
-# --quick runs two scenarios only (the CTest test). OSDP names the osdp executable (default
+# --quick runs two scenarios only (the CTest test) and writes out/paper-reproduction-quick.md
+# unless --out says otherwise: never the committed report. OSDP names the osdp executable (default
 # ./build/release/cli/osdp, built with the release preset when absent). Needs python3
 # (standard library only). Exits non-zero with the failing command when an osdp run fails.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-out="docs/paper-reproduction.md"
+out=""
 quick=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,6 +26,10 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+
+if [ -z "$out" ]; then
+  if [ ${#quick[@]} -gt 0 ]; then out="out/paper-reproduction-quick.md"; else out="docs/paper-reproduction.md"; fi
+fi
 
 osdp="${OSDP:-./build/release/cli/osdp}"
 if [ ! -x "$osdp" ]; then
