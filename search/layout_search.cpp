@@ -392,6 +392,8 @@ class LayoutSearch {
       }
       if (!improved) break;
     }
+    // The run as chosen (evaluate left the last trial's modes in it).
+    run.modes = stage_modes(shape, base, chosen);
     offer("3d_osdp", run, best, base, chosen);
     return true;
   }

@@ -145,6 +145,13 @@ TEST_CASE("3D + OSDP is never slower than a 3D baseline, and each baseline is wh
       CAPTURE(limit, name);
       CHECK(osdp->throughput_samples_per_s >= plan->throughput_samples_per_s * (1 - 1e-12));
       const ParallelRun& run = plan->run;
+      // The recorded run is the one costed: costing it again gives the plan's figures (its
+      // modes, stage table and trace come from it).
+      const Scenario scenario = small_scenario(4, limit);
+      const ParallelIterationCost again = parallel_iteration_cost(
+          *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, "test");
+      CHECK(again.iteration_time_s == Approx(plan->iteration_time_s).epsilon(1e-12));
+      CHECK(again.peak_memory_bytes == Approx(plan->peak_memory_bytes).epsilon(1e-12));
       if (name == "megatron_tp") {
         CHECK(run.degrees.pipeline == 1);
         CHECK(run.degrees.tensor > 1);
