@@ -612,6 +612,19 @@ TEST_CASE("absurd work is refused up front with an estimate unless --force") {
   CHECK(contains(run.err, "option evaluations (2002 operators"));
   CHECK(contains(run.err, "1000000 batch sizes"));
   CHECK(run.out.empty());
+  // Many operators with many options each: costing and pruning them is quadratic in the options
+  // (it took minutes before the estimate counted it).
+  const fs::path deep = dir.path() / "deep.json";
+  write_text(deep, R"({"model": {"family": "gpt", "layers": 100000, "hidden": 256, "heads": 4,
+      "sequence_length": 64, "vocabulary": 1000},
+    "cluster": {"ranks": 4, "gpu": {"memory": "24GiB", "compute": "10TFLOPS"},
+                "collective": {"alpha": "5us", "bandwidth": "10GBps"}},
+    "training": {"max_batch_size": 8},
+    "search": {"modes": "dp,zdp,z2,z1", "split": "auto", "checkpoint": "auto"}})");
+  const Run many = run_osdp({"plan", deep.string()});
+  CHECK(many.exit_code == 2);
+  CHECK(contains(many.err, "option pairs to compare"));
+  CHECK(many.out.empty());
 }
 
 TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, nothing fits 3") {
@@ -709,13 +722,12 @@ TEST_CASE("a lost output is exit 2, not a success or an internal error") {
 
 #ifdef OSDP_CLI_HAS_SIM
 TEST_CASE("measured tables are regular files; fit checks --out before the work") {
-  const Run zero =
-      run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", "/dev/zero"});
+  const Run zero = run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", "/dev/zero"});
   CHECK(zero.exit_code == 2);
   CHECK(contains(zero.err, "a regular CSV file"));
-  const Run into_dir = run_osdp({"fit", scenarios + "vtrain-a100-dp.json", "--table",
-                                 scenarios + "measurements/vtrain-a100-dp-fit.csv", "--out",
-                                 scenarios});
+  const Run into_dir =
+      run_osdp({"fit", scenarios + "vtrain-a100-dp.json", "--table",
+                scenarios + "measurements/vtrain-a100-dp-fit.csv", "--out", scenarios});
   CHECK(into_dir.exit_code == 2);
   CHECK(contains(into_dir.err, "--out"));
   CHECK(contains(into_dir.err, "a directory"));
@@ -724,7 +736,8 @@ TEST_CASE("measured tables are regular files; fit checks --out before the work")
 
 TEST_CASE("a run is expressed from the command line; exit 3 with --json is still a document") {
   const std::string scenario = scenarios + "h100-4x8-gpt-13b.json";
-  const Run base = run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4", "--json"});
+  const Run base =
+      run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4", "--json"});
   REQUIRE(base.exit_code == 0);
   const Run longer = run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4",
                                "--seq-len", "4096", "--json"});
@@ -735,12 +748,13 @@ TEST_CASE("a run is expressed from the command line; exit 3 with --json is still
   CHECK(b["batch_size"] == 1);
   // Twice the sequence: more than twice the time per sample (attention's s^2).
   CHECK(b["iteration_time_s"].get<double>() > 2.0 * a["iteration_time_s"].get<double>());
-  const Run too_long = run_osdp({"plan", scenario, "--seq-len", "65536", "--micro-batch", "8",
-                                 "--json"});
+  const Run too_long =
+      run_osdp({"plan", scenario, "--seq-len", "65536", "--micro-batch", "8", "--json"});
   CHECK(too_long.exit_code == 3);
   const nlohmann::json answer = nlohmann::json::parse(too_long.out);
   CHECK(answer["fits"] == false);
-  CHECK(answer["least_memory_needed_bytes"].get<double>() > answer["gpu_memory_bytes"].get<double>());
+  CHECK(answer["least_memory_needed_bytes"].get<double>() >
+        answer["gpu_memory_bytes"].get<double>());
   CHECK(answer["dominated_by"].is_string());
   // The advice never names a limit the flag would refuse.
   CHECK_FALSE(contains(too_long.err, "try --memory-limit"));
@@ -749,15 +763,16 @@ TEST_CASE("a run is expressed from the command line; exit 3 with --json is still
 
 TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters; predict says what fits") {
   TempDir dir;
-  const std::string table = std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";
+  const std::string table =
+      std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";
   const Run fit = run_osdp({"fit", scenarios + "llmfoundry-mpt.json", "--table", table, "--out",
                             dir.path().string(), "--json"});
   REQUIRE(fit.exit_code == 0);
   const nlohmann::json document = nlohmann::json::parse(fit.out);
   CHECK(document["cv_model_size_mape_percent"].get<double>() < 10.0);
   CHECK(document["largest_gpus"] == 64);
-  for (const char* name : {"foundry-a100-40gb.json", "foundry-a100-80gb.json",
-                           "foundry-h100-80gb.json"}) {
+  for (const char* name :
+       {"foundry-a100-40gb.json", "foundry-a100-80gb.json", "foundry-h100-80gb.json"}) {
     INFO(name);
     CHECK(read_text(dir.path() / name) == read_text(fs::path(scenarios) / "clusters" / name));
   }
@@ -768,7 +783,8 @@ TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters; predict s
   REQUIRE(rows.size() == 92);
   for (const auto& row : rows) {
     CHECK(row["fits"] == true);
-    CHECK(row["predicted_peak_memory_bytes"].get<double>() <= row["gpu_memory_bytes"].get<double>());
+    CHECK(row["predicted_peak_memory_bytes"].get<double>() <=
+          row["gpu_memory_bytes"].get<double>());
     CHECK(row["predicted_mfu_percent"].get<double>() ==
           Approx(row["mfu_percent"].get<double>() * row["measured_iteration_time_s"].get<double>() /
                  row["predicted_iteration_time_s"].get<double>()));
@@ -778,10 +794,11 @@ TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters; predict s
     std::ifstream in(table);
     std::string header;
     std::getline(in, header);
-    write_text(big, header + "\n30b,65536,8,a100_40gb,,,,8,1,64,,,,,bf16,PURE,FULL_SHARD,False,"
-                             "False,,,\n");
-    const Run oom = run_osdp({"predict", scenarios + "llmfoundry-mpt.json", "--table",
-                              big.string(), "--json"});
+    write_text(big, header +
+                        "\n30b,65536,8,a100_40gb,,,,8,1,64,,,,,bf16,PURE,FULL_SHARD,False,"
+                        "False,,,\n");
+    const Run oom =
+        run_osdp({"predict", scenarios + "llmfoundry-mpt.json", "--table", big.string(), "--json"});
     REQUIRE(oom.exit_code == 0);
     const nlohmann::json row = nlohmann::json::parse(oom.out)["rows"][0];
     CHECK(row["fits"] == false);
