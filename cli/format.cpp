@@ -175,4 +175,11 @@ std::string render_runs(const Workload& scenario_workload, const Plan& plan,
   return header + table.render(indent);
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 }  // namespace osdp::cli

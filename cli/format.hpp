@@ -33,6 +33,8 @@ class Table {
 std::string format_throughput(double samples_per_s);  // "123.4 samples/s"
 std::string format_percent(double fraction);          // "97.5 %"
 std::string format_count(double count);               // "1.31 B", "354 M", "12.0 k"
+// The median of the values (0 for none), for error summaries.
+double median(std::vector<double> values);
 
 // "model states 5.20 GiB (dominant), activations 2.10 GiB, transient 600.0 MiB (layer3.mlp)".
 std::string describe_peak(const PeakBreakdown& peak, const Workload& workload);

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cli/command.hpp"
+#include "cli/format.hpp"
 #include "model/atomic_file.hpp"
 #include "model/foundry_fit.hpp"
 #include "model/foundry_runs.hpp"
@@ -21,13 +22,6 @@ FoundryTable read_tables(const std::vector<std::string>& paths) {
   std::vector<FoundryTable> tables;
   for (const std::string& path : paths) tables.push_back(read_foundry_table(path));
   return merge_foundry_tables(std::move(tables));
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 Json optional_json(const std::optional<double>& value) {

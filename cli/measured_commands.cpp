@@ -50,13 +50,6 @@ Json row_json(const MeasuredRun& run) {
           {"pipeline_parallelism", run.pipeline_parallelism}};
 }
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 // One iteration per row, with the scenario's cluster resized to the row's GPUs: data-parallel
 // rows simulated (SimGrid), rows with tensor or pipeline parallelism through their pipeline
 // schedule's timeline (model/parallel_iteration).

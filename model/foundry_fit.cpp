@@ -77,14 +77,7 @@ double predict_row(const PreparedRow& row, const Layout& layout, const std::vect
   const std::vector<double> c = chip_constants(layout, x, row.chip, &fp8_speedup);
   Cluster cluster = row.scenario.cluster;
   set_constants(cluster, c.data(), fp8_speedup);
-  if (row.fp8) {
-    for (auto& [kind, law] : cluster.gpu.operator_compute) {
-      if (kind == "embedding") continue;
-      for (ComputeLaw* part : {&law.forward, &law.backward}) {
-        if (part->flops_per_s) *part->flops_per_s *= fp8_speedup;
-      }
-    }
-  }
+  if (row.fp8) apply_fp8(cluster);
   const CostModel costs(*row.scenario.workload, cluster, row.scenario.training, row.scenario.cost);
   return costs.plan_cost(row.plan).iteration_time_s;
 }

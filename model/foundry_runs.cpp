@@ -55,7 +55,8 @@ Mode mode_of(const FoundryRun& run) {
   return Mode::zdp;
 }
 
-// Transformer Engine's fp8 matrix products: the layers' and the head's laws run faster.
+}  // namespace
+
 void apply_fp8(Cluster& cluster) {
   const double speedup = cluster.gpu.fp8_speedup;
   for (auto& [kind, law] : cluster.gpu.operator_compute) {
@@ -67,8 +68,6 @@ void apply_fp8(Cluster& cluster) {
   if (cluster.gpu.compute_flops_per_s) *cluster.gpu.compute_flops_per_s *= speedup;
   if (cluster.gpu.peak_flops_per_s) *cluster.gpu.peak_flops_per_s *= speedup;
 }
-
-}  // namespace
 
 bool describes_foundry_runs(const Scenario& scenario) {
   return scenario.measured_runs.is_object() && scenario.measured_runs.contains("table") &&

@@ -37,6 +37,10 @@ struct FoundrySetup {
   std::map<std::string, FoundryGpu> gpus;  // by the table's GPU
 };
 
+// Transformer Engine's fp8 matrix products (amp_fp8): the layers' and the head's laws (and the
+// GPU's flat rates) at the GPU's fp8_speedup.
+void apply_fp8(Cluster& cluster);
+
 // Whether the scenario describes llm-foundry runs ("measured_runs": {"table": "llm-foundry"}).
 bool describes_foundry_runs(const Scenario& scenario);
 FoundrySetup read_foundry_setup(const Scenario& scenario);
