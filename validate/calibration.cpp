@@ -135,15 +135,10 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
 
 // A communicator of this rank alone (its collectives are no-ops), for timing compute.
 std::unique_ptr<Communicator> connect_solo(std::chrono::milliseconds timeout) {
-  const fs::path store = fs::temp_directory_path() /
-                         fmt::format("osdp-solo-{}-{}", ::getpid(), std::random_device()());
   ConnectOptions solo;
-  solo.file_store_path = store.string();
+  solo.store = ConnectOptions::StoreKind::in_process;
   solo.timeout = timeout;
-  auto communicator = Communicator::connect(solo);
-  std::error_code ignored;
-  fs::remove(store, ignored);
-  return communicator;
+  return Communicator::connect(solo);
 }
 
 struct ProbeRun {

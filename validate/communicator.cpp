@@ -9,6 +9,7 @@
 #include <numeric>
 #include <thread>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -252,6 +253,10 @@ c10::intrusive_ptr<c10d::Store> make_store(const ConnectOptions& options) {
   c10::intrusive_ptr<c10d::Store> store;
   if (options.store == ConnectOptions::StoreKind::file) {
     store = c10::make_intrusive<c10d::FileStore>(options.file_store_path, options.world_size);
+  } else if (options.store == ConnectOptions::StoreKind::in_process) {
+    TORCH_CHECK(options.world_size == 1, "an in-process store serves one rank, not ",
+                options.world_size);
+    store = c10::make_intrusive<c10d::HashStore>();
   } else {
     c10d::TCPStoreOptions tcp;
     tcp.port = static_cast<std::uint16_t>(options.master_port);

@@ -33,8 +33,9 @@ struct ConnectOptions {
   CommBackend backend = CommBackend::gloo;
   int cuda_device = 0;  // nccl: the rank's device (its LOCAL_RANK)
   // Rendezvous through a file (local ranks) or a TCP store at master_addr:master_port hosted by
-  // rank 0 (torchrun, Slurm, mpirun).
-  enum class StoreKind { file, tcp } store = StoreKind::file;
+  // rank 0 (torchrun, Slurm, mpirun); a rank alone (world_size 1) needs no rendezvous: an
+  // in-process store leaves no file behind when the process is stopped.
+  enum class StoreKind { file, tcp, in_process } store = StoreKind::file;
   std::string file_store_path;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
