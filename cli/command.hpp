@@ -27,6 +27,7 @@ Subcommand add_plan_command(CLI::App& root);
 Subcommand add_sweep_command(CLI::App& root);
 Subcommand add_explain_command(CLI::App& root);
 Subcommand add_layout_command(CLI::App& root);
+Subcommand add_report_command(CLI::App& root);
 #ifdef OSDP_WITH_SIM
 Subcommand add_simulate_command(CLI::App& root);
 Subcommand add_fit_command(CLI::App& root);

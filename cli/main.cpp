@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
 
   std::vector<Subcommand> commands{
       add_plan_command(app),       add_sweep_command(app),    add_explain_command(app),
-      add_layout_command(app),
+      add_layout_command(app),     add_report_command(app),
 #ifdef OSDP_WITH_SIM
       add_simulate_command(app),   add_fit_command(app),      add_predict_command(app),
 #endif

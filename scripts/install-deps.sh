@@ -10,6 +10,7 @@ packages=(
   libsimgrid-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-matplotlib
+  chromium
   clang libclang-rt-14-dev
 )
 

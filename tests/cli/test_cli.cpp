@@ -1029,3 +1029,85 @@ TEST_CASE("simulate --trace into a device writes into it and keeps the device") 
   CHECK(run.exit_code == 0);
   CHECK(fs::is_character_file("/dev/null"));
 }
+
+// The data `osdp report` inlined into its page (the JSON between the report-data script tags).
+osdp::Json report_data(const fs::path& page) {
+  const std::string html = read_text(page);
+  const std::string open = "<script type=\"application/json\" id=\"report-data\">";
+  const std::size_t start = html.find(open);
+  REQUIRE(start != std::string::npos);
+  const std::size_t end = html.find("</script>", start);
+  REQUIRE(end != std::string::npos);
+  return osdp::Json::parse(html.substr(start + open.size(), end - start - open.size()));
+}
+
+TEST_CASE("report writes one self-contained page whose figures agree with plan and explain") {
+  TempDir dir;
+  const fs::path out = dir.path() / "report";
+  const Run run = run_osdp({"report", scenarios + "default.json", "--out", out.string(),
+                            "--memory-limits", "4GiB:12GiB:4GiB"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const fs::path page = out / "index.html";
+  REQUIRE(fs::is_regular_file(page));
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1);
+  const std::string html = read_text(page);
+  // Nothing to fetch: no external script, style sheet or image.
+  CHECK(!contains(html, "src=\"http"));
+  CHECK(!contains(html, "href=\"http"));
+  const osdp::Json data = report_data(page);
+
+  const Run plan = run_osdp({"plan", scenarios + "default.json", "--json"});
+  REQUIRE(plan.exit_code == 0);
+  const osdp::Json planned = osdp::Json::parse(plan.out);
+  CHECK(data["plan"]["batch_size"] == planned["batch_size"]);
+  CHECK(data["plan"]["throughput_samples_per_s"].get<double>() ==
+        Approx(planned["throughput_samples_per_s"].get<double>()));
+  CHECK(data["operators"].size() == planned["operators"].size());
+
+  const Run explain = run_osdp({"explain", scenarios + "default.json", "--json"});
+  REQUIRE(explain.exit_code == 0);
+  CHECK(data["operator_classes"] == osdp::Json::parse(explain.out)["operator_classes"]);
+
+  // Every mode the cluster runs and the plan; the stacked parts add up to each one's peak.
+  std::vector<std::string> modes;
+  for (const auto& mode : data["modes"]) {
+    modes.push_back(mode["name"]);
+    const auto& cost = mode["cost"];
+    const double parts = cost["model_state_bytes"].get<double>() +
+                         cost["activation_bytes"].get<double>() +
+                         cost["extra_bytes"].get<double>() + cost["transient_bytes"].get<double>();
+    CHECK(parts == Approx(cost["peak_memory_bytes"].get<double>()).epsilon(1e-9));
+  }
+  CHECK(modes == std::vector<std::string>{"dp", "zdp", "z2", "z1", "osdp"});
+  // The throughput curve at the three limits asked for; OSDP at 8 GiB is the plan's.
+  REQUIRE(data["throughput"]["memory_limits_bytes"].size() == 3);
+  const auto& osdp_curve = data["throughput"]["series"][0];
+  CHECK(osdp_curve["name"] == "osdp");
+  CHECK(osdp_curve["throughput_samples_per_s"][1].get<double>() ==
+        Approx(planned["throughput_samples_per_s"].get<double>()));
+#ifdef OSDP_CLI_HAS_SIM
+  REQUIRE(data.contains("timeline"));
+  CHECK(data["timeline"]["spans"].size() > 100);
+  CHECK(data["timeline"]["memory"].size() > 10);
+#endif
+}
+
+TEST_CASE("report: bad --out or --memory-limits exit 2 and write nothing, nothing fits exits 3") {
+  TempDir dir;
+  const fs::path file = dir.path() / "a-file";
+  std::ofstream(file) << "x";
+  const Run under_file =
+      run_osdp({"report", scenarios + "default.json", "--out", (file / "report").string()});
+  CHECK(under_file.exit_code == 2);
+  CHECK(contains(under_file.err, "--out"));
+  const fs::path out = dir.path() / "report";
+  const Run bad_limits = run_osdp({"report", scenarios + "default.json", "--out", out.string(),
+                                   "--memory-limits", "8GiB:4GiB:1GiB"});
+  CHECK(bad_limits.exit_code == 2);
+  CHECK(contains(bad_limits.err, "--memory-limits"));
+  const Run tight = run_osdp({"report", scenarios + "default.json", "--out", out.string(),
+                              "--memory-limit", "256MiB", "--no-timeline"});
+  CHECK(tight.exit_code == 3);
+  CHECK(!fs::exists(out));
+}
