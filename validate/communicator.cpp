@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -38,10 +39,52 @@ class FutureCompletion final : public CommHandle::Completion {
   std::shared_future<void> done_;
 };
 
+// A point-to-point transfer: waits for its c10d work, a lost peer as a CollectiveError.
+class TransferCompletion final : public CommHandle::Completion {
+ public:
+  TransferCompletion(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor,
+                     std::chrono::milliseconds timeout, int rank, int peer, const char* what)
+      : work_(std::move(work)),
+        tensor_(std::move(tensor)),
+        timeout_(timeout),
+        rank_(rank),
+        peer_(peer),
+        what_(what) {}
+  bool ready() const override { return work_->isCompleted(); }
+  void wait() const override {
+    try {
+      work_->wait(timeout_);
+    } catch (const std::exception& error) {
+      std::string detail = error.what();
+      if (const auto newline = detail.find('\n'); newline != std::string::npos)
+        detail.resize(newline);
+      throw CollectiveError(fmt::format("rank {}: {} rank {} failed (timeout {} ms): {}", rank_,
+                                        what_, peer_, timeout_.count(), detail),
+                            peer_);
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor tensor_;  // kept alive until the transfer is done
+  std::chrono::milliseconds timeout_;
+  int rank_;
+  int peer_;
+  const char* what_;
+};
+
 }  // namespace
 
 CommHandle::CommHandle(std::shared_future<void> done)
     : completion_(done.valid() ? std::make_shared<FutureCompletion>(std::move(done)) : nullptr) {}
+
+CommHandle Communicator::send(at::Tensor, int) {
+  TORCH_CHECK(false, "point-to-point transfers need the Gloo backend");
+}
+
+void Communicator::receive(at::Tensor, int) {
+  TORCH_CHECK(false, "point-to-point transfers need the Gloo backend");
+}
 
 int group_index(const std::vector<int>& group, int rank) {
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -129,7 +172,7 @@ class GlooCommunicator final : public Communicator {
                 "ring buffers are flat and contiguous");
     TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
                 buffer.numel(), " elements over ", group.size(), " ranks");
-    const int tag = static_cast<int>(sequence_++ % (1 << 30));
+    const int tag = collective_tag(group);
     return CommHandle(executor_->submit(
         [this, kind, buffer, group = std::move(group), index, tag, then = std::move(then)] {
           if (failure_) std::rethrow_exception(failure_);
@@ -163,6 +206,24 @@ class GlooCommunicator final : public Communicator {
     std::vector<CollectiveEvent> events;
     events.swap(events_);
     return events;
+  }
+
+  // Gloo's send returns at once; the transfer completes when the peer receives.
+  CommHandle send(at::Tensor tensor, int peer) override {
+    TORCH_CHECK(tensor.is_contiguous(), "point-to-point tensors are contiguous");
+    std::vector<at::Tensor> tensors{tensor};
+    auto work = group_->send(tensors, peer, transfer_tag(sends_to_, peer));
+    // The tensor stays alive with the work until it is waited for.
+    auto waiter = std::make_shared<TransferCompletion>(std::move(work), tensor, timeout_, rank_,
+                                                       peer, "send to");
+    return CommHandle(std::shared_ptr<const CommHandle::Completion>(waiter));
+  }
+
+  void receive(at::Tensor tensor, int peer) override {
+    TORCH_CHECK(tensor.is_contiguous(), "point-to-point tensors are contiguous");
+    std::vector<at::Tensor> tensors{tensor};
+    auto work = group_->recv(tensors, peer, transfer_tag(receives_from_, peer));
+    TransferCompletion(std::move(work), tensor, timeout_, rank_, peer, "receive from").wait();
   }
 
   void barrier() override {
@@ -238,7 +299,24 @@ class GlooCommunicator final : public Communicator {
   int size_;
   std::chrono::milliseconds timeout_;
   std::vector<int> world_;
-  long long sequence_ = 0;
+  // Tags pair a message with its receive. A collective's: the group's own count of collectives
+  // (every member issues the group's collectives in one order, whatever else it runs) under
+  // bits of the group's identity, so that two groups with a pair of ranks in common never
+  // match each other's messages. A transfer's: a count per peer and direction, in a range of
+  // its own.
+  int collective_tag(const std::vector<int>& group) {
+    std::uint32_t hash = 2166136261u;  // FNV-1a over the ranks
+    for (int rank : group) hash = (hash ^ static_cast<std::uint32_t>(rank)) * 16777619u;
+    const long long count = collectives_by_group_[group]++;
+    return static_cast<int>(((hash % 1024u) << 20) | static_cast<std::uint32_t>(count % (1 << 20)));
+  }
+  static int transfer_tag(std::map<int, long long>& counts, int peer) {
+    return static_cast<int>((1u << 30) | static_cast<std::uint32_t>(counts[peer]++ % (1 << 30)));
+  }
+
+  std::map<std::vector<int>, long long> collectives_by_group_;
+  std::map<int, long long> sends_to_;
+  std::map<int, long long> receives_from_;
   std::exception_ptr failure_;  // touched only on the communication thread
   std::mutex events_mutex_;
   std::vector<CollectiveEvent> events_;

@@ -121,6 +121,11 @@ class Communicator {
   void run(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {}) {
     start(kind, std::move(buffer), std::move(group)).wait();
   }
+  // Point-to-point transfers (pipeline stages): the k-th send to a peer meets the peer's k-th
+  // receive from this rank. send returns at once (wait on the handle before reusing the
+  // tensor); receive blocks until the tensor holds the peer's data. Gloo only.
+  virtual CommHandle send(at::Tensor tensor, int peer);
+  virtual void receive(at::Tensor tensor, int peer);
   // Blocks until every rank reaches it (an all-reduce of one value).
   virtual void barrier() = 0;
   // The collectives completed since the last call (oldest first).
