@@ -47,6 +47,13 @@ std::string describe_plan(const Plan& plan) {
   return text;
 }
 
+// "tp 2 x pp 2 x dp 1, 1f1b, 4 micro-batches of 2".
+std::string describe_layout(const ParallelRun& run) {
+  return fmt::format("tp {} x pp {} x dp {}, {}, {} micro-batch{} of {}", run.degrees.tensor,
+                     run.degrees.pipeline, run.degrees.data, pipeline_schedule_name(run.schedule),
+                     run.micro_batches, run.micro_batches > 1 ? "es" : "", run.micro_batch);
+}
+
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }
 
 }  // namespace
@@ -86,7 +93,7 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
   for (std::size_t i = 0; i < plans.size(); ++i) {
     ComparisonRow row;
     row.name = plans[i].name;
-    row.plan = describe_plan(plans[i].plan);
+    row.plan = plans[i].layout ? describe_layout(*plans[i].layout) : describe_plan(plans[i].plan);
     row.batch_size = plans[i].plan.batch_size;
     row.measured_iteration_time_s = measurements.at(i).iteration_time_s();
     row.measured_spread = measurements.at(i).iteration_time_spread();

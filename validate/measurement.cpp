@@ -142,6 +142,48 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
   return measurements;
 }
 
+namespace {
+
+Json layout_to_json(const ParallelRun& run) {
+  return {{"tensor", run.degrees.tensor},
+          {"pipeline", run.degrees.pipeline},
+          {"data", run.degrees.data},
+          {"order", run.order},
+          {"micro_batch", run.micro_batch},
+          {"micro_batches", run.micro_batches},
+          {"schedule", std::string(pipeline_schedule_name(run.schedule))},
+          {"layers_per_stage", run.layers_per_chunk}};
+}
+
+ParallelRun layout_from_json(const JsonReader& reader) {
+  reader.require_only({"tensor", "pipeline", "data", "order", "micro_batch", "micro_batches",
+                       "schedule", "layers_per_stage"});
+  ParallelRun run;
+  run.degrees.tensor = static_cast<int>(reader.integer("tensor", 1, 1 << 16));
+  run.degrees.pipeline = static_cast<int>(reader.integer("pipeline", 1, 1 << 16));
+  run.degrees.data = static_cast<int>(reader.integer("data", 1, 1 << 16));
+  run.order = reader.string("order");
+  run.micro_batch = static_cast<int>(reader.integer("micro_batch", 1, 1 << 16));
+  run.micro_batches = static_cast<int>(reader.integer("micro_batches", 1, 1 << 16));
+  const std::string schedule = reader.string("schedule");
+  const auto parsed = pipeline_schedule_from_name(schedule);
+  if (!parsed) reader.fail_value("schedule", schedule, "gpipe, 1f1b or interleaved");
+  run.schedule = *parsed;
+  const Json& layers = reader.raw("layers_per_stage");
+  const std::string expected = "layers per pipeline stage: integers from 0 to 65536";
+  if (!layers.is_array()) reader.fail("layers_per_stage", expected);
+  for (const Json& count : layers) {
+    if (!count.is_number_integer() || count.get<long long>() < 0 ||
+        count.get<long long>() > (1 << 16)) {
+      reader.fail("layers_per_stage", expected);
+    }
+    run.layers_per_chunk.push_back(static_cast<int>(count.get<long long>()));
+  }
+  return run;
+}
+
+}  // namespace
+
 Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
   Json list = Json::array();
   for (const auto& run : plans) {
@@ -157,6 +199,7 @@ Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
     Json entry = {
         {"name", run.name}, {"batch_size", run.plan.batch_size}, {"choices", std::move(choices)}};
     if (!run.plan.unit_sizes.empty()) entry["units"] = run.plan.unit_sizes;
+    if (run.layout) entry["layout"] = layout_to_json(*run.layout);
     list.push_back(std::move(entry));
   }
   return list;
@@ -165,7 +208,7 @@ Json plan_runs_to_json(const std::vector<PlanRun>& plans) {
 std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
   std::vector<PlanRun> plans;
   for (const JsonReader& entry : reader.objects("plans")) {
-    entry.require_only({"name", "batch_size", "choices", "units"});
+    entry.require_only({"name", "batch_size", "choices", "units", "layout"});
     PlanRun run;
     run.name = entry.string("name");
     run.plan.batch_size = static_cast<int>(entry.integer("batch_size", 1, 1 << 16));
@@ -202,6 +245,7 @@ std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
         run.plan.unit_sizes.push_back(static_cast<int>(count.get<long long>()));
       }
     }
+    if (entry.has("layout")) run.layout = layout_from_json(entry.object("layout"));
     plans.push_back(std::move(run));
   }
   return plans;

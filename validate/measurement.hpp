@@ -2,10 +2,12 @@
 // Torch-free, so the `osdp` front end reads what the libtorch runtime (osdp-runtime) reports.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/json_reader.hpp"
+#include "model/parallel_iteration.hpp"
 #include "model/plan.hpp"
 
 namespace osdp::validate {
@@ -13,6 +15,10 @@ namespace osdp::validate {
 struct PlanRun {
   std::string name;
   Plan plan;
+  // A tensor x pipeline x data layout (validate/parallel_gpt): then `plan` holds only the
+  // micro-batch size, and the layout's degrees, schedule, micro-batches and layer split say the
+  // rest (every operator replicated in its data-parallel group).
+  std::optional<ParallelRun> layout;
 };
 
 struct RankFigures {

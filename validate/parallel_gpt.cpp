@@ -11,6 +11,7 @@
 #include <map>
 
 #include "model/input_error.hpp"
+#include "validate/counting_allocator.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -76,6 +77,10 @@ at::Tensor assemble(const std::vector<at::Tensor>& shards, const TensorSplit& sp
   return shards.front();
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // The sum over `group` of every rank's `value` (a copy; the ring buffer padded to a multiple of
 // the group's size).
 at::Tensor group_sum(Communicator& comm, const at::Tensor& value, const std::vector<int>& group) {
@@ -87,15 +92,28 @@ at::Tensor group_sum(Communicator& comm, const at::Tensor& value, const std::vec
   return buffer.narrow(0, 0, n).view(value.sizes()).clone();
 }
 
+// A group's sums, timed: the compute thread waits for each one.
+struct TimedGroup {
+  Communicator* comm = nullptr;
+  std::vector<int> ranks;
+  double* wait_s = nullptr;
+
+  at::Tensor sum(const at::Tensor& value) const {
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor summed = group_sum(*comm, value, ranks);
+    *wait_s += seconds_since(start);
+    return summed;
+  }
+};
+
 // Megatron's g: the sum over the tensor-parallel group in forward, the gradient passed through
 // unchanged in backward (every rank's partial sum receives the whole output's gradient).
 struct SumInForward : torch::autograd::Function<SumInForward> {
-  static at::Tensor forward(AutogradContext*, const at::Tensor& partial, Communicator* comm,
-                            const std::vector<int>* group) {
-    return group_sum(*comm, partial, *group);
+  static at::Tensor forward(AutogradContext*, const at::Tensor& partial, const TimedGroup* group) {
+    return group->sum(partial);
   }
   static variable_list backward(AutogradContext*, variable_list gradients) {
-    return {gradients[0], at::Tensor(), at::Tensor()};
+    return {gradients[0], at::Tensor()};
   }
 };
 
@@ -154,6 +172,8 @@ struct ParallelGpt::Impl {
   std::vector<StageLayers> stage_layers;
   std::vector<int> tensor_group;
   std::vector<int> data_group;
+  double communication_wait_s = 0;  // of the step running
+  TimedGroup tensor_sums;
   std::vector<int> pipeline_group;  // one rank per stage, in stage order
   // The canonical parameters' names and shapes, in order; this rank's shards of its stage's.
   std::vector<std::pair<std::string, std::vector<int64_t>>> canonical;
@@ -172,6 +192,7 @@ struct ParallelGpt::Impl {
     tensor_group = layout.group_of(GroupAxis::tensor, comm.rank()).ranks;
     data_group = layout.group_of(GroupAxis::data, comm.rank()).ranks;
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
+    tensor_sums = {&comm, tensor_group, &communication_wait_s};
     std::vector<at::Tensor> leaves;
     for (const auto& [name, tensor] : initial) {
       canonical.emplace_back(name, tensor.sizes().vec());
@@ -198,6 +219,10 @@ struct ParallelGpt::Impl {
                        fmt::format("a tensor-parallel degree that divides the {} heads, the "
                                    "vocabulary of {} and the MLP's {} hidden units",
                                    shape.heads, shape.vocabulary, 4 * shape.hidden));
+    }
+    if (options.schedule == PipelineSchedule::interleaved) {
+      throw InputError("plan", "$.layout.schedule", "interleaved",
+                       "gpipe or 1f1b (the runtime has no interleaved stages)");
     }
     if (degrees.pipeline > shape.layers + 2) {
       throw InputError(
@@ -238,14 +263,13 @@ struct ParallelGpt::Impl {
   at::Tensor into_tensor_parallel(const at::Tensor& x) {
     if (tensor_ranks == 1) return x;
     at::Tensor copy = x.clone();
-    copy.register_hook(
-        [this](at::Tensor gradient) { return group_sum(comm, gradient, tensor_group); });
+    copy.register_hook([this](at::Tensor gradient) { return tensor_sums.sum(gradient); });
     return copy;
   }
 
   at::Tensor sum_over_tensor_parallel(const at::Tensor& partial) {
     if (tensor_ranks == 1) return partial;
-    return SumInForward::apply(partial, &comm, &tensor_group);
+    return SumInForward::apply(partial, &tensor_sums);
   }
 
   at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix) const {
@@ -315,7 +339,9 @@ struct ParallelGpt::Impl {
     const int64_t tokens = flat.size(0);
     at::Tensor maxima = at::zeros({tensor_ranks * tokens}, flat.options());
     maxima.narrow(0, coordinates.tensor * tokens, tokens).copy_(std::get<0>(flat.detach().max(-1)));
+    const auto gather_start = std::chrono::steady_clock::now();
     comm.run(CollectiveKind::all_gather, maxima, tensor_group);
+    communication_wait_s += seconds_since(gather_start);
     const at::Tensor shift = std::get<0>(maxima.view({tensor_ranks, tokens}).max(0));
     const at::Tensor shifted = flat - shift.unsqueeze(1);
     const at::Tensor normaliser = sum_over_tensor_parallel(shifted.exp().sum(-1));
@@ -351,7 +377,9 @@ struct ParallelGpt::Impl {
     InFlight held;
     if (stage > 0) {
       held.input = at::empty({batch.inputs.size(0), shape.sequence_length, shape.hidden});
+      const auto start = std::chrono::steady_clock::now();
       comm.receive(held.input, previous_rank());
+      communication_wait_s += seconds_since(start);
       held.input.set_requires_grad(true);
     }
     held.output = stage_forward(batch, held.input);
@@ -372,7 +400,9 @@ struct ParallelGpt::Impl {
       (held.output / options.micro_batches).backward();
     } else {
       at::Tensor gradient = at::empty_like(held.output);
+      const auto start = std::chrono::steady_clock::now();
       comm.receive(gradient, next_rank());
+      communication_wait_s += seconds_since(start);
       torch::autograd::backward({held.output}, {gradient});
     }
     if (stage > 0) sends.push_back(comm.send(held.input.grad().contiguous(), previous_rank()));
@@ -401,7 +431,9 @@ struct ParallelGpt::Impl {
       }
       while (next_backward < m) backward(next_backward++, in_flight, sends, metrics);
     }
+    const auto start = std::chrono::steady_clock::now();
     for (const CommHandle& send : sends) send.wait();
+    communication_wait_s += seconds_since(start);
   }
 
   // DDP's reduction: every local gradient summed over the data-parallel group in one bucket,
@@ -411,7 +443,9 @@ struct ParallelGpt::Impl {
     if (ranks == 1) return;
     std::vector<at::Tensor> gradients;
     for (const auto& [name, tensor] : local) gradients.push_back(tensor.grad().reshape({-1}));
+    const auto start = std::chrono::steady_clock::now();
     const at::Tensor summed = group_sum(comm, at::cat(gradients), data_group) / ranks;
+    communication_wait_s += seconds_since(start);
     int64_t offset = 0;
     for (const auto& [name, tensor] : local) {
       const int64_t n = tensor.numel();
@@ -428,6 +462,8 @@ struct ParallelGpt::Impl {
       throw InputError("plan", "$.micro_batches", std::to_string(m),
                        fmt::format("a count of micro-batches that divides the {} rows", rows));
     }
+    communication_wait_s = 0;
+    if (counting_allocator_installed()) reset_peak_memory();
     optimizer->zero_grad();
     // Every local parameter gets a gradient, even where the schedule leaves one unused.
     for (auto& [name, tensor] : local) tensor.mutable_grad() = at::zeros_like(tensor);
@@ -437,8 +473,9 @@ struct ParallelGpt::Impl {
     run_schedule(micro, metrics);
     average_gradients_over_data_parallel();
     optimizer->step();
-    metrics.iteration_time_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics.iteration_time_s = seconds_since(start);
+    metrics.communication_wait_s = communication_wait_s;
+    if (counting_allocator_installed()) metrics.peak_memory_bytes = memory_counts().peak_bytes;
     return metrics;
   }
 

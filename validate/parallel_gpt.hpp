@@ -17,20 +17,21 @@
 // The optimizer is torch::optim's, elementwise, so its step on a shard is its step on the whole.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/parallel_layout.hpp"
+#include "model/pipeline_schedule.hpp"
 #include "validate/communicator.hpp"
 #include "validate/gpt_parameters.hpp"
 
 namespace osdp::validate {
 
-enum class PipelineSchedule { gpipe, one_f_one_b };
-
 struct ParallelRuntimeOptions {
   AdamSettings adam;
-  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // gpipe or 1f1b (not interleaved)
   int micro_batches = 1;  // per optimizer step, on every data-parallel rank
   // Transformer layers per stage, first stage first; empty: as even as possible, earlier stages
   // taking the remainder.
@@ -40,6 +41,11 @@ struct ParallelRuntimeOptions {
 // What one optimizer step did on this rank.
 struct ParallelStepMetrics {
   double iteration_time_s = 0;
+  // Time the compute thread waited for communication: tensor-parallel reductions, receives
+  // from the neighbouring stages, the data-parallel reduction and the sends still in flight.
+  double communication_wait_s = 0;
+  // High-water mark of the counting allocator during the step (0 when it is not installed).
+  std::int64_t peak_memory_bytes = 0;
   double loss = 0;  // the data-parallel rank's mean loss (on the last stage; 0 elsewhere)
   // Micro-batches whose activations this stage held at once: m under GPipe, at most p - s under
   // 1F1B.

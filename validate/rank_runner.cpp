@@ -12,6 +12,7 @@
 #include "validate/calibration.hpp"
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
+#include "validate/parallel_gpt.hpp"
 #include "validate/sharded_gpt.hpp"
 
 namespace osdp::validate {
@@ -101,6 +102,44 @@ double earliest(Communicator& communicator, RankDevice& device, double value) {
   return gathered.cpu().min().item<double>();
 }
 
+struct StepFigures {
+  int index = 0;  // within the plan's turn: warm-up steps first
+  double iteration_time_s = 0;
+  double exposed_communication_s = 0;
+  double peak_memory_bytes = 0;
+  double loss = 0;
+};
+
+// `steps` steps of a tensor x pipeline x data layout (CPU ranks only); `steps_done` numbers the
+// batches across the plan's turns.
+std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun& layout,
+                                        Communicator& communicator,
+                                        const ValidationOptions& options, int steps,
+                                        int& steps_done) {
+  const ParallelLayout ranks(layout.degrees, layout.order);
+  ParallelRuntimeOptions runtime;
+  runtime.adam.learning_rate = options.learning_rate;
+  runtime.schedule = layout.schedule;
+  runtime.micro_batches = layout.micro_batches;
+  runtime.layers_per_stage = layout.layers_per_chunk;
+  ParallelGpt model(shape, ranks, communicator, initial_gpt_parameters(shape, options.seed),
+                    runtime);
+  // A data-parallel rank's rows per step: its micro-batches one after another; every tensor and
+  // pipeline rank of it takes the same rows.
+  const int rows = layout.micro_batch * layout.micro_batches;
+  const int data_rank = ranks.coordinates_of(communicator.rank()).data(ranks.degrees());
+  communicator.barrier();
+  std::vector<StepFigures> figures;
+  for (int step = 0; step < steps; ++step) {
+    const TokenBatch global =
+        make_token_batch(shape, layout.degrees.data * rows, options.seed, steps_done++);
+    const ParallelStepMetrics metrics = model.train_step(global.rows(data_rank * rows, rows));
+    figures.push_back({step, metrics.iteration_time_s, metrics.communication_wait_s,
+                       static_cast<double>(metrics.peak_memory_bytes), metrics.loss});
+  }
+  return figures;
+}
+
 }  // namespace
 
 std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vector<PlanRun>& plans,
@@ -139,6 +178,17 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     const bool last_round = round + 1 == rounds;
     for (std::size_t p = 0; p < plans.size(); ++p) {
       const PlanRun& run = plans[p];
+      if (run.layout) {
+        for (const StepFigures& step : parallel_steps(shape, *run.layout, communicator, options,
+                                                      warmup + measured, steps_done[p])) {
+          if (step.index < warmup) continue;
+          mine[p].iteration_times_s.push_back(step.iteration_time_s);
+          exposed[p].push_back(step.exposed_communication_s);
+          mine[p].peak_memory_bytes = std::max(mine[p].peak_memory_bytes, step.peak_memory_bytes);
+          mine[p].loss = step.loss;
+        }
+        continue;
+      }
       // A rank's rows per step: its micro-batches one after another.
       const int b = run.plan.batch_size * options.accumulation_steps;
       ShardedGpt model(shape, run.plan, communicator, initial_gpt_parameters(shape, options.seed),

@@ -38,7 +38,8 @@ bool dp_all_reduce_after_backward(const Scenario& scenario) {
 ValidationOptions read_validation_options(const Scenario& scenario) {
   const JsonReader reader(scenario.validation, scenario.file, "$.validation");
   reader.require_only({"batch_size", "warmup_iterations", "iterations", "rounds", "seed",
-                       "learning_rate", "collective_timeout", "prefetch_depth", "device"});
+                       "learning_rate", "collective_timeout", "prefetch_depth", "device",
+                       "layouts"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(
       reader.optional_integer("batch_size", 1, 1 << 16).value_or(options.batch_size));
@@ -74,6 +75,7 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   options.backward_prefetch = backward_prefetch_of(scenario);
   options.dp_all_reduce_after_backward = dp_all_reduce_after_backward(scenario);
   options.accumulation_steps = scenario.training.accumulation_steps;
+  if (reader.has("layouts")) options.layouts = reader.string("layouts");
   if (reader.has("device")) {
     options.device =
         reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;

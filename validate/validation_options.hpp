@@ -1,6 +1,7 @@
 // The scenario's "validation" object: how the validator runs plans for real.
 //   {"batch_size": 4, "warmup_iterations": 2, "iterations": 9, "rounds": 3, "seed": 1,
-//    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1, "device": "cpu"}
+//    "learning_rate": 1e-3, "collective_timeout": "30s", "prefetch_depth": 1, "device": "cpu",
+//    "layouts": "tp2,pp2:gpipe"}
 // Every key is optional; unknown keys are InputErrors. prefetch_depth defaults to the
 // scenario's "simulation"."forward_prefetch" when that is set (else 1). The backward prefetch
 // policy is the simulator's "simulation"."backward_prefetch" ("pre", "post" or "none"; default
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "model/prefetch_policy.hpp"
 #include "model/scenario.hpp"
@@ -40,6 +42,9 @@ struct ValidationOptions {
   // that size), instead of each operator's after its own backward ("per_operator").
   bool dp_all_reduce_after_backward = false;
   DeviceKind device = DeviceKind::cpu;
+  // Tensor x pipeline x data layouts to run beside the plans (cli/validate_layouts: "tp2,
+  // pp2:gpipe:m4, tp2xdp2"); `--layouts` replaces it. The front end's: not sent to the runtime.
+  std::string layouts;
 };
 
 ValidationOptions read_validation_options(const Scenario& scenario);
