@@ -158,15 +158,9 @@ std::vector<std::vector<int>> selected_classes(const CostModel& model, const std
   if (name.empty()) return classes;
   const auto index = model.workload().find(name);
   if (!index) {
-    std::string nearest;
-    std::size_t best_distance = 4;
-    for (const Operator& op : model.workload().operators()) {
-      const std::size_t distance = edit_distance(op.name, name);
-      if (distance < best_distance) {
-        best_distance = distance;
-        nearest = op.name;
-      }
-    }
+    std::vector<std::string> names;
+    for (const Operator& op : model.workload().operators()) names.push_back(op.name);
+    const std::string nearest = nearest_name(name, names);
     throw InputError(
         "command line", "--op", name,
         "the name of an operator of " + file +

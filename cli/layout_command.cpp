@@ -101,7 +101,7 @@ std::string stage_table(const Scenario& scenario, const LayoutPlan& plan) {
 }
 
 int run_layout(const LayoutOptions& options) {
-  Scenario scenario = load_scenario(options.scenario_path);
+  Scenario scenario = load_checked_scenario(options.scenario_path);
   LayoutSearchOptions search;
   search.tensor = options.tensor;
   search.pipeline = options.pipeline;

@@ -13,6 +13,8 @@
 #include "cli/command.hpp"
 #include "cli/format.hpp"
 #include "cli/foundry_commands.hpp"
+#include "cli/scenario_options.hpp"
+#include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
 #include "model/foundry_runs.hpp"
 #include "model/input_error.hpp"
@@ -28,7 +30,8 @@ struct MeasuredOptions {
   std::vector<std::string> table_paths;
   std::string out_path;
   bool json = false;
-  bool check = true;  // fit: simulate every row with the fitted cluster
+  bool check = true;   // fit: simulate every row with the fitted cluster
+  bool force = false;  // run even when the estimated work is absurd
 };
 
 MeasuredTable read_tables(const std::vector<std::string>& paths) {
@@ -96,11 +99,12 @@ ErrorSummary summarise(const std::vector<double>& errors_percent) {
 }
 
 int run_predict(const MeasuredOptions& options) {
-  const Scenario scenario = load_scenario(options.scenario_path);
+  const Scenario scenario = load_checked_scenario(options.scenario_path);
   if (describes_foundry_runs(scenario)) {
     return run_foundry_predict(scenario, options.table_paths, options.json);
   }
   const MeasuredTable table = read_tables(options.table_paths);
+  refuse_unless_forced(measured_rows_work(table), options.force);
   const std::vector<double> predicted = simulate_rows(scenario, table);
   std::vector<double> errors;
   Json rows = Json::array();
@@ -162,7 +166,7 @@ int run_predict(const MeasuredOptions& options) {
 
 int run_fit(const MeasuredOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  const Scenario scenario = load_scenario(options.scenario_path);
+  const Scenario scenario = load_checked_scenario(options.scenario_path);
   if (describes_foundry_runs(scenario)) {
     return run_foundry_fit(scenario, options.table_paths, options.out_path, options.json);
   }
@@ -172,6 +176,8 @@ int run_fit(const MeasuredOptions& options) {
                      "a path osdp can write the cluster to, not " + *why);
   }
   const MeasuredTable table = read_tables(options.table_paths);
+  // The fit builds every row's program; the check simulates every row again.
+  refuse_unless_forced(measured_rows_work(table, options.check ? 2 : 1), options.force);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
   const sim::FitResult fit = sim::fit_table(scenario, table, sim_options);
   const double fit_s =
@@ -267,6 +273,8 @@ Subcommand add_fit_command(CLI::App& root) {
   app->add_flag("--json", options->json, "print JSON");
   app->add_flag("!--no-simulate", options->check,
                 "skip simulating every row with the fitted cluster");
+  app->add_flag("--force", options->force,
+                "Run even when the estimated work is far beyond a few minutes");
   return {app, [options]() { return run_fit(*options); }};
 }
 
@@ -279,6 +287,8 @@ Subcommand add_predict_command(CLI::App& root) {
                   "configurations (vTrain's CSV format); several are predicted as one")
       ->required();
   app->add_flag("--json", options->json, "print JSON");
+  app->add_flag("--force", options->force,
+                "Run even when the estimated work is far beyond a few minutes");
   return {app, [options]() { return run_predict(*options); }};
 }
 

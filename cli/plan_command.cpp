@@ -22,6 +22,7 @@ struct PlanOptions {
   bool json = false;
   std::string evaluate = "analytic";  // or "sim": re-rank candidates by simulation
   int top = 5;
+  bool top_given = false;  // --top only means something beside --evaluate sim
 };
 
 Json peak_cause_json(const PeakBreakdown& peak, const Workload& workload) {
@@ -144,9 +145,17 @@ std::string setup_summary(const Scenario& scenario, double memory_limit_bytes) {
   return text;
 }
 
+// "0.01%", "2.5%", "100%": {:.2g} alone prints a 100 % gap as "1e+02%".
+std::string gap_percent(double fraction) {
+  const double percent = fraction * 100;
+  if (percent >= 10) return fmt::format("{:.0f}%", percent);
+  if (percent >= 1) return fmt::format("{:.1f}%", percent);
+  return fmt::format("{:.2g}%", percent);
+}
+
 // "optimal", "optimal to within 0.01%", or how far the time limit left it.
 std::string search_quality(const SearchResult& result) {
-  const std::string gap = fmt::format("{:.2g}%", result.proven_gap * 100);
+  const std::string gap = gap_percent(result.proven_gap);
   if (result.stats.stopped_early) {
     return fmt::format("the time limit stopped it: at most {} from the optimum; see --time-limit",
                        gap);
@@ -337,6 +346,11 @@ std::string analytic_report(const Scenario& scenario, const Comparison& comparis
 }
 
 int run_plan(const PlanOptions& options) {
+  if (options.top_given && options.evaluate != "sim") {
+    throw InputError("command line", "--top", std::to_string(options.top),
+                     "--top only with --evaluate sim (it sets how many analytic plans the "
+                     "simulator re-ranks)");
+  }
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   refuse_unless_forced(planning_work(*scenario), options.scenario.force);
   if (options.evaluate == "sim") {
@@ -402,9 +416,13 @@ Subcommand add_plan_command(CLI::App& root) {
                   "analytic (default), or sim: re-rank the top analytic plans and the baselines "
                   "by simulated throughput")
       ->check(CLI::IsMember({"analytic", "sim"}));
-  app->add_option("--top", options->top, "Analytic plans to re-rank with --evaluate sim")
-      ->check(CLI::Range(1, 64));
-  return {app, [options] { return run_plan(*options); }};
+  CLI::Option* top =
+      app->add_option("--top", options->top, "Analytic plans to re-rank with --evaluate sim")
+          ->check(CLI::Range(1, 64));
+  return {app, [options, top] {
+            options->top_given = top->count() > 0;
+            return run_plan(*options);
+          }};
 }
 
 }  // namespace osdp::cli

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
+#include <string>
 #include <system_error>
 
 #include "cli/command.hpp"
@@ -11,6 +13,88 @@
 #include "validate/launch.hpp"
 
 namespace osdp::cli {
+namespace {
+
+constexpr const char* command_line = "command line";
+
+// The subcommand named `name`, or nullptr.
+CLI::App* find_subcommand(CLI::App& app, const std::string& name) {
+  const auto found = app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == name; });
+  return found.empty() ? nullptr : found.front();
+}
+
+std::vector<std::string> subcommand_names(CLI::App& app) {
+  std::vector<std::string> names;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+std::string did_you_mean(const std::string& given, const std::vector<std::string>& names) {
+  const std::string nearest = nearest_name(given, names);
+  return nearest.empty() ? "" : " (did you mean \"" + nearest + "\"?)";
+}
+
+// `osdp bogus`: CLI11 only says a subcommand is required; name the word and the nearest one.
+std::optional<std::string> unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-' || find_subcommand(app, argv[1]) != nullptr) return {};
+  const std::vector<std::string> names = subcommand_names(app);
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  const InputError error(command_line, "", fmt::format("unknown command \"{}\"", argv[1]),
+                         "one of " + list + did_you_mean(argv[1], names));
+  return error.what();
+}
+
+// The first "--flag" after the subcommand that it does not know ("--memory-limt"), named with
+// the nearest flag it does know; CLI11 only lists the arguments it did not expect.
+std::optional<std::string> unknown_flag(CLI::App& app, int argc, char** argv) {
+  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
+  if (sub == nullptr) return {};
+  std::vector<std::string> names;
+  for (const CLI::Option* option : sub->get_options()) {
+    const std::string name = option->get_name();
+    if (name.rfind("--", 0) == 0) names.push_back(name);
+  }
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    const std::string flag = arg.substr(0, arg.find('='));
+    if (sub->get_option_no_throw(flag) != nullptr) continue;
+    const InputError error(
+        command_line, flag, "an unknown flag",
+        fmt::format("a flag of `osdp {}`{}", sub->get_name(), did_you_mean(flag, names)));
+    return error.what();
+  }
+  return {};
+}
+
+// CLI11's own message, with the word or flag at fault named where CLI11 does not.
+std::string parse_error_message(CLI::App& app, const CLI::ParseError& error, int argc,
+                                char** argv) {
+  if (auto message = unknown_subcommand(app, argc, argv)) return *message;
+  // Before CLI11's "--memory-limits is required": a misspelt flag is the likelier fault.
+  if (auto message = unknown_flag(app, argc, argv)) return *message;
+  return std::string(command_line) + ": " + error.what();
+}
+
+// A flag given an empty value (`--memory-limit ''`) would read as a flag left out: refuse it.
+void refuse_empty_values(const CLI::App& app) {
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() == 0 || option->get_type_size_max() == 0) continue;  // flags take none
+    for (const std::string& value : option->results()) {
+      if (value.find_first_not_of(" \t") != std::string::npos) continue;
+      const std::string name = option->get_name(option->get_name().empty());
+      throw InputError(command_line, name, fmt::format("\"{}\"", value),
+                       "a value (an empty value is not the same as leaving the flag out)");
+    }
+  }
+  for (const CLI::App* sub : app.get_subcommands()) refuse_empty_values(*sub);
+}
+
+}  // namespace
 
 int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int argc, char** argv) {
   try {
@@ -18,10 +102,12 @@ int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int ar
   } catch (const CLI::Success& success) {
     return app.exit(success);
   } catch (const CLI::ParseError& error) {
-    app.exit(error);
+    fmt::print(stderr, "osdp: error: {}\nRun with --help for more information.\n",
+               parse_error_message(app, error, argc, argv));
     return exit_input_error;
   }
   try {
+    refuse_empty_values(app);
     for (const auto& command : commands) {
       if (!command.app->parsed()) continue;
       const int code = command.run();

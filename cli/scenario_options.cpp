@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
 #include "model/units.hpp"
+#include "validate/validation_options.hpp"
 
 namespace osdp::cli {
 namespace {
@@ -114,6 +116,7 @@ void apply_training_overrides(const ScenarioOptions& options, Scenario& scenario
 
 void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) {
   if (!options.modes.empty()) {
+    refuse_empty_items("--modes", options.modes);
     const auto modes = parse_modes(options.modes);
     if (!modes) {
       throw InputError(command_line, "--modes", options.modes,
@@ -199,6 +202,20 @@ void apply_search_overrides(const ScenarioOptions& options, Scenario& scenario) 
 }
 
 }  // namespace
+
+void refuse_empty_items(const std::string& flag, const std::string& text, char separator) {
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(text.find(separator, begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    if (item.find_first_not_of(" \t") == std::string::npos) {
+      throw InputError(command_line, flag, fmt::format("\"{}\"", text),
+                       fmt::format("items separated by '{}', none of them empty", separator));
+    }
+    if (end == text.size()) return;
+    begin = end + 1;
+  }
+}
 
 double parse_bytes_flag(const std::string& flag, const std::string& text) {
   const auto bytes = units::parse(text, units::Dimension::bytes);
@@ -298,8 +315,22 @@ std::optional<std::pair<std::string, std::string>> first_override_given(
   return std::nullopt;
 }
 
+Scenario load_checked_scenario(const std::string& path) {
+  Scenario scenario = load_scenario(path);
+  if (scenario.validation.is_object()) {
+    try {
+      (void)validate::read_validation_options(scenario);
+    } catch (const InputError& error) {
+      // "device": "cuda" in a build without the CUDA path is this build's limit, not a fault of
+      // the file, and only `validate` runs a device (the device is read last: all else passed).
+      if (error.json_path() != "$.validation.device") throw;
+    }
+  }
+  return scenario;
+}
+
 std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options) {
-  auto scenario = std::make_unique<Scenario>(load_scenario(options.scenario_path));
+  auto scenario = std::make_unique<Scenario>(load_checked_scenario(options.scenario_path));
   if (!options.memory_limit.empty()) {
     const double limit = parse_bytes_flag("--memory-limit", options.memory_limit);
     check_memory_limit_flag("--memory-limit", options.memory_limit, limit, *scenario);

@@ -44,12 +44,20 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
 std::optional<std::pair<std::string, std::string>> first_override_given(
     const ScenarioOptions& options);
 
+// Loads a scenario with the checks every command shares, its "validation" block included: what
+// `validate` would refuse, `plan` and `simulate` refuse too.
+Scenario load_checked_scenario(const std::string& path);
+
 // Loads the scenario and applies the overrides. Bad flag values are InputErrors naming the flag.
 // Held by pointer: the cost model keeps references into the scenario.
 std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options);
 
 // "modes dp,zdp,z2  split 1,4  checkpoint auto  cost model extended"
 std::string describe_search(const Scenario& scenario);
+
+// A list flag with an empty item ("dp,,zdp", "8MiB,,16MiB", a trailing comma) is a typo, not a
+// shorter list: InputError naming `flag` and the whole value.
+void refuse_empty_items(const std::string& flag, const std::string& text, char separator = ',');
 
 // Parses a byte quantity given on the command line ("8GiB"); InputError naming `flag` if bad.
 double parse_bytes_flag(const std::string& flag, const std::string& text);

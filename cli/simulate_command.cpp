@@ -71,9 +71,12 @@ int run_collective(const SimulateOptions& options) {
   }
   const CollectiveKind kind = parse_collective(options.collective);
   const auto bytes = units::parse(options.bytes, units::Dimension::bytes);
-  if (!bytes || *bytes <= 0) {
-    throw InputError(command_line, "--bytes", options.bytes,
-                     units::expected_form(units::Dimension::bytes) + ", above zero");
+  // Capped as an operator's bytes are (limits::operator_bytes, 1 PiB): past ~1e21 bytes the
+  // simulated time stops growing.
+  if (!bytes || *bytes <= 0 || *bytes > limits::operator_bytes.max) {
+    throw InputError(
+        command_line, "--bytes", options.bytes,
+        units::expected_form(units::Dimension::bytes) + ", above zero and at most 1 PiB");
   }
   const Json document = read_json_file(options.cluster_path);
   const Cluster cluster = load_cluster(JsonReader(document, options.cluster_path));

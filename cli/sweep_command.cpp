@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -56,6 +57,7 @@ std::vector<double> parse_memory_limits(const std::string& text) {
   const std::string flag = "--memory-limits";
   std::vector<std::string> parts;
   const char separator = text.find(':') != std::string::npos ? ':' : ',';
+  refuse_empty_items(flag, text, separator);
   std::size_t begin = 0;
   while (true) {
     const std::size_t end = text.find(separator, begin);
@@ -76,14 +78,39 @@ std::vector<double> parse_memory_limits(const std::string& text) {
   const double stop = parse_bytes_flag(flag, parts[1]);
   const double step = parse_bytes_flag(flag, parts[2]);
   if (stop < start) throw InputError("command line", flag, text, "STOP at least START");
+  // Checked before the count: an infinite STOP would make it NaN and the sweep empty.
+  const Range& range = limits::memory_limit_bytes;
+  if (start < range.min || stop > range.max) {
+    throw InputError(
+        "command line", flag, text,
+        "START and STOP memory limits " + describe_range(range, units::Dimension::bytes));
+  }
   const double count = std::floor((stop - start) / step * (1.0 + 1e-12)) + 1.0;
-  if (count > max_sweep_points) {
+  if (!(count <= max_sweep_points)) {
     throw InputError("command line", flag, text,
                      fmt::format("at most {} memory limits (a larger STEP)", max_sweep_points));
   }
   std::vector<double> limits;
   for (int i = 0; i < static_cast<int>(count); ++i) limits.push_back(start + i * step);
   return limits;
+}
+
+// The scenario's name as a folder name inside out/: only [A-Za-z0-9._-] (a '/', a newline or a
+// space becomes '_'), no ".." and no leading dot (never a path outside out/, never hidden), at
+// most 64 characters; "scenario" when nothing is left.
+std::string folder_name(const std::string& name) {
+  constexpr std::size_t max_chars = 64;
+  std::string folder;
+  for (char c : name.substr(0, max_chars)) {
+    const bool kept =
+        std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+    const bool second_dot = c == '.' && !folder.empty() && folder.back() == '.';
+    if (second_dot) folder.back() = '_';
+    folder += kept && !second_dot ? c : '_';
+  }
+  const std::size_t first = folder.find_first_not_of('.');
+  folder = first == std::string::npos ? "" : folder.substr(first);
+  return folder.empty() ? "scenario" : folder;
 }
 
 // "ddp+ckpt" -> "ddp_ckpt", "fsdp+ckpt-fairscale" -> "fsdp_ckpt_fairscale", for CSV columns.
@@ -398,8 +425,8 @@ int run_sweep(const SweepOptions& options) {
   }
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
                        options.scenario.force);
-  const fs::path out_dir =
-      options.out_dir.empty() ? fs::path("out") / scenario->name : fs::path(options.out_dir);
+  const fs::path out_dir = options.out_dir.empty() ? fs::path("out") / folder_name(scenario->name)
+                                                   : fs::path(options.out_dir);
   // Checked before the run, so that an unusable --out is bad input, not a late failure.
   if (const auto why = unusable_output((out_dir / "sweep.csv").string())) {
     throw InputError("command line", "--out", out_dir.string(),

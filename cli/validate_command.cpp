@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/scenario_options.hpp"
 #include "model/atomic_file.hpp"
 #include "search/exact.hpp"
 #include "search/strategies.hpp"
@@ -71,6 +72,7 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
     return plans;
   }
   const std::string list = options.strategies.empty() ? "osdp,ddp,fsdp,zero2" : options.strategies;
+  refuse_empty_items("--strategies", list);
   for (const std::string& name : split(list)) {
     if (name == "osdp") {
       const auto best = solve_batch(model, scenario.search, batch, model.memory_limit_bytes());

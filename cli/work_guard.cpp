@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "model/input_error.hpp"
+#include "model/measured_runs.hpp"
 #include "search/options.hpp"
 
 namespace osdp::cli {
@@ -18,6 +21,27 @@ constexpr double search_seconds_per_unit = 3e-8;
 constexpr double seconds_per_option_pair = 2e-7;
 constexpr double simulator_events_per_second = 3e5;
 constexpr int step_mode_max_ranks = 32;
+
+// One simulated forward + backward of `operators` on `ranks`: up to four collectives per
+// operator (gathers for forward, recompute and backward, and the gradient's), each a flow per
+// rank per step, plus compute tasks.
+double micro_batch_events(double ranks, double operators) {
+  const double steps = ranks <= step_mode_max_ranks ? ranks - 1.0 : 1.0;
+  return ranks * operators * (4.0 * steps + 3.0);
+}
+
+// The most micro-batches a rank runs per iteration over the batch-size range: every one is
+// simulated (a global batch of 2^24 at micro-batch 1 is millions of them).
+double most_micro_batches(const Training& training, int ranks) {
+  double most = training.accumulation_steps;
+  if (!training.global_batch_size) return most;
+  for (int b = training.min_batch_size; b <= training.max_batch_size; ++b) {
+    if (const auto steps = training.accumulation_for(b, ranks)) {
+      most = std::max(most, static_cast<double>(*steps));
+    }
+  }
+  return most;
+}
 
 }  // namespace
 
@@ -51,15 +75,40 @@ WorkEstimate planning_work(const Scenario& scenario, int repetitions) {
 
 WorkEstimate simulation_work(const Scenario& scenario, int plans) {
   const double ranks = scenario.cluster.ranks;
-  const double steps = scenario.cluster.ranks <= step_mode_max_ranks ? ranks - 1.0 : 1.0;
-  // Up to four collectives per operator (gathers for forward, recompute and backward, and the
-  // gradient's), each a flow per rank per step, plus compute tasks.
+  const double micro_batches = most_micro_batches(scenario.training, scenario.cluster.ranks);
   WorkEstimate estimate;
-  estimate.units = plans * ranks * scenario.workload->size() * (4.0 * steps + 3.0);
+  estimate.units = plans * micro_batches * micro_batch_events(ranks, scenario.workload->size());
   estimate.seconds = estimate.units / simulator_events_per_second;
   estimate.description =
-      fmt::format("{:.2g} simulated events ({:.0f} ranks x {} operators{})", estimate.units, ranks,
-                  scenario.workload->size(), plans > 1 ? fmt::format(" x {} plans", plans) : "");
+      fmt::format("{:.2g} simulated events ({:.0f} ranks x {} operators{}{})", estimate.units,
+                  ranks, scenario.workload->size(),
+                  micro_batches > 1 ? fmt::format(" x {:.0f} micro-batches", micro_batches) : "",
+                  plans > 1 ? fmt::format(" x {} plans", plans) : "");
+  return estimate;
+}
+
+WorkEstimate measured_rows_work(const MeasuredTable& table, int passes) {
+  double events = 0;
+  double most_row = 0;
+  for (const MeasuredRun& run : table.runs) {
+    // The generated GPT: an embedding, an attention and an MLP per layer, a head.
+    const double operators = 2.0 * run.layers + 2.0;
+    const double micro_batches = run.accumulation_steps();
+    // A tensor- or pipeline-parallel row is costed on its schedule's timeline, not simulated:
+    // one event per operator, micro-batch and stage.
+    const double row = uses_model_parallelism(run)
+                           ? operators * micro_batches * run.pipeline_parallelism
+                           : micro_batches * micro_batch_events(run.gpus, operators);
+    events += row;
+    most_row = std::max(most_row, row);
+  }
+  WorkEstimate estimate;
+  estimate.units = passes * events;
+  estimate.seconds = estimate.units / simulator_events_per_second;
+  estimate.description =
+      fmt::format("{:.2g} simulated events ({} row{}{}, the largest {:.2g} events)", estimate.units,
+                  table.runs.size(), table.runs.size() == 1 ? "" : "s",
+                  passes > 1 ? fmt::format(" x {} passes", passes) : "", most_row);
   return estimate;
 }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "model/measured_table.hpp"
 #include "model/scenario.hpp"
 
 namespace osdp::cli {
@@ -17,8 +18,13 @@ struct WorkEstimate {
 
 // The search: operators x options per operator x batch sizes x `repetitions` (memory limits).
 WorkEstimate planning_work(const Scenario& scenario, int repetitions = 1);
-// One simulated iteration: ranks x operators x collective steps (step mode up to 32 ranks).
+// One simulated iteration: ranks x operators x collective steps (step mode up to 32 ranks) x
+// micro-batches.
 WorkEstimate simulation_work(const Scenario& scenario, int plans = 1);
+
+// predict / fit: every row of a measured table simulated `passes` times (its GPUs, its GPT,
+// its micro-batches), before any row runs.
+WorkEstimate measured_rows_work(const MeasuredTable& table, int passes = 1);
 
 // Throws InputError naming `--force` when the estimate exceeds `limit_seconds` and not `force`.
 void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds = 120);

@@ -275,6 +275,17 @@ std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster
   return HostCores{cores};
 }
 
+// The planner would cost collectives with the given timings and the simulator run them on the
+// topology's links: two answers for one cluster. One source of timings, not both.
+void refuse_timings_beside_topology(const JsonReader& reader) {
+  for (const char* key : {"collective", "intra_node_collective", "inter_node_collective"}) {
+    if (!reader.has(key)) continue;
+    reader.fail(key, fmt::format("either \"topology\" (the collective timings derived from its "
+                                 "links) or \"{}\" (timings given), not both: remove one",
+                                 key));
+  }
+}
+
 }  // namespace
 
 Cluster load_cluster(const JsonReader& reader) {
@@ -284,6 +295,7 @@ Cluster load_cluster(const JsonReader& reader) {
   cluster.name = reader.optional_string("name").value_or("cluster");
   if (reader.has("gpu")) cluster.gpu = read_gpu(reader.object("gpu"));
   if (reader.has("topology")) {
+    refuse_timings_beside_topology(reader);
     const Topology topology = read_topology(reader.object("topology"));
     cluster.topology = topology;
     cluster.ranks = topology.ranks();

@@ -1,6 +1,7 @@
 #include "model/input_error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
 
 namespace osdp {
@@ -43,6 +44,26 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
     }
   }
   return row[b.size()];
+}
+
+std::string nearest_name(const std::string& given, const std::vector<std::string>& names) {
+  // A very long value is near nothing; its distance would cost its size x each name's size.
+  if (given.empty() || given.size() > 64) return "";
+  const auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  const std::string key = lower(given);
+  std::string nearest;
+  std::size_t best = std::max<std::size_t>(2, key.size() / 3) + 1;
+  for (const std::string& name : names) {
+    const std::size_t distance = edit_distance(key, lower(name));
+    if (distance < best) {
+      best = distance;
+      nearest = name;
+    }
+  }
+  return nearest;
 }
 
 }  // namespace osdp

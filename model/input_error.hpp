@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace osdp {
 
@@ -31,5 +32,9 @@ class InfeasibleError : public std::runtime_error {
 
 // Levenshtein distance, for "did you mean" suggestions.
 std::size_t edit_distance(const std::string& a, const std::string& b);
+
+// The name among `names` nearest to `given`, ignoring case ("HEAD" -> "head"), when it is close
+// enough to be a typo (at most max(2, a third of its length) edits); empty if none is.
+std::string nearest_name(const std::string& given, const std::vector<std::string>& names);
 
 }  // namespace osdp

@@ -16,14 +16,32 @@ namespace {
 
 std::string where(int line, const std::string& column) { return csv_location(line, column); }
 
+// Each count column's cap: the scenario loader's for the same quantity (GPT layers, hidden,
+// heads, sequence length; GPUs; micro-batch; --global-batch), so that no row builds a model or
+// a cluster that no scenario file may.
+constexpr long long count_caps[] = {
+    1 << 20,  // # GPUs
+    1 << 24,  // global batch
+    1 << 20,  // micro batch
+    1 << 20,  // hidden size
+    1 << 16,  // attention heads
+    100000,   // # layers
+    1 << 24,  // sequence length
+    1 << 20,  // tensor parallelism
+    1 << 20,  // data parallelism
+    1 << 20,  // pipeline parallelism
+};
+// One day: no training iteration is measured in longer ones; 1e300 ms is a typo.
+constexpr double max_time_ms = 86400e3;
+
 int read_count(const std::string& file, int line, const std::string& column,
-               const std::string& text) {
+               const std::string& text, long long max_value) {
   long long value = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || value < 1 || value > (1 << 24)) {
+  if (ec != std::errc() || ptr != end || value < 1 || value > max_value) {
     throw InputError(file, where(line, column), fmt::format("\"{}\"", text),
-                     "a whole number from 1 to 16777216");
+                     fmt::format("a whole number from 1 to {}", max_value));
   }
   return static_cast<int>(value);
 }
@@ -37,9 +55,11 @@ double read_time_ms(const std::string& file, int line, const std::string& column
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0) {
-    throw InputError(file, where(line, column), fmt::format("\"{}\"", text),
-                     "a positive number of milliseconds");
+  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0 ||
+      value > max_time_ms) {
+    throw InputError(
+        file, where(line, column), fmt::format("\"{}\"", text),
+        fmt::format("a positive number of milliseconds, at most {:.0f} (one day)", max_time_ms));
   }
   return value;
 }
@@ -114,7 +134,7 @@ MeasuredTable parse_measured_table(const std::string& text, const std::string& f
                      &run.data_parallelism,
                      &run.pipeline_parallelism};
     for (std::size_t c = 0; c < 10; ++c) {
-      *fields[c] = read_count(file, number, expected[c], cells[c]);
+      *fields[c] = read_count(file, number, expected[c], cells[c], count_caps[c]);
     }
     if (with_times)
       run.iteration_time_s = read_time_ms(file, number, expected[10], cells[10]) / 1e3;

@@ -1111,3 +1111,70 @@ TEST_CASE("report: bad --out or --memory-limits exit 2 and write nothing, nothin
   CHECK(tight.exit_code == 3);
   CHECK(!fs::exists(out));
 }
+
+TEST_CASE("sweep's default folder is the scenario's name made safe as one folder inside out/") {
+  TempDir dir;
+  osdp::Json scenario =
+      osdp::Json::parse(read_text(source_dir + "/tests/inputs/base_scenario.json"));
+  scenario["name"] = "../../etc/evil\nname";
+  const fs::path work = dir.path() / "a" / "b";
+  fs::create_directories(work);
+  write_text(work / "s.json", scenario.dump());
+  const fs::path before = fs::current_path();
+  fs::current_path(work);  // the default folder is relative to the working directory
+  const Run run = run_osdp({"sweep", "s.json", "--memory-limits", "8GiB", "--no-plot"});
+  fs::current_path(before);
+  REQUIRE(run.exit_code == 0);
+  CHECK(fs::exists(work / "out" / "______etc_evil_name" / "sweep.csv"));
+  std::vector<std::string> made;
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path())) {
+    made.push_back(fs::relative(entry.path(), dir.path()).string());
+  }
+  CHECK(made.size() == 6);  // a, a/b, a/b/s.json, a/b/out, its one folder and the CSV
+}
+
+TEST_CASE("absurd quantities on the command line and in measured tables exit 2 with the cap") {
+  TempDir dir;
+  const std::string cluster = scenarios + "clusters/vtrain-a100-sxm-3d-fitted.json";
+  const Run bytes =
+      run_osdp({"simulate", "--collective", "all-reduce", "--bytes", "1e30", "--cluster", cluster});
+  CHECK(bytes.exit_code == 2);
+  CHECK(contains(bytes.err, "--bytes"));
+  CHECK(contains(bytes.err, "1e30"));
+  CHECK(contains(bytes.err, "at most 1 PiB"));
+
+  const std::string header =
+      "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+      "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
+  const fs::path table = dir.path() / "t.csv";
+  const auto predict = [&](const std::string& row) {
+    write_text(table, header + row + "\n");
+    return run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", table.string()});
+  };
+  const Run time = predict("8,64,1,1024,16,12,1024,1,8,1,1e300");
+  CHECK(time.exit_code == 2);
+  CHECK(contains(time.err, "line 2, column \"iteration time (ms)\""));
+  CHECK(contains(time.err, "at most 86400000"));
+  const Run hidden = predict("8,64,1,16777216,16,12,1024,1,8,1,100");
+  CHECK(hidden.exit_code == 2);
+  CHECK(contains(hidden.err, "column \"hidden size\""));
+  CHECK(contains(hidden.err, "from 1 to 1048576"));
+  const Run layers = predict("8,64,1,1024,16,1000000,1024,1,8,1,100");
+  CHECK(layers.exit_code == 2);
+  CHECK(contains(layers.err, "column \"# layers\""));
+  CHECK(contains(layers.err, "from 1 to 100000"));
+  // Millions of micro-batches, each simulated: refused up front with the estimate.
+  const Run batch = predict("8,16777216,1,1024,16,12,1024,1,8,1,100");
+  CHECK(batch.exit_code == 2);
+  CHECK(contains(batch.err, "--force"));
+  CHECK(contains(batch.err, "simulated events (1 row"));
+  CHECK(batch.out.empty());
+}
+
+TEST_CASE("a search stopped by its time limit states its gap as a plain percentage") {
+  const Run run =
+      run_osdp({"plan", scenarios + "local-cpu-tiny.json", "--time-limit", "1ms", "--gap", "0"});
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.out, "search time"));
+  CHECK(!contains(run.out, "e+"));
+}
