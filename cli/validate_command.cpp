@@ -16,6 +16,7 @@
 
 #include "cli/command.hpp"
 #include "cli/scenario_options.hpp"
+#include "cli/validate_layouts.hpp"
 #include "model/atomic_file.hpp"
 #include "search/exact.hpp"
 #include "search/strategies.hpp"
@@ -38,6 +39,7 @@ struct ValidateOptions {
   std::string plan_path;
   std::string strategies;
   std::string cluster_path;
+  std::string layouts;
   int ranks = 0;
   int batch = 0;
   bool json = false;
@@ -189,11 +191,27 @@ int run(const ValidateOptions& options) {
   measured_batch.batch_size = validation.batch_size;
   const Scenario planned = scenario->for_plan(measured_batch);
   const CostModel model = planned.cost_model();
-  const std::vector<validate::PlanRun> plans =
+  std::vector<validate::PlanRun> plans =
       choose_plans(options, planned, model, validation.batch_size);
   for (const auto& plan : plans) {
     validate::check_runnable(shape, plan.plan, ranks, scenario->cluster.gpus_per_node,
                              options.plan_path.empty() ? plan.name : options.plan_path);
+  }
+  // Tensor x pipeline x data layouts beside them: the flag's, else the scenario's.
+  const bool layouts_flag = !options.layouts.empty();
+  const std::string layouts = layouts_flag ? options.layouts : validation.layouts;
+  if (!layouts.empty()) {
+    if (validation.device != validate::DeviceKind::cpu) {
+      throw InputError(scenario->file, "$.validation.device", "cuda",
+                       "\"cpu\" for tensor and pipeline layouts (the runtime runs them on CPU "
+                       "ranks over Gloo only)");
+    }
+    for (validate::PlanRun& run : parse_layouts(layouts_flag ? "--layouts" : "$.validation.layouts",
+                                                layouts, *scenario, ranks, validation.batch_size)) {
+      // Checked here, before any rank starts: the 3D model refuses what it cannot cost.
+      (void)predict_layout(*scenario, *run.layout, run.name);
+      plans.push_back(std::move(run));
+    }
   }
   if (!options.json && !environment) {
     const std::string accumulation =
@@ -238,7 +256,8 @@ int run(const ValidateOptions& options) {
             ? ""
             : (std::filesystem::path(options.out) / "traces" / (plan.name + ".simulated.json"))
                   .string();
-    simulated.push_back(simulate(*scenario, plan.plan, trace));
+    simulated.push_back(plan.layout ? predict_layout(*scenario, *plan.layout, plan.name)
+                                    : simulate(*scenario, plan.plan, trace));
   }
   const validate::Comparison comparison =
       validate::compare(*scenario, plans, *measurements, simulated, simulator_name());
@@ -259,8 +278,10 @@ int run(const ValidateOptions& options) {
     write_file_atomically((out / "validation.csv").string(), validate::comparison_csv(comparison));
     write_file_atomically((out / "validation.json").string(), json.dump(2) + "\n");
     for (const auto& plan : plans) {
+      const Json written = plan.layout ? validate::plan_runs_to_json({plan}).at(0)
+                                       : plan_to_json(plan.plan, *scenario->workload);
       write_file_atomically((out / "plans" / (plan.name + ".json")).string(),
-                            plan_to_json(plan.plan, *scenario->workload).dump(2) + "\n");
+                            written.dump(2) + "\n");
     }
     const std::string plot = validate::plot_predicted_vs_measured(
         (out / "validation.csv").string(), (out / "predicted_vs_measured.png").string());
@@ -292,6 +313,10 @@ Subcommand add_validate_command(CLI::App& root) {
                   "Comma-separated: osdp, " + strategy_names() + "; default osdp,ddp,fsdp,zero2");
   app->add_option("--ranks", options->ranks, "Local ranks to start (default: the cluster's)")
       ->check(CLI::Range(1, 1024));
+  app->add_option("--layouts", options->layouts,
+                  "Tensor x pipeline x data layouts to run too, e.g. tp2,pp2:gpipe:m4,tp2xdp2 "
+                  "(axes tp/pp/dp<N> joined by x; :gpipe or :1f1b, default 1f1b; :m<N> "
+                  "micro-batches, default 2 x pp); default: the scenario's validation.layouts");
   app->add_option("--cluster", options->cluster_path,
                   "Cluster JSON replacing the scenario's (e.g. from `osdp calibrate`)");
   app->add_option("--batch", options->batch, "Batch size per rank for strategies and osdp")

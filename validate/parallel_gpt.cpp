@@ -178,6 +178,7 @@ struct ParallelGpt::Impl {
   // The canonical parameters' names and shapes, in order; this rank's shards of its stage's.
   std::vector<std::pair<std::string, std::vector<int64_t>>> canonical;
   NamedTensors local;
+  at::Tensor gradient_bucket;  // data parallel: every local gradient, flat
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 
   Impl(const GptShape& shape_in, const ParallelLayout& layout_in, Communicator& comm_in,
@@ -438,20 +439,33 @@ struct ParallelGpt::Impl {
 
   // DDP's reduction: every local gradient summed over the data-parallel group in one bucket,
   // then averaged.
+  // Every local gradient, zeroed for the step: with data parallelism, views of one flat bucket
+  // (DDP's, larger than the model) that the backward accumulates into and the reduction sums
+  // in place, so that no gradient is copied.
+  void fresh_gradients() {
+    const int ranks = static_cast<int>(data_group.size());
+    if (ranks == 1) {
+      for (auto& [name, tensor] : local) tensor.mutable_grad() = at::zeros_like(tensor);
+      return;
+    }
+    int64_t total = 0;
+    for (const auto& [name, tensor] : local) total += tensor.numel();
+    gradient_bucket = at::zeros({(total + ranks - 1) / ranks * ranks});
+    int64_t offset = 0;
+    for (auto& [name, tensor] : local) {
+      tensor.mutable_grad() =
+          gradient_bucket.narrow(0, offset, tensor.numel()).view(tensor.sizes());
+      offset += tensor.numel();
+    }
+  }
+
   void average_gradients_over_data_parallel() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) return;
-    std::vector<at::Tensor> gradients;
-    for (const auto& [name, tensor] : local) gradients.push_back(tensor.grad().reshape({-1}));
     const auto start = std::chrono::steady_clock::now();
-    const at::Tensor summed = group_sum(comm, at::cat(gradients), data_group) / ranks;
+    comm.run(CollectiveKind::all_reduce, gradient_bucket, data_group);
     communication_wait_s += seconds_since(start);
-    int64_t offset = 0;
-    for (const auto& [name, tensor] : local) {
-      const int64_t n = tensor.numel();
-      tensor.mutable_grad().copy_(summed.narrow(0, offset, n).view(tensor.sizes()));
-      offset += n;
-    }
+    gradient_bucket.div_(ranks);
   }
 
   ParallelStepMetrics train_step(const TokenBatch& batch) {
@@ -464,9 +478,7 @@ struct ParallelGpt::Impl {
     }
     communication_wait_s = 0;
     if (counting_allocator_installed()) reset_peak_memory();
-    optimizer->zero_grad();
-    // Every local parameter gets a gradient, even where the schedule leaves one unused.
-    for (auto& [name, tensor] : local) tensor.mutable_grad() = at::zeros_like(tensor);
+    fresh_gradients();
     std::vector<TokenBatch> micro;
     for (int i = 0; i < m; ++i) micro.push_back(batch.rows(i * (rows / m), rows / m));
     ParallelStepMetrics metrics;
