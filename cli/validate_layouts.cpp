@@ -81,6 +81,10 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   run.micro_batches = micro_batches.value_or(pipeline > 1 ? 2 * pipeline : 1);
   // The model's split, stated, so that the runtime runs the stages the model costs.
   run.layers_per_chunk = even_layer_split(layers, pipeline);
+  // As the runtime transfers: each tensor rank sends its whole activation to its peer of the
+  // next stage, and a send returns at once (only receives wait).
+  run.scatter_gather_transfers = false;
+  run.blocking_transfers = false;
   return run;
 }
 

@@ -145,7 +145,9 @@ struct Gpu {
   // unfused Adam does) has less than memory_bandwidth_Bps. Unset: memory_bandwidth_Bps.
   std::optional<double> optimizer_bandwidth_Bps;
   double kernel_launch_s = 5e-6;
-  // Compute runs this many times slower while a collective overlaps it (simulator; calibrated).
+  // Compute runs this many times slower while a collective overlaps it (simulator and extended
+  // cost model). A cluster whose ranks share host cores ("host": {"cores": ...}, as `osdp
+  // calibrate` writes) has 1 here: the core sharing stands for it (core_rate).
   double overlap_slowdown = 1.0;
   // Ranks that synchronise at every collective wait for the slowest: the slowest rank's compute
   // of a phase over the ranks' mean (measured), which the model's identical ranks take on.

@@ -77,8 +77,9 @@ struct OperatorPoint {
 };
 
 // A training step's collectives over the same collectives alone (total times), for each
-// segment of the standalone fit (ring step sizes from min_step_bytes up) and overall; the
-// cluster's collective timings are the standalone fit times these.
+// segment of the standalone fit (ring step sizes from min_step_bytes up) and overall. Reported
+// (calibrate's report and table), not applied: the cluster's collective timings are the
+// standalone fit's, and the shared cores account for the contention (model/cluster.hpp).
 struct ContentionBySize {
   std::vector<double> min_step_bytes;
   std::vector<double> factors;
