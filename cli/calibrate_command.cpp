@@ -184,10 +184,14 @@ Subcommand add_calibrate_command(CLI::App& root) {
   auto options = std::make_shared<CalibrateOptions>();
   CLI::App* app = root.add_subcommand(
       "calibrate", "Measure collectives and compute on local CPU ranks; write a cluster JSON");
-  app->add_option("--ranks", options->ranks, "Local ranks to start")->check(CLI::Range(1, 1024));
-  app->add_option("--out", options->out, "Write the cluster description here");
-  app->add_option("--report", options->report, "Write every measured point here (JSON)");
-  app->add_option("--name", options->name, "Name of the calibrated cluster");
+  app->add_option("--ranks", options->ranks, "Local ranks to start (default 2)")
+      ->check(CLI::Range(1, 1024));
+  app->add_option("--out", options->out,
+                  "Write the cluster description here (default: print the table only)");
+  app->add_option("--report", options->report,
+                  "Write every measured point here (JSON; default: none)");
+  app->add_option("--name", options->name,
+                  "Name of the calibrated cluster (default \"local-cpu (calibrated)\")");
   app->add_option("--model", options->model,
                   "Scenario whose GPT the compute probe runs (default: the local testbed's)");
   app->add_flag("--quick", options->quick, "Fewer sizes and a smaller probe model (seconds)");

@@ -139,7 +139,8 @@ std::string render_runs(const Workload& scenario_workload, const Plan& plan,
   constexpr std::size_t max_period = 4;
   constexpr std::size_t min_repeats = 3;
   const std::vector<ChoiceRun> runs = compress_runs(workload, plan);
-  Table table({{"operators"}, {"choice"}, {"count", Table::Align::right}});
+  // Counts are of units when the plan wraps the model into FSDP units.
+  Table table({{wrapped ? "units" : "operators"}, {"choice"}, {"count", Table::Align::right}});
   std::size_t i = 0;
   while (i < runs.size()) {
     std::size_t period = 0;

@@ -30,8 +30,8 @@ struct MeasuredOptions {
   std::vector<std::string> table_paths;
   std::string out_path;
   bool json = false;
-  bool check = true;   // fit: simulate every row with the fitted cluster
-  bool force = false;  // run even when the estimated work is absurd
+  bool no_simulate = false;  // fit: skip simulating every row with the fitted cluster
+  bool force = false;        // run even when the estimated work is absurd
 };
 
 MeasuredTable read_tables(const std::vector<std::string>& paths) {
@@ -177,7 +177,7 @@ int run_fit(const MeasuredOptions& options) {
   }
   const MeasuredTable table = read_tables(options.table_paths);
   // The fit builds every row's program; the check simulates every row again.
-  refuse_unless_forced(measured_rows_work(table, options.check ? 2 : 1), options.force);
+  refuse_unless_forced(measured_rows_work(table, !options.no_simulate ? 2 : 1), options.force);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
   const sim::FitResult fit = sim::fit_table(scenario, table, sim_options);
   const double fit_s =
@@ -190,7 +190,7 @@ int run_fit(const MeasuredOptions& options) {
   // the simulator gives, row by row.
   double simulated_mape = -1;
   double fit_vs_simulated_max_percent = -1;
-  if (options.check) {
+  if (!options.no_simulate) {
     // What was written, read back: the check covers the shipped file, rounding included.
     Scenario fitted = scenario;
     fitted.cluster = load_cluster(JsonReader(fit.cluster_json, options.out_path));
@@ -232,7 +232,7 @@ int run_fit(const MeasuredOptions& options) {
     document["cross_validated"] = {{"rows", std::move(rows)},
                                    {"mape_percent", summary.mape_percent},
                                    {"median_abs_error_percent", summary.median_abs_percent}};
-    if (options.check) {
+    if (!options.no_simulate) {
       document["simulated_fit_mape_percent"] = simulated_mape;
       document["fit_vs_simulated_max_percent"] = fit_vs_simulated_max_percent;
     }
@@ -246,7 +246,7 @@ int run_fit(const MeasuredOptions& options) {
   }
   fmt::print("fit-set MAPE                                  {:.2f} %\n", fit.fit_mape_percent);
   fmt::print("cross-validated MAPE (leave one model size out) {:.2f} %\n", fit.cv_mape_percent);
-  if (options.check) {
+  if (!options.no_simulate) {
     fmt::print(
         "simulated with the fitted cluster: MAPE {:.2f} % (fit vs simulator: at most "
         "{:.3f} % apart)\n",
@@ -271,8 +271,8 @@ Subcommand add_fit_command(CLI::App& root) {
                   "one cluster file per GPU type)")
       ->required();
   app->add_flag("--json", options->json, "print JSON");
-  app->add_flag("!--no-simulate", options->check,
-                "skip simulating every row with the fitted cluster");
+  app->add_flag("--no-simulate", options->no_simulate,
+                "Skip simulating every row with the fitted cluster (default: simulate them)");
   app->add_flag("--force", options->force,
                 "Run even when the estimated work is far beyond a few minutes");
   return {app, [options]() { return run_fit(*options); }};

@@ -416,9 +416,9 @@ Subcommand add_plan_command(CLI::App& root) {
                   "analytic (default), or sim: re-rank the top analytic plans and the baselines "
                   "by simulated throughput")
       ->check(CLI::IsMember({"analytic", "sim"}));
-  CLI::Option* top =
-      app->add_option("--top", options->top, "Analytic plans to re-rank with --evaluate sim")
-          ->check(CLI::Range(1, 64));
+  CLI::Option* top = app->add_option("--top", options->top,
+                                     "Analytic plans to re-rank with --evaluate sim (default 5)")
+                         ->check(CLI::Range(1, 64));
   return {app, [options, top] {
             options->top_given = top->count() > 0;
             return run_plan(*options);

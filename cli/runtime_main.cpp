@@ -52,6 +52,8 @@ cli::Subcommand add_measure_command(CLI::App& root) {
 int main(int argc, char** argv) {
   using namespace osdp::cli;
   CLI::App app{"osdp-runtime: the libtorch runtime of osdp (started by osdp validate / calibrate)"};
+  // Users reach it as `osdp calibrate` (osdp hands the command over): usage lines say osdp.
+  app.name("osdp");
   app.require_subcommand(1);
   std::vector<Subcommand> commands{add_calibrate_command(app), add_measure_command(app)};
   return parse_and_run(app, commands, argc, argv);

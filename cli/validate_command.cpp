@@ -319,7 +319,10 @@ Subcommand add_validate_command(CLI::App& root) {
                   "micro-batches, default 2 x pp); default: the scenario's validation.layouts");
   app->add_option("--cluster", options->cluster_path,
                   "Cluster JSON replacing the scenario's (e.g. from `osdp calibrate`)");
-  app->add_option("--batch", options->batch, "Batch size per rank for strategies and osdp")
+  app->add_option("--batch", options->batch,
+                  "Batch size per rank for strategies and osdp (default: the scenario's "
+                  "validation.batch_size, "
+                  "else 4)")
       ->check(CLI::Range(1, 1 << 16));
   app->add_flag("--json", options->json, "Print the comparison as JSON");
   app->add_option("--out", options->out,

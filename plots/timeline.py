@@ -153,6 +153,11 @@ def main():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
+        # A pyenv or venv python3 first on the PATH often lacks Debian's python3-matplotlib:
+        # run again with the system's (as `osdp sweep` finds it).
+        system = "/usr/bin/python3"
+        if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system):
+            os.execv(system, [system, os.path.abspath(__file__)] + sys.argv[1:])
         print("timeline.py: matplotlib is missing (Debian: apt-get install python3-matplotlib)",
               file=sys.stderr)
         return 3

@@ -391,7 +391,10 @@ TEST_CASE("sweep writes sweep.csv atomically and OSDP is never below a baseline"
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(contains(run.out, "memory limit"));
-  CHECK(contains(run.out, "OOM"));
+  CHECK(contains(run.out, "fastest baseline"));
+  CHECK(contains(run.out, "fsdp_block+ckpt *"));  // the fastest outside the search space, starred
+  // A readable width: OSDP, three baselines and the fastest inside and outside the search space.
+  for (const std::string& line : split(run.out, '\n')) CHECK(line.size() <= 140);
   CHECK(temporary_files(out).empty());
   std::ifstream csv(out / "sweep.csv");
   std::string header;
