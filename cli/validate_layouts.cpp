@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "model/input_error.hpp"
+#include "model/mode.hpp"
 #include "model/parallel_iteration.hpp"
 
 namespace osdp::cli {
@@ -36,8 +37,8 @@ std::optional<int> small_count(const std::string& digits) {
 ParallelRun parse_layout(const std::string& flag, const std::string& item, int ranks,
                          int micro_batch, int layers) {
   const std::string expected =
-      "a layout such as tp2, pp2:gpipe:m4 or tp2xdp2 (axes tp<N>, pp<N>, dp<N> joined by x, then "
-      ":gpipe or :1f1b and :m<micro-batches>)";
+      "a layout such as tp2, pp2:gpipe:m4 or tp2xdp2:z1 (axes tp<N>, pp<N>, dp<N> joined by x, "
+      "then :gpipe or :1f1b, :m<micro-batches> and :z1 for ZeRO-1 in the data-parallel group)";
   auto refuse = [&](const std::string& why) -> InputError {
     return InputError("command line", flag, item, why.empty() ? expected : why);
   };
@@ -52,9 +53,12 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
     (name == "tp" ? tensor : name == "pp" ? pipeline : data.emplace()) = *degree;
   }
   std::optional<int> micro_batches;
+  std::optional<Mode> data_mode;
   for (std::size_t i = 1; i < parts.size(); ++i) {
-    if (const auto schedule = pipeline_schedule_from_name(parts[i]);
-        schedule && *schedule != PipelineSchedule::interleaved) {
+    if (parts[i] == "z1" || parts[i] == "dp") {
+      data_mode = parts[i] == "z1" ? Mode::z1 : Mode::dp;
+    } else if (const auto schedule = pipeline_schedule_from_name(parts[i]);
+               schedule && *schedule != PipelineSchedule::interleaved) {
       run.schedule = *schedule;
     } else if (parts[i].size() > 1 && parts[i][0] == 'm' && small_count(parts[i].substr(1))) {
       micro_batches = small_count(parts[i].substr(1));
@@ -85,6 +89,9 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   // next stage, and a send returns at once (only receives wait).
   run.scatter_gather_transfers = false;
   run.blocking_transfers = false;
+  // ZeRO-1 inside the layout (DeepSpeed 3D): every operator of the tensor-parallel GPT
+  // (embedding, attention and MLP per layer, head) shards its optimizer states.
+  if (data_mode == Mode::z1) run.modes.assign(2 * layers + 2, Mode::z1);
   return run;
 }
 

@@ -14,7 +14,8 @@ namespace osdp::cli {
 
 // One layout per comma-separated item: axes joined by 'x' (tp<N>, pp<N>, dp<N>; the data degree
 // defaults to the ranks left), then ":gpipe" or ":1f1b" (default 1f1b) and ":m<N>" micro-batches
-// (default 2 x pp with a pipeline, else 1). Each micro-batch has `micro_batch` samples per
+// (default 2 x pp with a pipeline, else 1) and ":z1" (ZeRO-1 in the data-parallel group, as
+// DeepSpeed 3D runs it; default replicated, DDP). Each micro-batch has `micro_batch` samples per
 // data-parallel rank. The run is named after the item ("pp2-gpipe-m4"). InputError naming
 // `flag` and the item when it is malformed or its degrees do not multiply to `ranks`.
 std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std::string& text,

@@ -49,9 +49,11 @@ std::string describe_plan(const Plan& plan) {
 
 // "tp 2 x pp 2 x dp 1, 1f1b, 4 micro-batches of 2".
 std::string describe_layout(const ParallelRun& run) {
-  return fmt::format("tp {} x pp {} x dp {}, {}, {} micro-batch{} of {}", run.degrees.tensor,
-                     run.degrees.pipeline, run.degrees.data, pipeline_schedule_name(run.schedule),
-                     run.micro_batches, run.micro_batches > 1 ? "es" : "", run.micro_batch);
+  return fmt::format("tp {} x pp {} x dp {}{}, {}, {} micro-batch{} of {}", run.degrees.tensor,
+                     run.degrees.pipeline, run.degrees.data,
+                     run.modes.empty() ? "" : fmt::format(" ({})", mode_name(run.modes.front())),
+                     pipeline_schedule_name(run.schedule), run.micro_batches,
+                     run.micro_batches > 1 ? "es" : "", run.micro_batch);
 }
 
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }

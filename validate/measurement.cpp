@@ -152,12 +152,14 @@ Json layout_to_json(const ParallelRun& run) {
           {"micro_batch", run.micro_batch},
           {"micro_batches", run.micro_batches},
           {"schedule", std::string(pipeline_schedule_name(run.schedule))},
-          {"layers_per_stage", run.layers_per_chunk}};
+          {"layers_per_stage", run.layers_per_chunk},
+          {"data_parallel_mode",
+           std::string(mode_name(run.modes.empty() ? Mode::dp : run.modes.front()))}};
 }
 
 ParallelRun layout_from_json(const JsonReader& reader) {
   reader.require_only({"tensor", "pipeline", "data", "order", "micro_batch", "micro_batches",
-                       "schedule", "layers_per_stage"});
+                       "schedule", "layers_per_stage", "data_parallel_mode"});
   ParallelRun run;
   run.degrees.tensor = static_cast<int>(reader.integer("tensor", 1, 1 << 16));
   run.degrees.pipeline = static_cast<int>(reader.integer("pipeline", 1, 1 << 16));
@@ -178,6 +180,15 @@ ParallelRun layout_from_json(const JsonReader& reader) {
       reader.fail("layers_per_stage", expected);
     }
     run.layers_per_chunk.push_back(static_cast<int>(count.get<long long>()));
+  }
+  if (reader.has("data_parallel_mode")) {
+    const std::string name = reader.string("data_parallel_mode");
+    const auto mode = mode_from_name(name);
+    if (!mode)
+      reader.fail_value("data_parallel_mode", name, "a parallel mode (" + mode_names() + ")");
+    // The runtime shards uniformly: one mode stands for every operator's (the front end's run
+    // has one per operator for the 3D model).
+    if (*mode != Mode::dp) run.modes.assign(1, *mode);
   }
   return run;
 }

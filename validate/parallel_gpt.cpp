@@ -178,7 +178,9 @@ struct ParallelGpt::Impl {
   // The canonical parameters' names and shapes, in order; this rank's shards of its stage's.
   std::vector<std::pair<std::string, std::vector<int64_t>>> canonical;
   NamedTensors local;
-  at::Tensor gradient_bucket;  // data parallel: every local gradient, flat
+  at::Tensor gradient_bucket;   // data parallel: every local gradient, flat
+  at::Tensor parameter_buffer;  // z1: every local parameter, flat (the leaves are views of it)
+  at::Tensor optimizer_shard;   // z1: this rank's chunk of it, what the optimizer updates
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 
   Impl(const GptShape& shape_in, const ParallelLayout& layout_in, Communicator& comm_in,
@@ -205,7 +207,25 @@ struct ParallelGpt::Impl {
       local.emplace_back(name, leaf);
       leaves.push_back(leaf);
     }
-    optimizer = make_optimizer(leaves);
+    if (sharded_optimizer()) {
+      // The parameters live in one flat buffer (the bucket's layout), and the optimizer sees
+      // only this rank's chunk of it: its update lands in the parameters, and the all-gather
+      // of the chunks fills the buffer in place (no copy of the parameters).
+      parameter_buffer = flat_parameters();
+      int64_t offset = 0;
+      for (auto& [name, tensor] : local) {
+        tensor = parameter_buffer.narrow(0, offset, tensor.numel())
+                     .view(tensor.sizes())
+                     .set_requires_grad(true);
+        offset += tensor.numel();
+      }
+      const int64_t chunk = parameter_buffer.numel() / static_cast<int64_t>(data_group.size());
+      optimizer_shard =
+          parameter_buffer.narrow(0, data_index() * chunk, chunk).set_requires_grad(true);
+      optimizer = make_optimizer({optimizer_shard});
+    } else {
+      optimizer = make_optimizer(leaves);
+    }
   }
 
   void check_fits() const {
@@ -220,6 +240,11 @@ struct ParallelGpt::Impl {
                        fmt::format("a tensor-parallel degree that divides the {} heads, the "
                                    "vocabulary of {} and the MLP's {} hidden units",
                                    shape.heads, shape.vocabulary, 4 * shape.hidden));
+    }
+    if (options.data_parallel_mode != Mode::dp && options.data_parallel_mode != Mode::z1) {
+      throw InputError("plan", "$.layout.data_parallel_mode",
+                       std::string(mode_name(options.data_parallel_mode)),
+                       "dp or z1 (the runtime shards nothing else inside a layout yet)");
     }
     if (options.schedule == PipelineSchedule::interleaved) {
       throw InputError("plan", "$.layout.schedule", "interleaved",
@@ -445,12 +470,22 @@ struct ParallelGpt::Impl {
   void fresh_gradients() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) {
-      for (auto& [name, tensor] : local) tensor.mutable_grad() = at::zeros_like(tensor);
+      for (auto& [name, tensor] : local) {
+        if (tensor.grad().defined()) {
+          tensor.mutable_grad().zero_();
+        } else {
+          tensor.mutable_grad() = at::zeros_like(tensor);
+        }
+      }
       return;
     }
-    int64_t total = 0;
-    for (const auto& [name, tensor] : local) total += tensor.numel();
-    gradient_bucket = at::zeros({(total + ranks - 1) / ranks * ranks});
+    // The bucket is zeroed in place from the second step on: a new one beside the old (which
+    // the gradients still view) would hold the gradients twice.
+    if (gradient_bucket.defined()) {
+      gradient_bucket.zero_();
+      return;
+    }
+    gradient_bucket = at::zeros({padded_parameter_count()});
     int64_t offset = 0;
     for (auto& [name, tensor] : local) {
       tensor.mutable_grad() =
@@ -459,13 +494,50 @@ struct ParallelGpt::Impl {
     }
   }
 
+  bool sharded_optimizer() const {
+    return options.data_parallel_mode == Mode::z1 && data_group.size() > 1;
+  }
+  int data_index() const { return group_index(data_group, comm.rank()); }
+  int64_t padded_parameter_count() const {
+    const int64_t ranks = static_cast<int64_t>(data_group.size());
+    int64_t total = 0;
+    for (const auto& [name, tensor] : local) total += tensor.numel();
+    return (total + ranks - 1) / ranks * ranks;
+  }
+  // The local parameters flat, in the bucket's order, padded as it is.
+  at::Tensor flat_parameters() const {
+    at::Tensor flat = at::zeros({padded_parameter_count()});
+    int64_t offset = 0;
+    for (const auto& [name, tensor] : local) {
+      flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
+      offset += tensor.numel();
+    }
+    return flat;
+  }
+
   void average_gradients_over_data_parallel() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) return;
     const auto start = std::chrono::steady_clock::now();
+    if (sharded_optimizer()) {
+      // Only this rank's chunk is summed: the optimizer updates that chunk alone.
+      comm.run(CollectiveKind::reduce_scatter, gradient_bucket, data_group);
+      communication_wait_s += seconds_since(start);
+      const int64_t chunk = gradient_bucket.numel() / ranks;
+      optimizer_shard.mutable_grad() =
+          gradient_bucket.narrow(0, data_index() * chunk, chunk).div_(ranks);
+      return;
+    }
     comm.run(CollectiveKind::all_reduce, gradient_bucket, data_group);
     communication_wait_s += seconds_since(start);
     gradient_bucket.div_(ranks);
+  }
+
+  // z1: every rank's updated chunk gathered into the parameters, in place.
+  void gather_updated_parameters() {
+    const auto start = std::chrono::steady_clock::now();
+    comm.run(CollectiveKind::all_gather, parameter_buffer, data_group);
+    communication_wait_s += seconds_since(start);
   }
 
   ParallelStepMetrics train_step(const TokenBatch& batch) {
@@ -485,6 +557,7 @@ struct ParallelGpt::Impl {
     run_schedule(micro, metrics);
     average_gradients_over_data_parallel();
     optimizer->step();
+    if (sharded_optimizer()) gather_updated_parameters();
     metrics.iteration_time_s = seconds_since(start);
     metrics.communication_wait_s = communication_wait_s;
     if (counting_allocator_installed()) metrics.peak_memory_bytes = memory_counts().peak_bytes;

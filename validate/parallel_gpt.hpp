@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "model/mode.hpp"
 #include "model/parallel_layout.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "validate/communicator.hpp"
@@ -36,6 +37,10 @@ struct ParallelRuntimeOptions {
   // Transformer layers per stage, first stage first; empty: as even as possible, earlier stages
   // taking the remainder.
   std::vector<int> layers_per_stage;
+  // What the data-parallel group shards: nothing (dp, DDP), or the optimizer states (z1,
+  // DeepSpeed's ZeRO-1 as its 3D runs it: gradients reduce-scattered after the last
+  // micro-batch, each rank updating its 1/d of the parameters, which are then all-gathered).
+  Mode data_parallel_mode = Mode::dp;
 };
 
 // What one optimizer step did on this rank.

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "model/atomic_file.hpp"
+#include "model/input_error.hpp"
 #include "validate/calibration.hpp"
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
@@ -122,6 +123,16 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
   runtime.schedule = layout.schedule;
   runtime.micro_batches = layout.micro_batches;
   runtime.layers_per_stage = layout.layers_per_chunk;
+  // One data-parallel mode for every operator (the runtime's layouts shard uniformly).
+  if (!layout.modes.empty()) {
+    runtime.data_parallel_mode = layout.modes.front();
+    for (Mode mode : layout.modes) {
+      if (mode != runtime.data_parallel_mode) {
+        throw InputError("plan", "$.layout.modes", std::string(mode_name(mode)),
+                         "one data-parallel mode for every operator in a runtime layout");
+      }
+    }
+  }
   ParallelGpt model(shape, ranks, communicator, initial_gpt_parameters(shape, options.seed),
                     runtime);
   // A data-parallel rank's rows per step: its micro-batches one after another; every tensor and

@@ -74,6 +74,18 @@ TEST_CASE("tensor x data parallelism under SGD (gradients averaged, not only nor
   CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
 }
 
+TEST_CASE("ZeRO-1 inside a layout (DeepSpeed 3D) trains the parameters DDP trains") {
+  ParallelRuntimeOptions options;
+  options.data_parallel_mode = Mode::z1;
+  options.adam.kind = AdamSettings::Kind::sgd;
+  options.adam.learning_rate = 0.1;
+  CHECK(parity(two_layers, {1, 1, 2}, options, 2) < 2e-4);
+  CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
+  options.adam = {};
+  options.micro_batches = 2;
+  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
+}
+
 TEST_CASE("pipeline parallelism: GPipe and 1F1B train the parameters one process trains") {
   for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
     ParallelRuntimeOptions options;
