@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -115,9 +117,49 @@ std::string file_kind(mode_t mode) {
                    fmt::format("a JSON file of at most {} MiB", max_input_bytes >> 20));
 }
 
+// "line 3, column 1" of the byte the parser stopped at (1-based, as nlohmann counts it).
+std::string line_and_column(const std::string& text, std::size_t byte) {
+  const std::size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  std::size_t line = 1;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  return fmt::format("line {}, column {}", line, end - line_start + 1);
+}
+
+// What the parser says after its "[json.exception...] parse error at line L, column C: ".
+std::string parser_reason(const std::string& what) {
+  const std::size_t colon = what.find(": ");
+  std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+  if (reason.size() > 160) reason = reason.substr(0, 157) + "...";
+  return reason;
+}
+
+// Common slips of hand-written JSON, named.
+std::string hint_for(const std::string& text, std::size_t byte) {
+  const std::size_t at = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  std::size_t before = at;
+  while (before > 0 && std::isspace(static_cast<unsigned char>(text[before - 1]))) --before;
+  if (at < text.size() && (text[at] == '}' || text[at] == ']') && before > 0 &&
+      text[before - 1] == ',') {
+    return " (a trailing comma before it: JSON allows none)";
+  }
+  if (at < text.size() && (text[at] == '/' || text[at] == '#')) {
+    return " (a comment: JSON has none)";
+  }
+  return "";
+}
+
 }  // namespace
 
 Json parse_json_text(const std::string& text, const std::string& file) {
+  if (std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); })) {
+    throw InputError(file, "", "an empty file", "one JSON document");
+  }
   if (text.size() > max_input_bytes) too_large(file, fmt::format("{} bytes", text.size()));
   // The parser stops at a NUL byte and would ignore whatever follows it.
   if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
@@ -132,11 +174,19 @@ Json parse_json_text(const std::string& text, const std::string& file) {
   try {
     return Json::parse(text, callback);
   } catch (const Json::parse_error& error) {
-    throw InputError(file, "", fmt::format("text that does not parse at byte {}", error.byte),
+    throw InputError(file, "",
+                     fmt::format("text that does not parse at {} (byte {}): {}{}",
+                                 line_and_column(text, error.byte), error.byte,
+                                 parser_reason(error.what()), hint_for(text, error.byte)),
                      "valid JSON (one document, nothing after it)");
   } catch (const Json::exception& error) {
     // e.g. a number too large for a double ("9e511").
     std::string what = error.what();
+    // "[json.exception.out_of_range.406] number overflow ..." -> "number overflow ...".
+    if (const std::size_t end = what.find("] ");
+        what.rfind("[json.exception", 0) == 0 && end != std::string::npos) {
+      what = what.substr(end + 2);
+    }
     if (what.size() > 120) what = what.substr(0, 117) + "...";
     throw InputError(file, "", "JSON the parser refuses (" + what + ")",
                      "valid JSON with finite numbers");
