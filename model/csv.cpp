@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace osdp {
@@ -14,6 +15,49 @@ std::vector<std::string> split_csv_line(std::string line) {
   while (std::getline(stream, cell, ',')) cells.push_back(cell);
   if (!line.empty() && line.back() == ',') cells.emplace_back();
   return cells;
+}
+
+std::string without_byte_order_mark(const std::string& text) {
+  return text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text;
+}
+
+namespace {
+
+// A cell in quotes with its invisible characters shown ("time\\r"), so that a difference the
+// eye cannot see is named.
+std::string visible(const std::string& cell) {
+  std::string shown = "\"";
+  for (unsigned char c : cell) {
+    if (c == '\r') {
+      shown += "\\r";
+    } else if (c == '\t') {
+      shown += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      shown += fmt::format("\\x{:02x}", c);
+    } else {
+      shown += static_cast<char>(c);
+    }
+  }
+  return shown + "\"";
+}
+
+}  // namespace
+
+std::string header_difference(const std::vector<std::string>& got,
+                              const std::vector<std::string>& expected) {
+  for (std::size_t i = 0; i < std::max(got.size(), expected.size()); ++i) {
+    if (i >= got.size()) {
+      return fmt::format("column {}, {}, is missing", i + 1, visible(expected[i]));
+    }
+    if (i >= expected.size()) {
+      return fmt::format("column {}, {}, is one too many", i + 1, visible(got[i]));
+    }
+    if (got[i] != expected[i]) {
+      return fmt::format("column {} is {} where {} is expected", i + 1, visible(got[i]),
+                         visible(expected[i]));
+    }
+  }
+  return "";
 }
 
 std::string csv_location(int line, const std::string& column) {

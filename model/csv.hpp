@@ -8,6 +8,13 @@ namespace osdp {
 
 // The cells of one line (a trailing '\r' dropped; a trailing comma is one more, empty cell).
 std::vector<std::string> split_csv_line(std::string line);
+// `text` without a leading UTF-8 byte-order mark (spreadsheets write one before the header).
+std::string without_byte_order_mark(const std::string& text);
+// Where a header first differs from the expected columns, in words: "column 3 is \"micro-batch\"
+// where \"micro batch\" is expected", "column 12, \"extra\", is one too many", "column 11,
+// \"iteration time (ms)\", is missing" ("" when they are equal).
+std::string header_difference(const std::vector<std::string>& got,
+                              const std::vector<std::string>& expected);
 // "row at line 7, column \"GPU\"" (or "row at line 7" without a column), for InputErrors.
 std::string csv_location(int line, const std::string& column);
 

@@ -107,7 +107,7 @@ const std::vector<std::string>& foundry_table_columns() {
 }
 
 bool is_foundry_header(const std::string& header_line) {
-  const std::vector<std::string> cells = split_csv_line(header_line);
+  const std::vector<std::string> cells = split_csv_line(without_byte_order_mark(header_line));
   return !cells.empty() && cells.front() == "Model";
 }
 
@@ -119,7 +119,7 @@ void fail_foundry_cell(const FoundryRun& run, const std::string& column, const s
 FoundryTable parse_foundry_table(const std::string& text, const std::string& file) {
   FoundryTable table;
   table.file = file;
-  std::stringstream stream(text);
+  std::stringstream stream(without_byte_order_mark(text));
   std::string line;
   if (!std::getline(stream, line)) {
     throw InputError(file, "header", "an empty file", "llm-foundry's published header line");
@@ -136,7 +136,10 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
       table.columns != with_time_only) {
     std::string joined;
     for (const auto& column : published) joined += (joined.empty() ? "" : ",") + column;
-    throw InputError(file, "header (line 1)", fmt::format("\"{}\"", line),
+    const std::vector<std::string>& closest =
+        table.columns.size() > with_section.size() ? with_time : published;
+    const std::string difference = header_difference(table.columns, closest);
+    throw InputError(file, "header (line 1)", difference.empty() ? line : difference,
                      fmt::format("llm-foundry's published header \"{}\", optionally followed by "
                                  "\"section\" and \"iter_time_s\"",
                                  joined));

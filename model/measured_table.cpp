@@ -94,7 +94,7 @@ void fail_table_cell(const MeasuredTable& table, const MeasuredRun& run, const s
 MeasuredTable parse_measured_table(const std::string& text, const std::string& file) {
   MeasuredTable table;
   table.file = file;
-  std::stringstream stream(text);
+  std::stringstream stream(without_byte_order_mark(text));
   std::string line;
   if (!std::getline(stream, line)) {
     throw InputError(file, "header", "an empty file", "the published header line");
@@ -107,7 +107,12 @@ MeasuredTable parse_measured_table(const std::string& text, const std::string& f
   if (!with_times && !without_times) {
     std::string joined;
     for (const auto& column : expected) joined += (joined.empty() ? "" : ",") + column;
-    throw InputError(file, "header (line 1)", fmt::format("\"{}\"", line),
+    // The difference from the fuller header, unless the time column alone is what is missing.
+    const std::vector<std::string> timeless(expected.begin(), expected.end() - 1);
+    const std::string difference = table.columns.size() < expected.size()
+                                       ? header_difference(table.columns, timeless)
+                                       : header_difference(table.columns, expected);
+    throw InputError(file, "header (line 1)", difference.empty() ? line : difference,
                      fmt::format("exactly \"{}\" (the time column may be left out)", joined));
   }
   int number = 1;

@@ -63,6 +63,29 @@ TEST_CASE("bad measured tables name file, row, column and value", "[table][error
   CHECK_THAT(error_of(""), Catch::Contains("header"));
 }
 
+TEST_CASE("a header that differs names its first differing column, invisible characters shown",
+          "[table][errors]") {
+  const std::string row = "2,32,4,1024,16,12,1024,1,2,1,3.5\n";
+  std::string renamed = header;
+  renamed.replace(renamed.find("micro batch"), 11, "micro-batch");
+  CHECK_THAT(error_of(renamed + row),
+             Catch::Contains("column 3 is \"micro-batch\" where \"micro batch\" is expected"));
+  const std::string extra = header.substr(0, header.size() - 1) + ",extra\n";
+  CHECK_THAT(error_of(extra + row), Catch::Contains("column 12, \"extra\", is one too many"));
+  const std::string carriage = header.substr(0, header.size() - 1) + "\r,extra\n";
+  CHECK_THAT(error_of(carriage + row), Catch::Contains("\"iteration time (ms)\\r\""));
+  std::string missing = header;
+  missing.erase(missing.find(",pipeline parallelism"), 21);
+  CHECK_THAT(
+      error_of(missing + row),
+      Catch::Contains("column 10 is \"iteration time (ms)\" where \"pipeline parallelism\""));
+  const std::string timeless_missing = missing.substr(0, missing.find(",iteration")) + "\n";
+  CHECK_THAT(error_of(timeless_missing + "2,32,4,1024,16,12,1024,1,2\n"),
+             Catch::Contains("column 10, \"pipeline parallelism\", is missing"));
+  // A spreadsheet's byte-order mark before the header is not part of the first column.
+  CHECK(parse_measured_table("\xEF\xBB\xBF" + header + row, "m.csv").runs.size() == 1);
+}
+
 TEST_CASE("rows whose tensor parallelism does not divide the heads are refused by name",
           "[table][errors]") {
   const MeasuredTable table =
