@@ -24,35 +24,62 @@ std::vector<std::string> split_on(const std::string& text, char separator) {
   }
 }
 
-// "12" -> 12; nullopt unless 1..4096 in plain digits.
-std::optional<int> small_count(const std::string& digits) {
+// "12" -> 12; 0 unless 1..4096 in plain digits (an int, not an optional: GCC 12 warns of
+// optionals it thinks uninitialized on the throwing paths of the callers).
+int small_count(const std::string& digits) {
   if (digits.empty() || digits.size() > 4 ||
       !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
-    return std::nullopt;
+    return 0;
   const int value = std::stoi(digits);
-  if (value < 1 || value > 4096) return std::nullopt;
-  return value;
+  return value >= 1 && value <= 4096 ? value : 0;
+}
+
+struct Axes {
+  int tensor = 1;
+  int pipeline = 1;
+  int data = 0;  // 0: the ranks left
+};
+
+// "tp2xpp2" -> {2, 2, 0}; false when an axis is not tp<N>, pp<N> or dp<N>. (Not an optional:
+// GCC 12 then warns of an uninitialized member on the throwing paths.)
+bool parse_axes(const std::string& text, Axes& axes) {
+  for (const std::string& axis : split_on(text, 'x')) {
+    const int degree = axis.size() > 2 ? small_count(axis.substr(2)) : 0;
+    const std::string name = axis.substr(0, 2);
+    if (degree == 0) return false;
+    if (name == "tp") {
+      axes.tensor = degree;
+    } else if (name == "pp") {
+      axes.pipeline = degree;
+    } else if (name == "dp") {
+      axes.data = degree;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The error for a layout item: `why`, or (empty) what an item looks like.
+InputError layout_error(const std::string& flag, const std::string& item, const std::string& why) {
+  return InputError("command line", flag, item,
+                    why.empty() ? "a layout such as tp2, pp2:gpipe:m4 or tp2xdp2:z1 (axes tp<N>, "
+                                  "pp<N>, dp<N> joined by x, then :gpipe or :1f1b, "
+                                  ":m<micro-batches> and :z1 for ZeRO-1 in the data-parallel group)"
+                                : why);
 }
 
 ParallelRun parse_layout(const std::string& flag, const std::string& item, int ranks,
                          int micro_batch, int layers) {
-  const std::string expected =
-      "a layout such as tp2, pp2:gpipe:m4 or tp2xdp2:z1 (axes tp<N>, pp<N>, dp<N> joined by x, "
-      "then :gpipe or :1f1b, :m<micro-batches> and :z1 for ZeRO-1 in the data-parallel group)";
-  auto refuse = [&](const std::string& why) -> InputError {
-    return InputError("command line", flag, item, why.empty() ? expected : why);
-  };
+  auto refuse = [&flag, &item](const std::string& why) { return layout_error(flag, item, why); };
   const std::vector<std::string> parts = split_on(item, ':');
   ParallelRun run;
-  int tensor = 1, pipeline = 1;
-  std::optional<int> data;
-  for (const std::string& axis : split_on(parts.front(), 'x')) {
-    const std::optional<int> degree = axis.size() > 2 ? small_count(axis.substr(2)) : std::nullopt;
-    const std::string name = axis.substr(0, 2);
-    if (!degree || (name != "tp" && name != "pp" && name != "dp")) throw refuse("");
-    (name == "tp" ? tensor : name == "pp" ? pipeline : data.emplace()) = *degree;
-  }
-  std::optional<int> micro_batches;
+  Axes axes;
+  if (!parse_axes(parts.front(), axes)) throw refuse("");
+  const int tensor = axes.tensor;
+  const int pipeline = axes.pipeline;
+  const int data_degree = axes.data > 0 ? axes.data : ranks / std::max(1, tensor * pipeline);
+  int micro_batches = 0;  // 0: the default
   std::optional<Mode> data_mode;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     if (parts[i] == "z1" || parts[i] == "dp") {
@@ -60,7 +87,7 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
     } else if (const auto schedule = pipeline_schedule_from_name(parts[i]);
                schedule && *schedule != PipelineSchedule::interleaved) {
       run.schedule = *schedule;
-    } else if (parts[i].size() > 1 && parts[i][0] == 'm' && small_count(parts[i].substr(1))) {
+    } else if (parts[i].size() > 1 && parts[i][0] == 'm' && small_count(parts[i].substr(1)) > 0) {
       micro_batches = small_count(parts[i].substr(1));
     } else {
       throw refuse("");
@@ -69,7 +96,6 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   if (ranks % (tensor * pipeline) != 0) {
     throw refuse(fmt::format("tensor x pipeline degrees that divide the {} ranks", ranks));
   }
-  const int data_degree = data.value_or(ranks / (tensor * pipeline));
   if (tensor * pipeline * data_degree != ranks) {
     throw refuse(fmt::format("tp x pp x dp = the {} ranks (here {})", ranks,
                              tensor * pipeline * data_degree));
@@ -82,7 +108,7 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   }
   run.degrees = {tensor, pipeline, data_degree};
   run.micro_batch = micro_batch;
-  run.micro_batches = micro_batches.value_or(pipeline > 1 ? 2 * pipeline : 1);
+  run.micro_batches = micro_batches > 0 ? micro_batches : (pipeline > 1 ? 2 * pipeline : 1);
   // The model's split, stated, so that the runtime runs the stages the model costs.
   run.layers_per_chunk = even_layer_split(layers, pipeline);
   // As the runtime transfers: each tensor rank sends its whole activation to its peer of the

@@ -18,7 +18,7 @@ struct PlanRun {
   // A tensor x pipeline x data layout (validate/parallel_gpt): then `plan` holds only the
   // micro-batch size, and the layout's degrees, schedule, micro-batches and layer split say the
   // rest (every operator replicated in its data-parallel group).
-  std::optional<ParallelRun> layout;
+  std::optional<ParallelRun> layout = std::nullopt;
 };
 
 struct RankFigures {

@@ -88,6 +88,16 @@ def main():
         print("skipped: Chromium is not installed (scripts/install-deps.sh installs Debian's "
               "chromium)")
         return SKIPPED
+    # A browser that cannot even report its version is a broken installation, not a page error.
+    try:
+        version = subprocess.run([browser, "--version"], capture_output=True, text=True,
+                                 timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        print(f"skipped: {browser} does not run ({error})")
+        return SKIPPED
+    if version.returncode != 0:
+        print(f"skipped: {browser} --version exited {version.returncode}: {version.stderr[-500:]}")
+        return SKIPPED
     failures = []
     with tempfile.TemporaryDirectory() as profile:
         dumped = run_browser(browser, profile, ["--dump-dom"], page)

@@ -1,5 +1,6 @@
-// libFuzzer harness for the JSON loaders and the unit parser. Any input must either load or
-// raise an InputError: another exception, a crash, a leak or a sanitizer report is a bug.
+// libFuzzer harness for the JSON loaders, the measured tables' CSV readers (vTrain's and
+// llm-foundry's) and the unit parser. Any input must either load or raise an InputError:
+// another exception, a crash, a leak or a sanitizer report is a bug.
 //   cmake --preset fuzz && cmake --build --preset fuzz
 //   ./build/fuzz/tests/fuzz/fuzz_loaders tests/fuzz/corpus -dict=tests/fuzz/loaders.dict \
 //     -max_total_time=60
@@ -7,7 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "model/foundry_table.hpp"
 #include "model/input_error.hpp"
+#include "model/measured_table.hpp"
 #include "model/scenario.hpp"
 #include "model/units.hpp"
 
@@ -56,11 +59,24 @@ void load_everything(const std::string& text) {
   }
 }
 
+// The CSV readers take the text as a file's contents; both refuse what is not theirs.
+void read_tables(const std::string& text) {
+  try {
+    (void)osdp::parse_measured_table(text, "fuzz.csv");
+  } catch (const osdp::InputError&) {
+  }
+  try {
+    (void)osdp::parse_foundry_table(text, "fuzz.csv");
+  } catch (const osdp::InputError&) {
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   if (size < 64) parse_every_unit(text);
   load_everything(text);
+  read_tables(text);
   return 0;
 }
