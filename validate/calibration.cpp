@@ -205,7 +205,10 @@ double overlap_slowdown_in_training(Communicator& comm, const ProbeRun& run, con
       overlapped_s += covered_s(compute_start, compute_end, run.collectives);
     }
   }
-  at::Tensor sums = at::tensor({extra_s, overlapped_s}, at::kDouble);
+  // Two sums, in a ring buffer padded to a multiple of the ranks (any number of them).
+  at::Tensor sums = at::zeros({2 * comm.size()}, at::kDouble);
+  sums[0] = extra_s;
+  sums[1] = overlapped_s;
   comm.run(CollectiveKind::all_reduce, sums);
   const double extra = sums[0].item<double>();
   const double overlapped = sums[1].item<double>();
