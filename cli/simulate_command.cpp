@@ -179,10 +179,15 @@ int run_plan(const SimulateOptions& options) {
                                   [](const OperatorChoice& choice) { return choice.slices > 1; });
   if (!splits) planned.search.granularities = {1};
   const PlanCost analytic = planned.cost_model().plan_cost(plan);
+  // A plan given by file (or a batch the search would not choose) may not fit: say so.
+  const double limit_bytes = model.memory_limit_bytes();
+  const bool fits = result.peak_memory_bytes <= limit_bytes;
   if (options.json) {
     Json json = sim::to_json(result);
     json["scenario"] = scenario->name;
     json["plan"] = label;
+    json["memory_limit_bytes"] = limit_bytes;
+    json["fits"] = fits;
     json["analytic"] = {{"iteration_time_s", analytic.iteration_time_s},
                         {"throughput_samples_per_s", analytic.throughput_samples_per_s},
                         {"peak_memory_bytes", analytic.peak_memory_bytes}};
@@ -235,6 +240,12 @@ int run_plan(const SimulateOptions& options) {
                         units::format_bytes(result.peak_breakdown_bytes[c]));
   }
   fmt::print("    live then: {}\n", live);
+  if (!fits) {
+    fmt::print(
+        "  over the limit: the simulated peak {} is above the {} per GPU limit (--memory-limit, "
+        "else the scenario's): this plan would run out of memory\n",
+        units::format_bytes(result.peak_memory_bytes), units::format_bytes(limit_bytes));
+  }
   if (!options.trace_path.empty()) fmt::print("  trace written to {}\n", options.trace_path);
   return exit_ok;
 }

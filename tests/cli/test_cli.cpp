@@ -1181,3 +1181,24 @@ TEST_CASE("a search stopped by its time limit states its gap as a plain percenta
   CHECK(contains(run.out, "search time"));
   CHECK(!contains(run.out, "e+"));
 }
+
+TEST_CASE("simulate --plan says when the plan's simulated peak is over the limit") {
+  if (run_osdp({"simulate", "--help"}).exit_code != 0) return;  // built without sim/
+  TempDir dir;
+  const fs::path plan = dir.path() / "plan.json";
+  const Run planned = run_osdp({"plan", scenarios + "local-cpu-tiny.json", "--json"});
+  REQUIRE(planned.exit_code == 0);
+  std::ofstream(plan) << planned.out;
+  const Run within =
+      run_osdp({"simulate", scenarios + "local-cpu-tiny.json", "--plan", plan.string(), "--json"});
+  REQUIRE(within.exit_code == 0);
+  CHECK(osdp::Json::parse(within.out)["fits"] == true);
+  // The same plan under a limit below its peak: --memory-limit beside --plan is the check's.
+  const Run over = run_osdp({"simulate", scenarios + "local-cpu-tiny.json", "--plan", plan.string(),
+                             "--memory-limit", "2MiB"});
+  CHECK(over.exit_code == 0);
+  CHECK(contains(over.out, "over the limit"));
+  const Run over_json = run_osdp({"simulate", scenarios + "local-cpu-tiny.json", "--plan",
+                                  plan.string(), "--memory-limit", "2MiB", "--json"});
+  CHECK(osdp::Json::parse(over_json.out)["fits"] == false);
+}
