@@ -18,6 +18,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Commands are printed as they run from the repository root: the release build's osdp, and the
+# scenario copies the script keeps (git-ignored) under COPIES.
+EXE = "./build/release/cli/osdp"
+COPIES = "out/paper-reproduction"
 
 # The paper's scenarios as osdp has them (scenarios/README.md).
 ND = ["paper-titan-8g-nd-48l-1536h", "paper-titan-8g-nd-96l-1024h",
@@ -107,7 +111,8 @@ class Runner:
         return {"json": data, "cmd": shown}
 
     def scenario_copy(self, name, tag, edit):
-        """A temporary copy of scenarios/NAME.json with absolute model/cluster paths, edited."""
+        """A copy of scenarios/NAME.json with absolute model/cluster paths, edited, kept at
+        COPIES/TAG/NAME.json so that the printed commands run after the script."""
         path = os.path.join(ROOT, "scenarios", name + ".json")
         with open(path) as f:
             s = json.load(f)
@@ -115,7 +120,8 @@ class Runner:
             if isinstance(s.get(key), str):
                 s[key] = os.path.join(ROOT, "scenarios", s[key])
         edit(s)
-        out = os.path.join(self.tmp, "%s-%s.json" % (name, tag))
+        out = os.path.join(ROOT, COPIES, tag, name + ".json")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w") as f:
             json.dump(s, f, indent=1)
         return out
@@ -266,13 +272,14 @@ def run_all(runner, scens, fixed_scens):
         for cm in COST_MODELS:
             for v, extra in VARIANT_ARGS.items():
                 args = ["plan", scen_path(s), "--cost-model", cm] + extra
-                R[(s, cm, v)] = plan_pair(runner, args, "osdp " + " ".join(args))
+                R[(s, cm, v)] = plan_pair(runner, args, EXE + " " + " ".join(args))
         cap = runner.scenario_copy(s, "cap%d" % CAP,
                                    lambda j: j["training"].__setitem__("max_batch_size", CAP))
         for cm in COST_MODELS:
             for v in ("split4", "ckpt"):
                 args = ["plan", cap, "--cost-model", cm] + VARIANT_ARGS[v]
-                shown = "osdp " + " ".join(["plan", "CAP%d/%s.json" % (CAP, s), "--cost-model", cm]
+                shown = EXE + " " + " ".join(["plan", "%s/cap%d/%s.json" % (COPIES, CAP, s),
+                                              "--cost-model", cm]
                                            + VARIANT_ARGS[v])
                 R[(s, cm, v, "cap")] = plan_pair(runner, args, shown, sim=False)
     for s in fixed_scens:
@@ -284,7 +291,7 @@ def run_all(runner, scens, fixed_scens):
             path = runner.scenario_copy(s, "mb%d" % mb, edit)
             for cm in COST_MODELS:
                 args = ["plan", path, "--cost-model", cm, "--split", "1"]
-                shown = "osdp plan MB%d/%s.json --cost-model %s --split 1" % (mb, s, cm)
+                shown = "%s plan %s/mb%d/%s.json --cost-model %s --split 1" % (EXE, COPIES, mb, s, cm)
                 r = plan_pair(runner, args, shown)
                 r["path"] = path
                 R[(s, cm, "fixed", mb)] = r
@@ -301,7 +308,7 @@ def run_hypotheses(runner, scens):
     for s in [x for x in ND + IC if x in scens]:
         for cm in COST_MODELS:
             args = ["plan", scen_path(s), "--cost-model", cm, "--split", "1", "--modes", "z2,zdp"]
-            H[("z2", s, cm)] = plan_pair(runner, args, "osdp " + " ".join(args), sim=False)
+            H[("z2", s, cm)] = plan_pair(runner, args, EXE + " " + " ".join(args), sim=False)
     # H2: a slower network between E5's servers than the 100 Gb/s assumed.
     for s in [x for x in A100 if x in scens]:
         for nic in HYPOTHESIS_NICS:
@@ -314,7 +321,7 @@ def run_hypotheses(runner, scens):
             path = runner.scenario_copy(s, "nic" + nic, edit)
             for cm in COST_MODELS:
                 args = ["plan", path, "--cost-model", cm]
-                shown = "osdp plan NIC%s/%s.json --cost-model %s" % (nic, s, cm)
+                shown = "%s plan %s/nic%s/%s.json --cost-model %s" % (EXE, COPIES, nic, s, cm)
                 H[("nic", s, nic, cm)] = plan_pair(runner, args, shown, sim=False)
     return H
 
@@ -359,8 +366,8 @@ def hypotheses_section(H, R, scens):
     w("")
     w("**H2: a slower network between E5's two servers** than the 100 Gb/s the cluster assumes "
       "(the paper's effective bandwidth is not published): the NIC at %s "
-      "(`NIC<rate>/S.json`, the cluster's `topology.nic.bandwidth` changed):" %
-      " and ".join(HYPOTHESIS_NICS))
+      "(`%s/nic<rate>/S.json`, the cluster's `topology.nic.bandwidth` changed):" %
+      (" and ".join(HYPOTHESIS_NICS), COPIES))
     w("")
     w("| scenario | NIC | paper model: OSDP / FSDP | extended: OSDP / FSDP |")
     w("|---|---|---|---|")
@@ -502,7 +509,7 @@ def run_layouts(runner, scens):
     out = {}
     for name in scens:
         for g in LAYOUT_GLOBAL_BATCHES:
-            shown = "osdp layout scenarios/%s.json --global-batch %d --json" % (name, g)
+            shown = "%s layout scenarios/%s.json --global-batch %d --json" % (EXE, name, g)
             out[(name, g)] = runner.run(["layout", scen_path(name), "--global-batch", str(g),
                                          "--json"], shown)
     return out
@@ -613,7 +620,7 @@ def layout_section(layouts, scens):
       "100 Gb/s servers puts slow all-reduces on every layer's critical path.")
     w("")
     w("Commands: `%s` (and `--global-batch %d`)." % (
-        "osdp layout scenarios/%s.json --global-batch %d --json" % (
+        EXE + " layout scenarios/%s.json --global-batch %d --json" % (
             scens[0], LAYOUT_GLOBAL_BATCHES[0]), LAYOUT_GLOBAL_BATCHES[-1]))
     w("")
     return L
@@ -820,9 +827,9 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
     w("The paper scenarios had `max_batch_size: %d` until the cap was found to bind; they now "
       "say 1024, so that memory decides each strategy's batch. The paper does not give the "
       "batch range its scheduler searched (scenarios/README.md). The table shows the best batch "
-      "sizes with the cap (a temporary copy of each scenario with `training.max_batch_size` = "
-      "%d; commands as `osdp plan CAP%d/S.json ...`) and without it (analytic); `*` marks a "
-      "batch at the cap." % (CAP, CAP, CAP))
+      "sizes with the cap (a copy of each scenario with `training.max_batch_size` = "
+      "%d; commands as `%s plan %s/cap%d/S.json ...`) and without it (analytic); `*` marks a "
+      "batch at the cap." % (CAP, CAP, EXE, COPIES, CAP))
     w("")
     w("| scenario | model | OSDP | FSDP | OSDP+ckpt | fsdp+ckpt | fsdp+ckpt-fairscale | "
       "E6 gain with cap | E6 gain without cap |")
@@ -886,8 +893,8 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
       "are large against their activations (inconsecutive shapes: wide layers beside narrow "
       "ones), or a limit just above what all-ZDP needs at some batch.")
     w("")
-    w("Evidence at a **fixed micro-batch** (`training.micro_batch_size` in a temporary copy of "
-      "the scenario, `MBn/S.json`; `--split 1`, so the gain is DP/ZDP mixing alone):")
+    w("Evidence at a **fixed micro-batch** (`training.micro_batch_size` in a copy of "
+      "the scenario, `%s/mbN/S.json`; `--split 1`, so the gain is DP/ZDP mixing alone):" % COPIES)
     w("")
     w("| scenario | micro-batch | paper model: gain, plan | extended model: gain, plan | "
       "simulated, extended model's plan vs FSDP |")
@@ -949,17 +956,17 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
             json.dump(r["a"]["json"], f)
         path = r["path"]
         sp = runner.run(["simulate", path, "--plan", plan_file, "--json"],
-                        "osdp simulate MB%d/%s.json --plan P.json" % (mb, s))
+                        "%s simulate %s/mb%d/%s.json --plan P.json" % (EXE, COPIES, mb, s))
         sf = runner.run(["simulate", path, "--strategy", "fsdp", "--json"],
-                        "osdp simulate MB%d/%s.json --strategy fsdp" % (mb, s))
+                        "%s simulate %s/mb%d/%s.json --strategy fsdp" % (EXE, COPIES, mb, s))
         if "json" in sp and "json" in sf:
             p, q = sp["json"], sf["json"]
             w("**A mixed DP/ZDP plan that beats FSDP in simulation**: `%s` at micro-batch %d, "
-              "extended model (`osdp plan MB%d/%s.json --cost-model extended --split 1 --json > "
+              "extended model (`%s plan %s/mb%d/%s.json --cost-model extended --split 1 --json > "
               "P.json`), plan %s. `%s`: %.2f samples/s (iteration %.3f s, exposed "
               "communication %.3f s, peak %s of %s); `%s`: %.2f samples/s (iteration %.3f s, "
               "exposed communication %.3f s, peak %s): **%s**." % (
-                  s, mb, mb, s, mode_summary(r), sp["cmd"], p["throughput_samples_per_s"],
+                  s, mb, EXE, COPIES, mb, s, mode_summary(r), sp["cmd"], p["throughput_samples_per_s"],
                   p["iteration_time_s"], p["exposed_comm_total_s"], gib(p["peak_memory_bytes"]),
                   gib(r["a"]["json"]["memory_limit_bytes"]), sf["cmd"],
                   q["throughput_samples_per_s"], q["iteration_time_s"], q["exposed_comm_total_s"],
@@ -1078,9 +1085,12 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
     w("OSDP=/path/to/osdp scripts/reproduce-paper.sh --out /tmp/report.md")
     w("```")
     w("")
-    w("Temporary scenario copies (`CAP%d/S.json`: `training.max_batch_size` = %d; `MBn/S.json`: "
-      "`training.micro_batch_size` = n without a batch range) are written by the script to a "
-      "temporary directory with absolute model and cluster paths." % (CAP, CAP))
+    w("The scenario copies the commands name are written by the script under `%s/` (git-"
+      "ignored) with absolute model and cluster paths, and kept, so every command above runs as "
+      "printed from the repository root once the script has run: `cap%d/S.json` "
+      "(`training.max_batch_size` = %d), `mbN/S.json` (`training.micro_batch_size` = N without a "
+      "batch range), `nic<rate>/S.json` (the NIC's bandwidth). osdp is the release build's, "
+      "`%s`." % (COPIES, CAP, CAP, EXE))
     w("")
     return "\n".join(L)
 
