@@ -11,6 +11,7 @@ Usage: paper_reproduction.py --osdp PATH --out FILE [--quick]
 
 import argparse
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -463,6 +464,45 @@ def exp_gains(R, e, scens, cm, sim):
     return gains
 
 
+def published_max(e):
+    """The largest published gain in percent ("+33 % max / ..." -> 33.0; "+3 % .. +92 %" -> 92.0),
+    or None when not published."""
+    numbers = [float(x) for x in re.findall(r"([+-]?[0-9]+(?:\.[0-9]+)?) %", e["paper"])]
+    return max(numbers) if numbers else None
+
+
+def summary_rows(R, scens):
+    """Per experiment: the published maximum and osdp's, for the plot."""
+    rows = []
+    for e in EXPERIMENTS:
+        sc = [x for x in e["scen"] if x in scens]
+        row = {"id": e["id"], "paper": published_max(e)}
+        for key, cm, sim in (("paper_model", "paper", False), ("extended", "extended", False),
+                             ("simulated", "extended", True)):
+            gains = exp_gains(R, e, sc, cm, sim)
+            row[key] = round(max(gains), 1) if gains else None
+        rows.append(row)
+    return rows
+
+
+def draw_summary_plot(rows, out_dir):
+    """Writes the summary JSON and, with a Python that has matplotlib, the plot beside it.
+    Returns a note for the user."""
+    os.makedirs(out_dir, exist_ok=True)
+    data = os.path.join(out_dir, "paper-vs-osdp.json")
+    with open(data, "w") as f:
+        json.dump(rows, f, indent=1)
+        f.write("\n")
+    script = os.path.join(ROOT, "plots", "paper_vs_osdp.py")
+    for python in (sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run([python, "-c", "import matplotlib"], capture_output=True)
+        if probe.returncode == 0:
+            subprocess.run([python, script, data, os.path.join(out_dir, "paper-vs-osdp.png")],
+                           check=True)
+            return "plot written"
+    return "plot not drawn: no python3 with matplotlib"
+
+
 def avg(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
@@ -688,6 +728,10 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
     w("| E6cap | E6 with batch sizes capped at %d per rank | +108.3 %% max / +52.9 %% avg | %s | %s | "
       "(analytic only) | |" % (CAP, cols[0], cols[1]))
     w("")
+    if not quick:
+        w("![The paper's largest published gain per experiment against osdp's under the paper "
+          "cost model, the extended one and in simulation](figures/paper-vs-osdp.png)")
+        w("")
     exp = {e["id"]: e for e in EXPERIMENTS}
     nd = [x for x in ND if x in scens]
     if nd:
@@ -1112,6 +1156,8 @@ def main():
         R = run_all(runner, scens, fixed)
         layouts = run_layouts(runner, scens)
         H = {} if args.quick else run_hypotheses(runner, scens)
+        if not args.quick:
+            print(draw_summary_plot(summary_rows(R, scens), os.path.join(ROOT, "docs", "figures")))
         text = report(R, runner, scens, fixed, args.quick, ver.stdout.strip(), layouts, H)
         out = os.path.abspath(args.out)
         os.makedirs(os.path.dirname(out), exist_ok=True)
