@@ -176,6 +176,15 @@ std::string render_runs(const Workload& scenario_workload, const Plan& plan,
   return header + table.render(indent);
 }
 
+std::string memory_limit_flag_value(double bytes) {
+  // Rounded up: half a unit of the last digit added before the format rounds to nearest.
+  const double gib = bytes / 1073741824.0;
+  if (gib >= 1.0) return fmt::format("{:.2f}GiB", gib + 0.005);
+  const double mib = bytes / 1048576.0;
+  if (mib >= 1.0) return fmt::format("{:.1f}MiB", mib + 0.05);
+  return fmt::format("{:.0f}KiB", bytes / 1024.0 + 0.5);
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());

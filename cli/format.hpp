@@ -33,6 +33,9 @@ class Table {
 std::string format_throughput(double samples_per_s);  // "123.4 samples/s"
 std::string format_percent(double fraction);          // "97.5 %"
 std::string format_count(double count);               // "1.31 B", "354 M", "12.0 k"
+// A --memory-limit value at least `bytes`, in the unit that reads best: "22.74GiB", "1.9MiB",
+// "37KiB" (advice after "nothing fits").
+std::string memory_limit_flag_value(double bytes);
 // The median of the values (0 for none), for error summaries.
 double median(std::vector<double> values);
 

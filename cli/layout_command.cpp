@@ -172,10 +172,10 @@ int run_layout(const LayoutOptions& options) {
   if (!best) {
     fmt::print(stderr,
                "osdp: nothing fits: no 3D layout fits in {} per GPU; the least memory any needs "
-               "is {}\n  try --memory-limit {:.2f}GiB or more\n",
+               "is {}\n  try --memory-limit {} or more\n",
                units::format_bytes(limit_bytes),
                units::format_bytes(result.least_memory_needed_bytes),
-               result.least_memory_needed_bytes / 1073741824.0 + 0.005);
+               memory_limit_flag_value(result.least_memory_needed_bytes));
     return exit_infeasible;
   }
   fmt::print(

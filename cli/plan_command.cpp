@@ -327,8 +327,8 @@ int report_infeasible(const Scenario& scenario, const CostModel& model,
         "sequence{}\n",
         units::format_bytes(*gpu_memory), widening_hint(scenario.search));
   } else {
-    message += fmt::format("\n  try --memory-limit {:.2f}GiB or more{}\n",
-                           needed / 1073741824.0 + 0.005, widening_hint(scenario.search));
+    message += fmt::format("\n  try --memory-limit {} or more{}\n", memory_limit_flag_value(needed),
+                           widening_hint(scenario.search));
   }
   fmt::print(stderr, "{}", message);
   return exit_infeasible;

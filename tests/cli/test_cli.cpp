@@ -1202,3 +1202,18 @@ TEST_CASE("simulate --plan says when the plan's simulated peak is over the limit
                                   plan.string(), "--memory-limit", "2MiB", "--json"});
   CHECK(osdp::Json::parse(over_json.out)["fits"] == false);
 }
+
+TEST_CASE("the memory limit nothing-fits advises is one that fits, in a readable unit") {
+  const Run tight = run_osdp(
+      {"plan", scenarios + "local-cpu-tiny.json", "--memory-limit", "1MiB", "--modes", "dp"});
+  REQUIRE(tight.exit_code == 3);
+  const std::string marker = "try --memory-limit ";
+  const std::size_t at = tight.err.find(marker);
+  REQUIRE(at != std::string::npos);
+  const std::string advised = tight.err.substr(
+      at + marker.size(), tight.err.find(' ', at + marker.size()) - at - marker.size());
+  CHECK(advised == "1.9MiB");  // not "0.01GiB"
+  const Run advised_run = run_osdp(
+      {"plan", scenarios + "local-cpu-tiny.json", "--memory-limit", advised, "--modes", "dp"});
+  CHECK(advised_run.exit_code == 0);
+}
