@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <random>
-#include <sstream>
 
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
@@ -157,31 +156,7 @@ std::vector<double> sweep_limits(const ReportOptions& options, const Scenario& s
     return limits;
   }
   const std::string& text = options.memory_limits;
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream stream(text);
-  const char separator = text.find(':') != std::string::npos ? ':' : ',';
-  while (std::getline(stream, part, separator)) parts.push_back(part);
-  if (separator == ':') {
-    if (parts.size() != 3) {
-      throw InputError(command_line, "--memory-limits", text,
-                       "START:STOP:STEP (e.g. 2GiB:24GiB:2GiB) or a list (4GiB,8GiB)");
-    }
-    const double start = parse_bytes_flag("--memory-limits", parts[0]);
-    const double stop = parse_bytes_flag("--memory-limits", parts[1]);
-    const double step = parse_bytes_flag("--memory-limits", parts[2]);
-    if (!(stop >= start) || !(step > 0) || (stop - start) / step > 63) {
-      throw InputError(command_line, "--memory-limits", text,
-                       "START <= STOP and at most 64 limits (a larger STEP)");
-    }
-    for (double limit = start; limit <= stop * (1 + 1e-12); limit += step) limits.push_back(limit);
-  } else {
-    for (const std::string& item : parts)
-      limits.push_back(parse_bytes_flag("--memory-limits", item));
-    if (limits.size() > 64) {
-      throw InputError(command_line, "--memory-limits", text, "at most 64 memory limits");
-    }
-  }
+  limits = parse_memory_limits(text, 64);
   for (double limit : limits) check_memory_limit_flag("--memory-limits", text, limit, scenario);
   return limits;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
@@ -238,6 +239,52 @@ void check_memory_limit_flag(const std::string& flag, const std::string& text, d
     throw InputError(command_line, flag, text,
                      fmt::format("at most the GPU's memory ({})", units::format_bytes(*memory)));
   }
+}
+
+std::vector<double> parse_memory_limits(const std::string& text, int max_points) {
+  const std::string flag = "--memory-limits";
+  std::vector<std::string> parts;
+  const char separator = text.find(':') != std::string::npos ? ':' : ',';
+  refuse_empty_items(flag, text, separator);
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  if (separator == ',') {
+    if (static_cast<int>(parts.size()) > max_points) {
+      throw InputError("command line", flag, text,
+                       fmt::format("at most {} memory limits", max_points));
+    }
+    std::vector<double> limits;
+    for (const auto& part : parts) limits.push_back(parse_bytes_flag(flag, part));
+    return limits;
+  }
+  if (parts.size() != 3) {
+    throw InputError("command line", flag, text,
+                     "START:STOP:STEP (e.g. 4GiB:24GiB:1GiB) or a list 8GiB,16GiB");
+  }
+  const double start = parse_bytes_flag(flag, parts[0]);
+  const double stop = parse_bytes_flag(flag, parts[1]);
+  const double step = parse_bytes_flag(flag, parts[2]);
+  if (stop < start) throw InputError("command line", flag, text, "STOP at least START");
+  // Checked before the count: an infinite STOP would make it NaN and the sweep empty.
+  const Range& range = limits::memory_limit_bytes;
+  if (start < range.min || stop > range.max) {
+    throw InputError(
+        "command line", flag, text,
+        "START and STOP memory limits " + describe_range(range, units::Dimension::bytes));
+  }
+  const double count = std::floor((stop - start) / step * (1.0 + 1e-12)) + 1.0;
+  if (!(count <= max_points)) {
+    throw InputError("command line", flag, text,
+                     fmt::format("at most {} memory limits (a larger STEP)", max_points));
+  }
+  std::vector<double> limits;
+  for (int i = 0; i < static_cast<int>(count); ++i) limits.push_back(start + i * step);
+  return limits;
 }
 
 void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit,

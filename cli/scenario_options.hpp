@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "model/scenario.hpp"
 
@@ -61,6 +62,11 @@ void refuse_empty_items(const std::string& flag, const std::string& text, char s
 
 // Parses a byte quantity given on the command line ("8GiB"); InputError naming `flag` if bad.
 double parse_bytes_flag(const std::string& flag, const std::string& text);
+
+// --memory-limits: "4GiB:24GiB:1GiB" (start:stop:step, stop included) or "8GiB,16GiB", at most
+// `max_points` of them; InputError naming the flag if bad (each limit's own range and the GPU's
+// memory: check_memory_limit_flag, once the scenario is loaded).
+std::vector<double> parse_memory_limits(const std::string& text, int max_points);
 
 // A memory limit from the command line within its plausible range and at most the GPU's memory;
 // InputError naming `flag` if not.

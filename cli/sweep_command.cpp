@@ -53,49 +53,6 @@ struct SweepOptions {
 
 constexpr int max_sweep_points = 1000;
 
-// "4GiB:24GiB:1GiB" (start:stop:step, stop included) or "8GiB,16GiB".
-std::vector<double> parse_memory_limits(const std::string& text) {
-  const std::string flag = "--memory-limits";
-  std::vector<std::string> parts;
-  const char separator = text.find(':') != std::string::npos ? ':' : ',';
-  refuse_empty_items(flag, text, separator);
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t end = text.find(separator, begin);
-    parts.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
-  if (separator == ',') {
-    std::vector<double> limits;
-    for (const auto& part : parts) limits.push_back(parse_bytes_flag(flag, part));
-    return limits;
-  }
-  if (parts.size() != 3) {
-    throw InputError("command line", flag, text,
-                     "START:STOP:STEP (e.g. 4GiB:24GiB:1GiB) or a list 8GiB,16GiB");
-  }
-  const double start = parse_bytes_flag(flag, parts[0]);
-  const double stop = parse_bytes_flag(flag, parts[1]);
-  const double step = parse_bytes_flag(flag, parts[2]);
-  if (stop < start) throw InputError("command line", flag, text, "STOP at least START");
-  // Checked before the count: an infinite STOP would make it NaN and the sweep empty.
-  const Range& range = limits::memory_limit_bytes;
-  if (start < range.min || stop > range.max) {
-    throw InputError(
-        "command line", flag, text,
-        "START and STOP memory limits " + describe_range(range, units::Dimension::bytes));
-  }
-  const double count = std::floor((stop - start) / step * (1.0 + 1e-12)) + 1.0;
-  if (!(count <= max_sweep_points)) {
-    throw InputError("command line", flag, text,
-                     fmt::format("at most {} memory limits (a larger STEP)", max_sweep_points));
-  }
-  std::vector<double> limits;
-  for (int i = 0; i < static_cast<int>(count); ++i) limits.push_back(start + i * step);
-  return limits;
-}
-
 // The scenario's name as a folder name inside out/: only [A-Za-z0-9._-] (a '/', a newline or a
 // space becomes '_'), no ".." and no leading dot (never a path outside out/, never hidden), at
 // most 64 characters; "scenario" when nothing is left.
@@ -456,7 +413,7 @@ void write_csv(const fs::path& path, const std::string& contents) {
 }
 
 int run_sweep(const SweepOptions& options) {
-  const std::vector<double> limits = parse_memory_limits(options.memory_limits);
+  const std::vector<double> limits = parse_memory_limits(options.memory_limits, max_sweep_points);
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   for (double limit : limits) {
     check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);

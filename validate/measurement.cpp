@@ -1,5 +1,7 @@
 #include "validate/measurement.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -144,6 +146,23 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
 
 namespace {
 
+// A JSON array of whole numbers from `min` to 65536 (layer or operator counts).
+std::vector<int> read_counts(const JsonReader& reader, const std::string& key, int min,
+                             const std::string& what) {
+  const std::string expected = fmt::format("{}: integers from {} to 65536", what, min);
+  const Json& values = reader.raw(key);
+  if (!values.is_array()) reader.fail(key, expected);
+  std::vector<int> counts;
+  for (const Json& count : values) {
+    if (!count.is_number_integer() || count.get<long long>() < min ||
+        count.get<long long>() > (1 << 16)) {
+      reader.fail(key, expected);
+    }
+    counts.push_back(static_cast<int>(count.get<long long>()));
+  }
+  return counts;
+}
+
 Json layout_to_json(const ParallelRun& run) {
   return {{"tensor", run.degrees.tensor},
           {"pipeline", run.degrees.pipeline},
@@ -171,16 +190,7 @@ ParallelRun layout_from_json(const JsonReader& reader) {
   const auto parsed = pipeline_schedule_from_name(schedule);
   if (!parsed) reader.fail_value("schedule", schedule, "gpipe, 1f1b or interleaved");
   run.schedule = *parsed;
-  const Json& layers = reader.raw("layers_per_stage");
-  const std::string expected = "layers per pipeline stage: integers from 0 to 65536";
-  if (!layers.is_array()) reader.fail("layers_per_stage", expected);
-  for (const Json& count : layers) {
-    if (!count.is_number_integer() || count.get<long long>() < 0 ||
-        count.get<long long>() > (1 << 16)) {
-      reader.fail("layers_per_stage", expected);
-    }
-    run.layers_per_chunk.push_back(static_cast<int>(count.get<long long>()));
-  }
+  run.layers_per_chunk = read_counts(reader, "layers_per_stage", 0, "layers per pipeline stage");
   if (reader.has("data_parallel_mode")) {
     const std::string name = reader.string("data_parallel_mode");
     const auto mode = mode_from_name(name);
@@ -245,16 +255,7 @@ std::vector<PlanRun> plan_runs_from_json(const JsonReader& reader) {
     }
     // FSDP units: operators per unit, checked against the GPT by check_runnable.
     if (entry.has("units")) {
-      const Json& units = entry.raw("units");
-      const std::string expected = "operators per FSDP unit: integers from 1 to 65536";
-      if (!units.is_array()) entry.fail("units", expected);
-      for (const Json& count : units) {
-        if (!count.is_number_integer() || count.get<long long>() < 1 ||
-            count.get<long long>() > (1 << 16)) {
-          entry.fail("units", expected);
-        }
-        run.plan.unit_sizes.push_back(static_cast<int>(count.get<long long>()));
-      }
+      run.plan.unit_sizes = read_counts(entry, "units", 1, "operators per FSDP unit");
     }
     if (entry.has("layout")) run.layout = layout_from_json(entry.object("layout"));
     plans.push_back(std::move(run));
