@@ -63,46 +63,77 @@ struct RingEdge {
   double bandwidth_Bps = std::numeric_limits<double>::infinity();
 };
 
-// The slowest edge of a ring: longest latency and narrowest bandwidth (both taken as worst case;
-// exact when one edge is worst in both, as in every shipped topology).
-struct RingBottleneck {
-  double latency_s = 0;
+// A ring's edges as its collectives pay them: NCCL's rings pipeline each step's chunks hop by
+// hop, so a step costs the mean latency of the ring's edges (a 512-GPU ring of 64 servers pays
+// 64 network hops and 448 NVLink hops a lap, not 512 network hops); its bandwidth is its
+// narrowest edge's. The simulator charges the same per step (sim/ring_collective).
+struct RingPath {
+  double latency_sum_s = 0;
+  double edges = 0;
   double bandwidth_Bps = std::numeric_limits<double>::infinity();
-  void add(const RingEdge& edge) {
-    latency_s = std::max(latency_s, edge.latency_s);
+  void add(const RingEdge& edge, double count = 1) {
+    if (count <= 0) return;
+    latency_sum_s += count * edge.latency_s;
+    edges += count;
     bandwidth_Bps = std::min(bandwidth_Bps, edge.bandwidth_Bps);
   }
+  double mean_latency_s() const { return edges > 0 ? latency_sum_s / edges : 0.0; }
   AlphaBeta alpha_beta() const {
-    return {latency_s, std::isfinite(bandwidth_Bps) ? 1.0 / bandwidth_Bps : 0.0};
+    return {mean_latency_s(), std::isfinite(bandwidth_Bps) ? 1.0 / bandwidth_Bps : 0.0};
   }
 };
 
-RingBottleneck intra_node_ring(const NodeTopology& node) {
-  RingBottleneck ring;
-  if (node.gpus <= 1) return ring;
+// One node's ring over its GPUs (the order the fabric visits them: switch by switch, socket by
+// socket), and the latency of its closing edge (last GPU back to the first), the edge a ring
+// across nodes replaces by its hop to the next node.
+struct NodeRing {
+  RingPath path;
+  double closing_latency_s = 0;
+};
+
+NodeRing intra_node_ring(const NodeTopology& node) {
+  NodeRing ring;
+  const int gpus = node.gpus;
+  if (gpus <= 1) return ring;
   switch (node.kind) {
     case NodeKind::nvlink_mesh:
-      ring.add({node.gpu_link.latency_s, node.gpu_link.bandwidth_Bps});
+      ring.path.add({node.gpu_link.latency_s, node.gpu_link.bandwidth_Bps}, gpus);
+      ring.closing_latency_s = node.gpu_link.latency_s;
       break;
     case NodeKind::nvswitch:
-      ring.add({2 * node.gpu_link.latency_s, node.gpu_link.bandwidth_Bps});
+      ring.path.add({2 * node.gpu_link.latency_s, node.gpu_link.bandwidth_Bps}, gpus);
+      ring.closing_latency_s = 2 * node.gpu_link.latency_s;
       break;
     case NodeKind::pcie: {
       const PcieTree& tree = node.pcie;
       const Link& port = tree.gpu_link;
-      if (tree.gpus_per_switch > 1) ring.add({2 * port.latency_s, port.bandwidth_Bps});
       const int switches = tree.sockets * tree.switches_per_socket;
-      if (switches > 1) {
-        // Between switches: port, uplink, (root complex), uplink, port. Each uplink direction
-        // carries one ring flow.
-        const Link& up = tree.switch_uplink;
-        RingEdge across{2 * port.latency_s + 2 * up.latency_s,
-                        std::min(port.bandwidth_Bps, up.bandwidth_Bps)};
-        if (tree.sockets > 1) {
-          across.latency_s += tree.inter_socket.latency_s;
-          across.bandwidth_Bps = std::min(across.bandwidth_Bps, tree.inter_socket.bandwidth_Bps);
-        }
-        ring.add(across);
+      const int tree_gpus = switches * tree.gpus_per_switch;
+      // Edges of the whole tree's ring: within a switch, between switches of a socket, between
+      // sockets (the ring leaves and re-enters each socket once).
+      const RingEdge within{2 * port.latency_s, port.bandwidth_Bps};
+      const Link& up = tree.switch_uplink;
+      const RingEdge across{2 * port.latency_s + 2 * up.latency_s,
+                            std::min(port.bandwidth_Bps, up.bandwidth_Bps)};
+      const RingEdge across_sockets{across.latency_s + tree.inter_socket.latency_s,
+                                    std::min(across.bandwidth_Bps, tree.inter_socket.bandwidth_Bps)};
+      RingPath whole;
+      if (switches <= 1) {
+        whole.add(within, tree_gpus);
+        ring.closing_latency_s = within.latency_s;
+      } else {
+        // Each uplink direction carries one ring flow.
+        const int socket_edges = tree.sockets > 1 ? tree.sockets : 0;
+        whole.add(within, tree_gpus - switches);
+        whole.add(across, switches - socket_edges);
+        whole.add(across_sockets, socket_edges);
+        ring.closing_latency_s = socket_edges > 0 ? across_sockets.latency_s : across.latency_s;
+      }
+      if (gpus == tree_gpus) {
+        ring.path = whole;
+      } else {
+        // A group on some of the tree's GPUs: its edges taken as the whole ring's on average.
+        ring.path.add({whole.mean_latency_s(), whole.bandwidth_Bps}, gpus);
       }
       break;
     }
@@ -146,13 +177,33 @@ int busiest_spine_flows(const LeafSpine& fabric, const std::vector<int>& nic_of_
   return *std::max_element(flows_on_spine.begin(), flows_on_spine.end());
 }
 
+// A ring over `nodes` nodes: each node's ring less its closing edge, then one edge to the next
+// node; `crossings` of those cross the leaf-spine's uplinks (once per leaf the ring visits).
+RingPath ring_across_nodes(const NodeRing& node_ring, int nodes, const RingEdge& to_next_node,
+                           int crossings, double uplinks_latency_s) {
+  RingPath ring;
+  ring.latency_sum_s = nodes * (node_ring.path.latency_sum_s - node_ring.closing_latency_s);
+  ring.edges = nodes * std::max(0.0, node_ring.path.edges - 1);
+  ring.bandwidth_Bps = node_ring.path.bandwidth_Bps;
+  ring.add(to_next_node, nodes - crossings);
+  ring.add({to_next_node.latency_s + uplinks_latency_s, to_next_node.bandwidth_Bps}, crossings);
+  return ring;
+}
+
+// The leaves a ring over `nodes` consecutive nodes visits, when it visits more than one.
+int leaf_crossings(const Topology& topology, int nodes) {
+  if (!topology.leaf_spine) return 0;
+  const int leaves = topology.leaf_spine->leaves(nodes);
+  return leaves > 1 ? leaves : 0;
+}
+
 }  // namespace
 
 DerivedTimings derive_timings(const Topology& physical) {
   const Topology topology = with_duplex_sharing(physical);
-  const RingBottleneck intra = intra_node_ring(topology.node);
+  const NodeRing intra = intra_node_ring(topology.node);
   DerivedTimings timings;
-  timings.intra_node = intra.alpha_beta();
+  timings.intra_node = intra.path.alpha_beta();
   if (topology.nodes <= 1) {
     timings.world = timings.intra_node;
     return timings;
@@ -196,10 +247,9 @@ DerivedTimings derive_timings(const Topology& physical) {
   // ring edge is as slow as its channel on the busiest spine uplink; the cross-node groups'
   // flows on the busiest uplink share it.
   const std::optional<LeafSpine>& leaf_spine = topology.leaf_spine;
+  double uplinks_latency_s = 0;
   if (leaf_spine && leaf_spine->leaves(topology.nodes) > 1) {
-    const double uplinks_latency_s = 2 * leaf_spine->uplink.latency_s;
-    cross_latency_s += uplinks_latency_s;
-    inter_latency_s += uplinks_latency_s;
+    uplinks_latency_s = 2 * leaf_spine->uplink.latency_s;
     std::vector<int> world_channels(nics);
     std::iota(world_channels.begin(), world_channels.end(), 0);
     world_cross_Bps =
@@ -213,12 +263,13 @@ DerivedTimings derive_timings(const Topology& physical) {
     inter_Bps = std::min(
         inter_Bps, leaf_spine->uplink.bandwidth_Bps / busiest_spine_flows(*leaf_spine, group_nics));
   }
-  RingBottleneck world = intra;
-  world.add({cross_latency_s, world_cross_Bps});
-  timings.world = world.alpha_beta();
-  RingBottleneck inter;
-  inter.add({inter_latency_s, inter_Bps});
-  timings.inter_node = inter.alpha_beta();
+  const int crossings = leaf_crossings(topology, topology.nodes);
+  timings.world = ring_across_nodes(intra, topology.nodes, {cross_latency_s, world_cross_Bps},
+                                    crossings, uplinks_latency_s)
+                      .alpha_beta();
+  timings.inter_node = ring_across_nodes(NodeRing{}, topology.nodes, {inter_latency_s, inter_Bps},
+                                         crossings, uplinks_latency_s)
+                           .alpha_beta();
   return timings;
 }
 
@@ -226,12 +277,11 @@ AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int 
   const Topology topology = with_duplex_sharing(physical);
   NodeTopology members = topology.node;
   members.gpus = std::max(1, members_per_node);
-  RingBottleneck ring = intra_node_ring(members);
-  if (nodes <= 1) return ring.alpha_beta();
-  double latency_s = 2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
-  if (topology.leaf_spine && topology.leaf_spine->leaves(topology.nodes) > 1) {
-    latency_s += 2 * topology.leaf_spine->uplink.latency_s;
-  }
+  const NodeRing node_ring = intra_node_ring(members);
+  if (nodes <= 1) return node_ring.path.alpha_beta();
+  const double latency_s = 2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
+  const double uplinks_latency_s =
+      topology.leaf_spine ? 2 * topology.leaf_spine->uplink.latency_s : 0.0;
   const double groups_per_node =
       std::max(1.0, static_cast<double>(topology.node.gpus) / std::max(1, members_per_node));
   const double nic_share_Bps =
@@ -240,15 +290,16 @@ AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int 
                                 ? std::min(topology.node.pcie.gpu_link.bandwidth_Bps,
                                            topology.node.pcie.switch_uplink.bandwidth_Bps)
                                 : topology.node.gpu_link.bandwidth_Bps;
-  ring.add({latency_s, std::min(nic_share_Bps, to_nic_Bps)});
-  return ring.alpha_beta();
+  return ring_across_nodes(node_ring, nodes, {latency_s, std::min(nic_share_Bps, to_nic_Bps)},
+                           leaf_crossings(topology, nodes), uplinks_latency_s)
+      .alpha_beta();
 }
 
 AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes) {
   if (!across_nodes) {
     NodeTopology pair = topology.node;
     pair.gpus = 2;
-    return intra_node_ring(pair).alpha_beta();
+    return intra_node_ring(pair).path.alpha_beta();
   }
   return group_ring_timing(topology, 1, 2);
 }

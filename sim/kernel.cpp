@@ -67,12 +67,10 @@ Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
     if (up[hop.link] == nullptr) {
       if (plan.split_duplex) {
         auto* duplex = zone->create_split_duplex_link(link.name, link.link.bandwidth_Bps);
-        duplex->set_latency(link.link.latency_s);
         up[hop.link] = duplex->get_link_up();
         down[hop.link] = duplex->get_link_down();
       } else {
         auto* shared = zone->create_link(link.name, link.link.bandwidth_Bps);
-        shared->set_latency(link.link.latency_s);
         up[hop.link] = down[hop.link] = shared;
       }
     }
@@ -122,6 +120,16 @@ void Kernel::after(double delay_s, std::function<void()> done) {
 
 void Kernel::send(const Channel& channel, double bytes, double delay_s,
                   std::function<void()> done) {
+  if (channel.latency_s > 0) {
+    done = [this, latency_s = channel.latency_s, done = std::move(done)]() mutable {
+      after(latency_s, std::move(done));
+    };
+  }
+  transfer(channel, bytes, delay_s, std::move(done));
+}
+
+void Kernel::transfer(const Channel& channel, double bytes, double delay_s,
+                      std::function<void()> done) {
   if (delay_s > 0) {
     after(delay_s, [this, &channel, bytes, done = std::move(done)]() mutable {
       start_flow(channel, bytes, std::move(done));

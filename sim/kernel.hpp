@@ -33,8 +33,12 @@ class Kernel {
   // Calls `done` at now + delay.
   void after(double delay_s, std::function<void()> done);
   // Sends `bytes` along the channel's route after `delay_s`; calls `done` when the last byte
-  // arrives. `channel` must outlive the simulation.
+  // arrives: the route's bandwidth share (SimGrid), then its latency (a timer). `channel` must
+  // outlive the simulation.
   void send(const Channel& channel, double bytes, double delay_s, std::function<void()> done);
+  // As send, without the route's latency: the links carry bytes only (their latency is not in
+  // the SimGrid platform), and a ring collective charges its own per-step latency.
+  void transfer(const Channel& channel, double bytes, double delay_s, std::function<void()> done);
   void run();
 
   RingsInFlight& rings_in_flight() { return rings_in_flight_; }

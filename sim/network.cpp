@@ -67,8 +67,9 @@ void for_each_link(const std::vector<FlowLoad>& loads, Visit visit) {
   }
 }
 
-// CM02's sharing penalty: the route latency, 1 for a route without latency.
-double sharing_weight(double latency_s) { return 1.0 / (latency_s > 0 ? latency_s : 1.0); }
+// CM02's sharing penalty is the route latency, 1 for a route without latency: the platform's
+// links carry no latency (flows pay it as a timer), so every flow weighs the same.
+double sharing_weight(double /*latency_s*/) { return 1.0; }
 
 GroupRing logical_ring(const Cluster& cluster, const Group& group, int group_index,
                        NetworkPlan& plan) {
@@ -129,8 +130,10 @@ GroupRing fabric_ring(const Fabric& fabric, const Group& group) {
                                  1.0 / topology.nics_per_node});
       }
     }
+    double edge_latency_s = 0;
     for (const auto& channel : edge.channels)
-      ring.alpha_s = std::max(ring.alpha_s, channel.latency_s);
+      edge_latency_s = std::max(edge_latency_s, channel.latency_s);
+    ring.alpha_s += edge_latency_s / n;
     ring.edges.push_back(std::move(edge));
   }
   ring.loads = ring_loads(ring.edges, fabric.links(), topology.split_duplex);

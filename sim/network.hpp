@@ -43,7 +43,7 @@ struct RingEdge {
 };
 
 // One flow of a ring on one link direction: the share of each step's bytes it carries and its
-// route latency (CM02 shares a link among flows in inverse proportion to route latency).
+// route latency (links are shared equally: the platform's links carry no latency).
 struct FlowLoad {
   int constraint = 0;
   double share = 1;
@@ -53,7 +53,7 @@ struct FlowLoad {
 struct GroupRing {
   std::vector<int> order;       // members in ring order
   std::vector<RingEdge> edges;  // edges[i]: order[i] -> order[i + 1 mod n]
-  double alpha_s = 0;           // longest route latency of any edge (topology rings)
+  double alpha_s = 0;           // a step's latency: the mean route latency of the edges
   // Every link direction each of its flows crosses (constraint_of, ascending), and the edge
   // rate the ring sustains alone: scale mode tells from them whether other rings in flight slow
   // it down.
@@ -95,8 +95,7 @@ int constraint_of(const Hop& hop, bool split_duplex);
 
 // The rings in flight on each link direction. Scale mode aggregates a ring's steps only while it
 // contends with no other ring: two rings contend on a link direction where each would get, for
-// one of its flows there, less than its pace alone needs (CM02 shares a link among flows in
-// inverse proportion to route latency). A ring that keeps its pace takes the same bandwidth
+// one of its flows there, less than its pace alone needs (flows share a link equally). A ring that keeps its pace takes the same bandwidth
 // whether the other one moves in steps or not, and the other gets the rest either way: an
 // NIC-bound cross-node ring beside an intra-node ring on a GPU's NVSwitch link. Concurrent
 // collectives of the same ring (two lanes) load every link alike and do not count.

@@ -40,8 +40,7 @@ int steps_in_next_round(const RingRun& run) {
 
 void start_round(const std::shared_ptr<RingRun>& run);
 
-void flow_done(const std::shared_ptr<RingRun>& run) {
-  if (--run->outstanding > 0) return;
+void advance(const std::shared_ptr<RingRun>& run) {
   run->steps_done += run->steps_in_round;
   if (run->steps_done < run->steps) {
     start_round(run);
@@ -51,11 +50,23 @@ void flow_done(const std::shared_ptr<RingRun>& run) {
   }
 }
 
+// A topology ring's round ends when its bytes have crossed every edge and then each step's
+// latency has passed: NCCL's rings pipeline a step's chunks hop by hop, so a step costs the
+// ring's mean hop latency, not its slowest edge's (GroupRing::alpha_s).
+void flow_done(const std::shared_ptr<RingRun>& run) {
+  if (--run->outstanding > 0) return;
+  const double latency_s = run->ring->logical ? 0.0 : run->steps_in_round * run->ring->alpha_s;
+  if (latency_s > 0) {
+    run->kernel->after(latency_s, [run]() { advance(run); });
+  } else {
+    advance(run);
+  }
+}
+
 void start_round(const std::shared_ptr<RingRun>& run) {
   const GroupRing& ring = *run->ring;
   run->steps_in_round = steps_in_next_round(*run);
   const int steps_in_flow = run->steps_in_round;
-  const bool aggregated = steps_in_flow > 1;
   const double bytes = run->step_bytes * steps_in_flow;
   // Flows grouped by the delay before they start: one timer per group, not one per flow.
   struct Send {
@@ -80,10 +91,7 @@ void start_round(const std::shared_ptr<RingRun>& run) {
           by_delay[latency_s].push_back({&channel, units, true});
         }
       } else {
-        // The route's own latency is paid by the flow; an aggregated round adds the other
-        // steps'.
-        const double delay_s = aggregated ? steps_in_flow * ring.alpha_s - channel.latency_s : 0.0;
-        by_delay[delay_s].push_back({&channel, channel_bytes, true});
+        by_delay[0.0].push_back({&channel, channel_bytes, true});
       }
     }
   }
@@ -94,7 +102,7 @@ void start_round(const std::shared_ptr<RingRun>& run) {
     auto start = [run, sends = std::move(sends)]() {
       for (const Send& send : sends) {
         if (send.flow) {
-          run->kernel->send(*send.channel, send.amount, 0.0, [run]() { flow_done(run); });
+          run->kernel->transfer(*send.channel, send.amount, 0.0, [run]() { flow_done(run); });
         } else {
           flow_done(run);
         }

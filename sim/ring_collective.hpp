@@ -1,11 +1,12 @@
 // Ring collectives on the simulated network.
 //   step mode:  ring_steps(kind, N) rounds; in each, every ring edge carries S/N bytes (split over
-//               its channels); a round starts when the previous one has fully arrived, so an
-//               uncontended ring takes steps * (alpha + S/N * beta) with alpha the longest edge
-//               latency and beta the narrowest edge's seconds per byte.
-//   scale mode: one flow per ring edge and channel of steps * S/N bytes, started after
-//               steps * alpha - (its own route latency), which reproduces the same time when
-//               uncontended with N flows instead of N * steps. While another ring shares a link
+//               its channels); a round starts when the previous one's bytes have arrived and its
+//               latency alpha has passed, so an uncontended ring takes steps * (alpha + S/N *
+//               beta) with alpha the mean edge latency (chunks pipeline hop by hop, as NCCL's
+//               rings) and beta the narrowest edge's seconds per byte.
+//   scale mode: one flow per ring edge and channel of steps * S/N bytes, then steps * alpha,
+//               which reproduces the same time when uncontended with N flows instead of
+//               N * steps. While another ring shares a link
 //               with it, the ring moves in step-mode rounds instead (at most 64 per collective),
 //               so that contended rings agree with step mode.
 // Paper-form (logical) rings cost alpha + bytes * beta per step from the group's timing.

@@ -168,7 +168,7 @@ TEST_CASE("plan --json has the documented keys and loads back as a plan") {
         Approx(document["peak_memory_bytes"].get<double>()).epsilon(1e-9));
 }
 
-TEST_CASE("simulate runs both checkpointed FSDP baselines; FairScale's re-gathers") {
+TEST_CASE("simulate runs both checkpointed FSDP baselines, FairScale's re-gathers") {
   const Run help = run_osdp({"--help"});
   if (!contains(help.out, "simulate")) return;  // a build without the simulator
   double recompute_gather_s[2] = {-1, -1};
@@ -189,7 +189,7 @@ TEST_CASE("simulate runs both checkpointed FSDP baselines; FairScale's re-gather
   CHECK(contains(bad.err, "fsdp+ckpt-fairscale"));
 }
 
-TEST_CASE("FSDP units: plan --units auto lists the wrapped baselines; simulate runs them") {
+TEST_CASE("FSDP units: plan --units auto lists the wrapped baselines, simulate runs them") {
   const Run run = run_osdp({"plan", scenarios + "default.json", "--units", "auto", "--json"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
@@ -225,7 +225,7 @@ TEST_CASE("FSDP units: plan --units auto lists the wrapped baselines; simulate r
   CHECK(contains(text.out, "layer0.attention..layer0.mlp"));
 }
 
-TEST_CASE("CPU offload: plan --offload auto lists the offloaded baselines; simulate runs them") {
+TEST_CASE("CPU offload: plan --offload auto lists the offloaded baselines, simulate runs them") {
   const Run run = run_osdp({"plan", scenarios + "default.json", "--modes", "dp,zdp,z2,z1",
                             "--offload", "auto", "--units", "auto", "--json"});
   INFO(run.err);
@@ -724,7 +724,7 @@ TEST_CASE("a lost output is exit 2, not a success or an internal error") {
 }
 
 #ifdef OSDP_CLI_HAS_SIM
-TEST_CASE("measured tables are regular files; fit checks --out before the work") {
+TEST_CASE("measured tables are regular files, fit checks --out before the work") {
   const Run zero = run_osdp({"predict", scenarios + "vtrain-a100-dp.json", "--table", "/dev/zero"});
   CHECK(zero.exit_code == 2);
   CHECK(contains(zero.err, "a regular CSV file"));
@@ -737,7 +737,7 @@ TEST_CASE("measured tables are regular files; fit checks --out before the work")
 }
 #endif
 
-TEST_CASE("a run is expressed from the command line; exit 3 with --json is still a document") {
+TEST_CASE("a run is expressed from the command line, exit 3 with --json is still a document") {
   const std::string scenario = scenarios + "h100-4x8-gpt-13b.json";
   const Run base =
       run_osdp({"plan", scenario, "--micro-batch", "1", "--accumulation", "4", "--json"});
@@ -764,7 +764,7 @@ TEST_CASE("a run is expressed from the command line; exit 3 with --json is still
   CHECK(contains(too_long.err, "more than the GPU's"));
 }
 
-TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters; predict says what fits") {
+TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters, predict says what fits") {
   TempDir dir;
   const std::string table =
       std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";

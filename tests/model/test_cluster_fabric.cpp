@@ -46,13 +46,17 @@ TEST_CASE("the busiest spine uplink bounds the rings that cross leaves", "[model
     const Cluster cluster = load_cluster_json(four_nodes(Json::parse(R"({
       "kind": "leaf_spine", "nodes_per_leaf": 2, "spines": 1,
       "uplink": {"bandwidth": "50Gbps", "latency": "1us"}})")));
-    // GPU link, NIC, uplink, uplink, NIC, GPU link.
-    CHECK(cluster.world.all_gather.alpha_beta.alpha_s == Approx(14e-6));
+    // A step costs the ring's mean hop latency: 4 x 7 NVSwitch hops (GPU link twice, 2 us),
+    // 2 hops to a node on the same leaf (GPU link, NIC, NIC, GPU link: 12 us) and 2 to the
+    // other leaf (and its two uplinks: 14 us), over 32 hops.
+    CHECK(cluster.world.all_gather.alpha_beta.alpha_s ==
+          Approx((4 * 7 * 2e-6 + 2 * 12e-6 + 2 * 14e-6) / 32));
     // min(GPU link 300 GB/s, 2 NICs x 12.5 GB/s, 2 channels x 6.25 GB/s / 2 on the uplink).
     CHECK(cluster.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 6.25e9));
     // The 8 cross-node groups (4 per NIC) all leave through the one spine.
     CHECK(cluster.inter_node.all_reduce.alpha_beta.beta_s_per_byte == Approx(8 / 6.25e9));
-    CHECK(cluster.inter_node.all_reduce.alpha_beta.alpha_s == Approx(14e-6));
+    // One GPU a node: 2 hops within a leaf, 2 across.
+    CHECK(cluster.inter_node.all_reduce.alpha_beta.alpha_s == Approx((2 * 12e-6 + 2 * 14e-6) / 4));
     CHECK(cluster.intra_node.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 300e9));
   }
   SECTION("two spines of wide uplinks: the NICs stay the bottleneck") {
@@ -75,7 +79,7 @@ TEST_CASE("the busiest spine uplink bounds the rings that cross leaves", "[model
   SECTION("no fabric is one network switch") {
     const Cluster plain = load_cluster_json(four_nodes(Json()));
     CHECK_FALSE(plain.topology->leaf_spine);
-    CHECK(plain.world.all_gather.alpha_beta.alpha_s == Approx(12e-6));
+    CHECK(plain.world.all_gather.alpha_beta.alpha_s == Approx((4 * 7 * 2e-6 + 4 * 12e-6) / 32));
     CHECK(plain.world.all_gather.alpha_beta.beta_s_per_byte == Approx(1 / 25e9));
   }
 }
@@ -134,4 +138,25 @@ TEST_CASE("bad fabrics are input errors that name the key and the value", "[mode
     CHECK_THAT(cluster_error(cluster), Catch::StartsWith("cluster.json: $.topology.fabric"));
     CHECK_THAT(cluster_error(cluster), Catch::Contains("nodes > 1"));
   }
+}
+
+TEST_CASE("a ring pays each hop's latency once a lap, not its slowest hop's every step",
+          "[model][cluster]") {
+  // 64 servers of 8 NVSwitch GPUs: a 512-GPU ring crosses 448 NVSwitch hops (GPU link twice,
+  // 2 us) and 64 network hops (GPU link, NIC, NIC, GPU link: 12 us) a lap, as NCCL's rings
+  // pipeline each step's chunks hop by hop.
+  Json json = four_nodes(Json());
+  json["topology"]["nodes"] = 64;
+  const Cluster cluster = load_cluster_json(json);
+  const double step_latency_s = (448 * 2e-6 + 64 * 12e-6) / 512;
+  CHECK(cluster.world.all_gather.alpha_beta.alpha_s == Approx(step_latency_s));
+  const double all_gather_latency_s =
+      ring_time_s(CollectiveKind::all_gather, 0.0, 512, cluster.world.all_gather.alpha_beta);
+  CHECK(all_gather_latency_s == Approx(511 * step_latency_s));
+  CHECK(all_gather_latency_s < 2e-3);  // 511 steps at the network hop's 12 us: 6.1 ms
+  // The same through the layout's groups: one rank a server (every hop crosses the network),
+  // and tensor-parallel groups inside a server (every hop on NVSwitch).
+  CHECK(group_ring_timing(*cluster.topology, 1, 64).alpha_s == Approx(12e-6));
+  CHECK(group_ring_timing(*cluster.topology, 8, 1).alpha_s == Approx(2e-6));
+  CHECK(group_ring_timing(*cluster.topology, 8, 64).alpha_s == Approx(step_latency_s));
 }

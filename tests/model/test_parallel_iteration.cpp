@@ -70,7 +70,7 @@ TEST_CASE("a rank's activations per layer are Megatron's s b h (10 + 24/t) + 5 a
   }
 }
 
-TEST_CASE("1F1B: stage r holds p - r micro-batches; the first stage's activations are p of them",
+TEST_CASE("1F1B: stage r holds p - r micro-batches, the first stage's activations are p of them",
           "[parallel]") {
   const Scenario scenario = vtrain();
   const GptSpec spec = spec_of(8, 1024, 16, 1024);

@@ -95,7 +95,7 @@ TEST_CASE("a GPT with a hidden size not divisible by heads is refused", "[model]
   CHECK(message.find("divisible by heads") != std::string::npos);
 }
 
-TEST_CASE("topologies derive ring alpha-beta from their bottleneck", "[model][cluster]") {
+TEST_CASE("topologies derive ring alpha-beta: mean hop latency, narrowest bandwidth", "[model][cluster]") {
   const std::string text = R"({
     "model": {"family": "gpt", "layers": 2, "hidden": 256, "heads": 4},
     "cluster": {"gpu": {"memory": "24GiB", "compute": "10TFLOPS"},
@@ -107,7 +107,9 @@ TEST_CASE("topologies derive ring alpha-beta from their bottleneck", "[model][cl
   const Scenario scenario = load(text);
   CHECK(scenario.cluster.ranks == 8);
   const AlphaBeta ring = scenario.cluster.world.all_gather.alpha_beta;
-  CHECK(ring.alpha_s == Approx(2e-6 + 2e-6 + 2e-6));  // ports, uplinks, inter-socket
+  // 8 hops: 4 within a switch (two ports), 2 between a socket's switches (ports and uplinks),
+  // 2 between sockets (and the inter-socket link).
+  CHECK(ring.alpha_s == Approx((4 * 2e-6 + 2 * 4e-6 + 2 * 6e-6) / 8));
   CHECK(ring.beta_s_per_byte == Approx(1 / 9e9));
 }
 

@@ -68,7 +68,7 @@ TEST_CASE("with an optimality gap the plan is within it of the optimum", "[searc
   CHECK(compared >= 20);
 }
 
-TEST_CASE("a finished search proves its gap; an exact one proves optimality", "[search][gap]") {
+TEST_CASE("a finished search proves its gap, an exact one proves optimality", "[search][gap]") {
   Instance instance = subset_sum_instance(60, 7);
   const double limit = middle_limit(instance);
   SearchSpec spec = exact_spec({});
