@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -71,12 +72,37 @@ std::optional<std::string> unknown_flag(CLI::App& app, int argc, char** argv) {
   return {};
 }
 
+// A flag that takes one value given several times (`--memory-limit 8GiB --memory-limit 9GiB`):
+// CLI11 says "At Most 1 required but received 2"; say which flag and what to do.
+std::optional<std::string> repeated_flag(CLI::App& app, int argc, char** argv) {
+  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
+  if (sub == nullptr) return {};
+  std::map<std::string, int> given;
+  std::string repeated;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    const CLI::Option* option = sub->get_option_no_throw(arg.substr(0, arg.find('=')));
+    if (option == nullptr || option->get_expected_max() > 1) continue;
+    if (++given[option->get_name()] == 2 && repeated.empty()) repeated = option->get_name();
+  }
+  if (repeated.empty()) return {};
+  const InputError error(command_line, repeated, fmt::format("it {} times", given[repeated]),
+                         "it once (it takes one value; a list goes comma-separated into the "
+                         "flag that takes one, e.g. --memory-limits 8GiB,12GiB)");
+  return error.what();
+}
+
 // CLI11's own message, with the word or flag at fault named where CLI11 does not.
 std::string parse_error_message(CLI::App& app, const CLI::ParseError& error, int argc,
                                 char** argv) {
   if (auto message = unknown_subcommand(app, argc, argv)) return *message;
   // Before CLI11's "--memory-limits is required": a misspelt flag is the likelier fault.
   if (auto message = unknown_flag(app, argc, argv)) return *message;
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
+    if (auto message = repeated_flag(app, argc, argv)) return *message;
+  }
   return std::string(command_line) + ": " + error.what();
 }
 
