@@ -1,11 +1,14 @@
 #include "cli/comparison.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "model/input_error.hpp"
 #include "model/units.hpp"
+#include "search/split_cuts.hpp"
 
 namespace osdp::cli {
 
@@ -41,7 +44,12 @@ Comparison compare_with_baselines(const CostModel& model, const SearchSpec& spec
   Comparison comparison;
   comparison.memory_limit_bytes = memory_limit_bytes;
   const auto start = std::chrono::steady_clock::now();
-  comparison.osdp = search(model, spec, memory_limit_bytes);
+  SplitCutResult searched = search_split_cuts(model, spec, memory_limit_bytes);
+  comparison.osdp = std::move(searched.result);
+  if (searched.taken_from_split > 0) {
+    comparison.osdp_taken_from =
+        fmt::format("the search with slices of at most {}", searched.taken_from_split);
+  }
   comparison.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int min_batch = model.training().min_batch_size;

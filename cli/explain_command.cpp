@@ -23,6 +23,7 @@
 #include "model/wrapping.hpp"
 #include "search/exact.hpp"
 #include "search/options.hpp"
+#include "search/split_cuts.hpp"
 
 namespace osdp::cli {
 namespace {
@@ -226,7 +227,7 @@ int run_explain(const ExplainOptions& options) {
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
   // Every batch size solved, so the table below shows each one's best plan.
-  const SearchResult result = search(model, scenario->search, limit_bytes, true);
+  const SearchResult result = search_split_cuts(model, scenario->search, limit_bytes, true).result;
   require_search_answer(result, *scenario);
   const bool feasible = result.best.has_value();
   Plan plan;

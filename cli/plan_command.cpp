@@ -216,8 +216,9 @@ std::string best_summary(const Scenario& scenario, const Comparison& comparison)
                       comparison.osdp.per_batch.size(), search_quality(comparison.osdp));
   if (!comparison.osdp_taken_from.empty()) {
     text += fmt::format(
-        "  taken from      {} (scored with its whole neighbours it beats the search's own best, "
-        "whose exposed gathers assume neighbours split as finely as the options allow)\n",
+        "  taken from      {} (scored with neighbours split no finer than its own options allow, "
+        "it beats the search's own best, whose exposed gathers assume neighbours split as "
+        "finely as all the options allow)\n",
         comparison.osdp_taken_from);
   }
   return text;

@@ -10,6 +10,7 @@
 #include "search/options.hpp"
 
 #ifdef OSDP_WITH_SIM
+#include "search/split_cuts.hpp"
 #include "sim/simulate.hpp"
 #endif
 
@@ -27,7 +28,9 @@ SimulatedRanking rank_by_simulation(const Scenario& scenario, const CostModel& m
   SimulatedRanking ranking;
   // The best plan of every batch size that fits, so the top K are distinct candidates.
   const SearchResult every_batch =
-      search(model, scenario.search, comparison.memory_limit_bytes, /*solve_every_batch=*/true);
+      search_split_cuts(model, scenario.search, comparison.memory_limit_bytes,
+                        /*solve_every_batch=*/true)
+          .result;
   int rank = 1;
   for (const ScheduledPlan& plan : top_plans(every_batch, top)) {
     ranking.candidates.push_back(
@@ -96,9 +99,9 @@ std::string render_ranking(const SimulatedRanking& ranking, double memory_limit_
                    units::format_bytes(analytic.peak_memory_bytes),
                    units::format_bytes(c.simulated_peak_memory_bytes) + (c.fits ? "" : " (over)")});
   }
-  std::string text = fmt::format(
-      "\nRe-ranked by simulated throughput (the simulator is the referee; limit {}):\n",
-      units::format_bytes(memory_limit_bytes));
+  std::string text =
+      fmt::format("\nRe-ranked by simulated throughput (the simulator is the referee; limit {}):\n",
+                  units::format_bytes(memory_limit_bytes));
   text += table.render();
   const bool any_outside =
       std::any_of(ranking.candidates.begin(), ranking.candidates.end(),

@@ -28,6 +28,7 @@
 #include "search/exact.hpp"
 #include "search/strategies.hpp"
 #ifdef OSDP_WITH_SIM
+#include "search/split_cuts.hpp"
 #include "sim/simulate.hpp"
 #endif
 
@@ -258,7 +259,7 @@ int run_report(const ReportOptions& options) {
   const std::vector<double> limits = sweep_limits(options, *scenario, limit_bytes);
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size()) + 1),
                        options.scenario.force);
-  const SearchResult result = search(model, scenario->search, limit_bytes, true);
+  const SearchResult result = search_split_cuts(model, scenario->search, limit_bytes, true).result;
   require_search_answer(result, *scenario);
   if (!result.best) {
     throw InfeasibleError(fmt::format(

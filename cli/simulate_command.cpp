@@ -16,6 +16,7 @@
 #include "model/atomic_file.hpp"
 #include "model/units.hpp"
 #include "search/exact.hpp"
+#include "search/split_cuts.hpp"
 #include "search/strategies.hpp"
 #include "sim/simulate.hpp"
 
@@ -114,7 +115,7 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
   const std::string strategy = options.strategy.empty() ? "osdp" : options.strategy;
   label = strategy;
   if (strategy == "osdp") {
-    const SearchResult result = search(model, scenario.search);
+    const SearchResult result = search_split_cuts(model, scenario.search).result;
     require_search_answer(result, scenario);
     if (!result.best) throw InfeasibleError("no plan fits in memory at any batch size");
     return result.best->plan;
@@ -170,15 +171,10 @@ int run_plan(const SimulateOptions& options) {
   const Plan plan = choose_plan(options, *scenario, model, label);
   const sim::SimulationResult result =
       sim::simulate_plan(*scenario, plan, sim_options, options.trace_path, options.trace_ranks);
-  // The analytic figure with the plan's own accumulation steps (a global batch). A plan that
-  // splits no operator is scored with its whole neighbours, as the plan command's baseline
-  // table scores the strategies (the search's own figure assumes neighbours split as finely as
-  // its options allow, CostSettings::finest_split).
-  Scenario planned = scenario->for_plan(plan);
-  const bool splits = std::any_of(plan.choices.begin(), plan.choices.end(),
-                                  [](const OperatorChoice& choice) { return choice.slices > 1; });
-  if (!splits) planned.search.granularities = {1};
-  const PlanCost analytic = planned.cost_model().plan_cost(plan);
+  // The analytic figure with the plan's own accumulation steps (a global batch), its
+  // neighbours split as the plan splits them (Scenario::cost_model_for).
+  const Scenario planned = scenario->for_plan(plan);
+  const PlanCost analytic = planned.cost_model_for(plan).plan_cost(plan);
   // A plan given by file (or a batch the search would not choose) may not fit: say so.
   const double limit_bytes = model.memory_limit_bytes();
   const bool fits = result.peak_memory_bytes <= limit_bytes;

@@ -110,7 +110,7 @@ validate::SimulatedFigures simulate(const Scenario& scenario, const Plan& plan,
 #else
   (void)trace_path;
   const Scenario planned = scenario.for_plan(plan);
-  const PlanCost cost = planned.cost_model().plan_cost(plan);
+  const PlanCost cost = planned.cost_model_for(plan).plan_cost(plan);
   figures.iteration_time_s = cost.iteration_time_s;
   figures.peak_memory_bytes = cost.peak_memory_bytes;
   figures.exposed_communication_s = cost.exposed_communication_s;

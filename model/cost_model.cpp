@@ -140,6 +140,7 @@ bool CostModel::valid(int index, const OperatorChoice& choice) const {
   const Operator& op = workload_->op(index);
   if (!choice_consistent(choice)) return false;
   if (choice.slices > 1 && !op.splittable) return false;
+  if (op.split_units > 0 && op.split_units % choice.slices != 0) return false;
   if (choice.checkpoint != Checkpoint::none && !op.input_activation_bytes_per_sample) return false;
   return mode_fits_cluster(choice.mode, *cluster_);
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "model/mode.hpp"
 
 namespace osdp {
@@ -36,6 +38,12 @@ std::string describe(const OperatorChoice& choice) {
   if (choice.checkpoint == Checkpoint::fused) text += "+fused-ckpt";
   if (choice.offload) text += "+offload";
   return text;
+}
+
+int finest_split(const Plan& plan) {
+  int finest = 1;
+  for (const OperatorChoice& choice : plan.choices) finest = std::max(finest, choice.slices);
+  return finest;
 }
 
 }  // namespace osdp

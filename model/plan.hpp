@@ -62,4 +62,9 @@ struct Plan {
   std::vector<int> unit_sizes;
 };
 
+// The most slices any operator of the plan has (at least 1). A plan is costed with its
+// neighbours' slices assumed this fine (CostSettings::finest_split): what the plan itself does
+// at most, so that its cost does not depend on the options the search had.
+int finest_split(const Plan& plan);
+
 }  // namespace osdp

@@ -116,10 +116,16 @@ Plan load_choices(const JsonReader& reader, const Workload& workload, const Cost
       entry.fail("sharded_slices", "0 for mode dp, and at least 1 for a sharded mode");
     }
     if (!cost_model.valid(*index, choice)) {
+      const int split_units = workload.op(*index).split_units;
       entry.fail_value("", describe(choice),
-                       "a choice the operator and cluster allow (slices need a splittable "
-                       "operator, checkpointing an input_activation_bytes_per_sample, hsdp "
-                       "several nodes)");
+                       split_units > 0 && split_units % choice.slices != 0
+                           ? fmt::format("a slice count that divides the operator's {} split "
+                                         "units (its attention heads, MLP hidden units or input "
+                                         "width, as the runtime splits it)",
+                                         split_units)
+                           : "a choice the operator and cluster allow (slices need a splittable "
+                             "operator, checkpointing an input_activation_bytes_per_sample, hsdp "
+                             "several nodes)");
     }
     plan.choices[*index] = choice;
   }

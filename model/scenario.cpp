@@ -193,6 +193,12 @@ CostModel Scenario::cost_model() const {
   return CostModel(*workload, cluster, training, settings);
 }
 
+CostModel Scenario::cost_model_for(const Plan& plan) const {
+  CostSettings settings = cost;
+  settings.finest_split = finest_split(plan);
+  return CostModel(*workload, cluster, training, settings);
+}
+
 Scenario Scenario::for_plan(const Plan& plan) const {
   Scenario scenario = *this;
   // A plan of FSDP units is costed, simulated and explained on the model of its units (once:

@@ -73,6 +73,9 @@ struct Scenario {
   // The cost model, told the finest split the search may choose (see CostSettings). It refers
   // to this scenario's members: keep the scenario alive while it is used.
   CostModel cost_model() const;
+  // The cost model a given plan is costed on: its neighbours split as finely as the plan splits
+  // any operator (finest_split(plan)), whatever the search's options.
+  CostModel cost_model_for(const Plan& plan) const;
   // This scenario with the training `plan` runs: its accumulation steps (recorded in the plan,
   // or reaching the global batch at its micro-batch), the global batch no longer to be chosen.
   Scenario for_plan(const Plan& plan) const;

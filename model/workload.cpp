@@ -169,6 +169,8 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
         projections_forward + attention.score_forward_flops_per_sample;
     attention.backward_flops_per_sample =
         2.0 * projections_forward + attention.score_backward_flops_per_sample;
+    const int tensor_ranks = std::max(1, spec.tensor_parallel);
+    attention.split_units = (spec.kv_heads > 0 ? spec.kv_heads : spec.heads) / tensor_ranks;
     set_model_states(attention, bytes);
     operators.push_back(attention);
 
@@ -188,6 +190,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     mlp.output_bytes_per_sample = e * s * h;
     mlp.forward_flops_per_sample = 2.0 * (inputs + 1.0) * s * h * f / t;
     mlp.backward_flops_per_sample = 2.0 * mlp.forward_flops_per_sample;
+    mlp.split_units = static_cast<int>(f) / tensor_ranks;
     set_model_states(mlp, bytes);
     operators.push_back(mlp);
     previous_hidden = h;
@@ -197,6 +200,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
   Operator head;
   head.name = "head";
   head.kind = OperatorKind::head;
+  head.split_units = static_cast<int>(h);  // slices of its input width (the reduction dimension)
   // Final norm + LM head (no bias; untied unless tied_embeddings), split by vocabulary.
   head.parameter_count = norm_parameters * h + (spec.tied_embeddings ? 0.0 : h * vocabulary / t);
   // LN input, head input, and what the loss keeps of the logits (a vocabulary slice of each on

@@ -45,6 +45,10 @@ struct Operator {
   std::optional<double> forward_compute_s_per_sample;
   // Whether the operator may be split along its reduction dimension (MatMuls).
   bool splittable = true;
+  // What its slices partition (attention heads, MLP hidden units, the head's input width; on one
+  // tensor-parallel rank its share): a slice count must divide it, as the runtime splits
+  // operators. 0: any count.
+  int split_units = 0;
   // An FSDP unit of several operators (model/wrapping.hpp): its members, whose own compute
   // laws its compute sums. Empty for an operator.
   std::vector<Operator> members;

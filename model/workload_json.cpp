@@ -27,7 +27,7 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
                        "input_activation_bytes_per_sample", "output_bytes_per_sample",
                        "extra_bytes", "workspace_bytes_per_sample", "compute_s_per_sample",
                        "forward_compute_s_per_sample", "forward_flops_per_sample",
-                       "backward_flops_per_sample", "splittable", "inputs"});
+                       "backward_flops_per_sample", "splittable", "split_units", "inputs"});
   Operator op;
   op.name = reader.string("name");
   if (op.name.empty()) reader.fail("name", "a non-empty operator name");
@@ -105,6 +105,7 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
       reader.optional_number("backward_flops_per_sample", limits::flops_per_sample)
           .value_or(2 * op.forward_flops_per_sample);
   op.splittable = reader.optional_boolean("splittable").value_or(true);
+  op.split_units = static_cast<int>(reader.optional_integer("split_units", 1, 1 << 30).value_or(0));
   return op;
 }
 

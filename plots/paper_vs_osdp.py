@@ -45,7 +45,9 @@ def main():
     axis.grid(axis="y", alpha=0.3)
     figure.tight_layout()
     figure.savefig(sys.argv[2], dpi=110)
-    figure.savefig(sys.argv[2].rsplit(".", 1)[0] + ".svg")
+    # No date and fixed element ids: the SVG changes only when the figures do.
+    matplotlib.rcParams["svg.hashsalt"] = "osdp"
+    figure.savefig(sys.argv[2].rsplit(".", 1)[0] + ".svg", metadata={"Date": None})
     return 0
 
 

@@ -101,7 +101,11 @@ class Runner:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode == 3:  # an answer: no plan fits (README, Robustness)
             msg = proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else "nothing fits"
-            return {"nofit": msg.replace("osdp: ", ""), "cmd": shown}
+            try:  # with --json, what the least plan would need
+                need = json.loads(proc.stdout)
+            except ValueError:
+                need = None
+            return {"nofit": msg.replace("osdp: ", ""), "nofit_json": need, "cmd": shown}
         if proc.returncode != 0:
             raise OsdpFailure("osdp failed (exit code %d): %s\n%s" % (
                 proc.returncode, " ".join(cmd), proc.stderr.strip()))
@@ -485,6 +489,15 @@ def summary_rows(R, scens):
     return rows
 
 
+def matplotlib_python():
+    """A python3 that has matplotlib (this one, else Debian's), or None."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run([python, "-c", "import matplotlib"], capture_output=True)
+        if probe.returncode == 0:
+            return python
+    return None
+
+
 def draw_summary_plot(rows, out_dir):
     """Writes the summary JSON and, with a Python that has matplotlib, the plot beside it.
     Returns a note for the user."""
@@ -494,13 +507,150 @@ def draw_summary_plot(rows, out_dir):
         json.dump(rows, f, indent=1)
         f.write("\n")
     script = os.path.join(ROOT, "plots", "paper_vs_osdp.py")
-    for python in (sys.executable, "/usr/bin/python3"):
-        probe = subprocess.run([python, "-c", "import matplotlib"], capture_output=True)
-        if probe.returncode == 0:
-            subprocess.run([python, script, data, os.path.join(out_dir, "paper-vs-osdp.png")],
-                           check=True)
-            return "plot written"
+    python = matplotlib_python()
+    if python:
+        subprocess.run([python, script, data, os.path.join(out_dir, "paper-vs-osdp.png")],
+                       check=True)
+        return "plot written"
     return "plot not drawn: no python3 with matplotlib"
+
+
+# ---------------------------------------------------------------- the teaching plots (full run)
+
+# The batch-size argument (plots 1 and 2): one N&D scenario, every batch size per rank from 1
+# until no plan fits. The memory timeline (plot 3): the W&S scenario where splitting matters most
+# (E7, H3).
+PLOT_BATCH_SCEN = "paper-titan-16g-nd-48l-1536h"
+PLOT_TIMELINE_SCEN = "paper-titan-24g-ws-2l-12288h"
+PLOT_COST_MODEL = "extended"
+FIGURES = "docs/figures"
+TRACES = COPIES + "/traces"
+# Figure name (docs/figures/NAME.png and NAME.json) and the script in plots/ that draws it.
+PLOTS = [("throughput-vs-batch", "throughput_vs_batch.py"),
+         ("dp-operators-vs-batch", "dp_operators_vs_batch.py"),
+         ("memory-timeline-split", "memory_timeline_split.py")]
+
+
+def batch_args(b, split1):
+    return (["plan", scen_path(PLOT_BATCH_SCEN), "--cost-model", PLOT_COST_MODEL,
+             "--micro-batch", str(b)] + (["--split", "1"] if split1 else []) + ["--json"])
+
+
+def mode_counts(plan):
+    """Operators of a plan by choice: dp, zdp with some slices replicated, zdp fully sharded."""
+    counts = {"dp": 0, "zdp_partial": 0, "zdp": 0}
+    for o in plan["operators"]:
+        if o["mode"] == "dp":
+            counts["dp"] += 1
+        elif o.get("slices") and o.get("sharded_slices", 0) < o["slices"]:
+            counts["zdp_partial"] += 1
+        else:
+            counts["zdp"] += 1
+    return counts
+
+
+def run_batch_sweep(runner):
+    """`osdp plan S --micro-batch B --json`, with and without `--split 1`, for B = 1, 2, ...
+    up to the first batch size where no plan fits (at most CAP). Returns the figures' data:
+    (throughput-vs-batch, dp-operators-vs-batch)."""
+    thr_points, mode_points = [], []
+    limit = operators = None
+    for b in range(1, CAP + 1):
+        runs = {}
+        for key, split1 in (("osdp", False), ("osdp_split1", True)):
+            args = batch_args(b, split1)
+            runs[key] = runner.run(args, EXE + " " + " ".join(args))
+        thr, modes = {"batch": b}, {"batch": b}
+        for key, r in runs.items():
+            if "json" in r:
+                d = r["json"]
+                limit = d["memory_limit_bytes"]
+                operators = len(d["operators"])
+                thr[key] = {"fits": True, "throughput_samples_per_s": round(d["throughput_samples_per_s"], 4),
+                            "peak_memory_bytes": d["peak_memory_bytes"]}
+                modes[key] = mode_counts(d)
+            else:
+                need = (r.get("nofit_json") or {}).get("least_memory_needed_bytes")
+                thr[key] = {"fits": False, "needs_bytes": need}
+                modes[key] = None
+        r = runs["osdp"]
+        if "json" in r:  # FSDP is in OSDP's search space: where no OSDP plan fits, neither does it
+            f = baseline(r["json"], "fsdp")
+            thr["fsdp"] = ({"fits": True, "throughput_samples_per_s": round(f["throughput_samples_per_s"], 4),
+                            "peak_memory_bytes": f["peak_memory_bytes"]} if f["feasible"] else
+                           {"fits": False, "needs_bytes": f["min_batch_peak_memory_bytes"]})
+        else:
+            thr["fsdp"] = {"fits": False, "needs_bytes": None}
+        thr_points.append(thr)
+        mode_points.append(modes)
+        if "json" not in r:
+            break
+    head = {"scenario": PLOT_BATCH_SCEN, "cost_model": PLOT_COST_MODEL, "memory_limit_bytes": limit,
+            "commands": [EXE + " " + " ".join(batch_args(1, False)),
+                         EXE + " " + " ".join(batch_args(1, True))]}
+    return (dict(head, points=thr_points), dict(head, operators=operators, points=mode_points))
+
+
+def run_split_timelines(runner):
+    """`osdp simulate S --trace T --trace-ranks 1 --json` with the scenario's options and with
+    `--split 1`: rank 0's memory counters from each trace. Returns the figure's data."""
+    os.makedirs(os.path.join(ROOT, TRACES), exist_ok=True)
+    variants = []
+    limit = None
+    for key, label, extra in (("split", "with splitting (scenario's options)", []),
+                              ("split1", "without splitting (--split 1)", ["--split", "1"])):
+        trace = "%s/%s-%s.trace.json" % (TRACES, PLOT_TIMELINE_SCEN, key)
+        args = (["simulate", scen_path(PLOT_TIMELINE_SCEN)] + extra +
+                ["--trace", trace, "--trace-ranks", "1", "--json"])
+        r = runner.run(args, EXE + " " + " ".join(args))
+        if "json" not in r:
+            raise OsdpFailure("%s: %s" % (r["cmd"], r["nofit"]))
+        d = r["json"]
+        limit = d["memory_limit_bytes"]
+        with open(os.path.join(ROOT, trace)) as f:
+            events = json.load(f)["traceEvents"]
+        counters = [e for e in events if e.get("ph") == "C" and e.get("name") == "memory"
+                    and e.get("pid") == 0]
+        if not counters:
+            raise OsdpFailure("%s: the trace has no memory counters for rank 0" % r["cmd"])
+        names = sorted({k for e in counters for k in e["args"]})
+        variants.append({
+            "key": key, "label": label, "command": r["cmd"],
+            "batch_size": d["batch_size"], "iteration_time_s": round(d["iteration_time_s"], 6),
+            "throughput_samples_per_s": round(d["throughput_samples_per_s"], 4),
+            "peak_memory_bytes": d["peak_memory_bytes"], "peak_memory_cause": d["peak_memory_cause"],
+            "peak_memory_rank": d["peak_memory_rank"],
+            "peak_memory_time_s": round(d["peak_memory_time_s"], 6),
+            "components": names,
+            "points": [[round(e["ts"] / 1e6, 6)] + [e["args"].get(k, 0.0) for k in names]
+                       for e in counters]})
+    return {"scenario": PLOT_TIMELINE_SCEN, "memory_limit_bytes": limit, "rank": 0,
+            "variants": variants}
+
+
+def draw_plots(data):
+    """Writes docs/figures/NAME.json for each of PLOTS (data: NAME -> its data) and, with a
+    Python that has matplotlib, NAME.png beside it. Returns a note for the user."""
+    out_dir = os.path.join(ROOT, FIGURES)
+    os.makedirs(out_dir, exist_ok=True)
+    python = matplotlib_python()
+    for name, script in PLOTS:
+        path = os.path.join(out_dir, name + ".json")
+        with open(path, "w") as f:
+            json.dump(data[name], f, indent=1)
+            f.write("\n")
+        if python:
+            subprocess.run([python, os.path.join(ROOT, "plots", script), path,
+                            os.path.join(out_dir, name + ".png")], check=True,
+                           stdout=subprocess.DEVNULL)
+    return ("%d plots written" % len(PLOTS)) if python else \
+        "plots not drawn: no python3 with matplotlib"
+
+
+def run_plots(runner):
+    thr, modes = run_batch_sweep(runner)
+    return {"throughput-vs-batch": thr, "dp-operators-vs-batch": modes,
+            "memory-timeline-split": run_split_timelines(runner)}
 
 
 def avg(xs):
@@ -666,7 +816,161 @@ def layout_section(layouts, scens):
     return L
 
 
-def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
+def plots_section(P):
+    """## Plots: the three teaching plots, what each shows (from its data) and its commands."""
+    L = ["## Plots", ""]
+    w = L.append
+    gib_ = lambda x: x / 2.0 ** 30  # noqa: E731
+    plot_cmd = lambda name, script: "python3 plots/%s %s/%s.json %s/%s.png" % (  # noqa: E731
+        script, FIGURES, name, FIGURES, name)
+    scripts = dict(PLOTS)
+    w("Drawn by `scripts/reproduce-paper.sh` from osdp runs it makes (the data beside each "
+      "image, `%s/NAME.json`); `python3 plots/SCRIPT.py DATA.json OUT.png` redraws one from "
+      "its data (the plot scripts run themselves again under `/usr/bin/python3` when the "
+      "first `python3` lacks matplotlib)." % FIGURES)
+    w("")
+
+    # ---- 1: throughput against the batch size
+    d = P["throughput-vs-batch"]
+    pts = d["points"]
+    lim = gib_(d["memory_limit_bytes"])
+
+    def largest(key):
+        fit = [p for p in pts if p[key]["fits"]]
+        return max(fit, key=lambda p: p["batch"]) if fit else None
+
+    def best(key):
+        fit = [p for p in pts if p[key]["fits"]]
+        return max(fit, key=lambda p: p[key]["throughput_samples_per_s"]) if fit else None
+
+    def gain_at(p, key):
+        return pct(p[key]["throughput_samples_per_s"], p["fsdp"]["throughput_samples_per_s"])
+    both = [p for p in pts if p["osdp"]["fits"] and p["fsdp"]["fits"]]
+    last = pts[-1]["batch"]
+    name = "throughput-vs-batch"
+    w("### Throughput against the batch size: the batch-size argument")
+    w("")
+    w("![Throughput and peak memory against the batch size per rank, OSDP with and without "
+      "splitting and FSDP](figures/%s.png)" % name)
+    w("")
+    if both and best("osdp") and best("fsdp"):
+        g1 = [(gain_at(p, "osdp_split1"), p["batch"]) for p in both if p["osdp_split1"]["fits"]]
+        bo, bf, bs = best("osdp"), best("fsdp"), best("osdp_split1")
+        lf, ls, lo = largest("fsdp"), largest("osdp_split1"), largest("osdp")
+        slower = [p["batch"] for p in pts if p["osdp"]["fits"] and p["osdp_split1"]["fits"]
+                  and p["osdp"]["throughput_samples_per_s"] <
+                  p["osdp_split1"]["throughput_samples_per_s"]]
+        grows = all(
+            all(x[k]["throughput_samples_per_s"] < y[k]["throughput_samples_per_s"]
+                for x, y in zip(fitk, fitk[1:]))
+            for k in ("osdp", "osdp_split1", "fsdp")
+            for fitk in [[p for p in pts if p[k]["fits"]]])
+        nxt = [p for p in pts if p["batch"] == lf["batch"] + 1 and p["fsdp"]["needs_bytes"]]
+        faster = [p["batch"] for p in both if gain_at(p, "osdp") > 0]
+        w("`%s`, %s cost model, %.0f GiB per GPU, one plan per batch size %d..%d (a batch that "
+          "does not fit is not plotted: a cross on the axis, and the memory it would need "
+          "hollow below). At a fixed batch OSDP without splitting beats FSDP by %s at batch %d, "
+          "where FSDP peaks at %.2f GiB and OSDP spends the rest of the limit on DP operators "
+          "(next plot), and by %s at batch %d, "
+          "FSDP's largest (%s). %s each is fastest at its largest batch that fits: FSDP %.2f "
+          "samples/s at batch %d, OSDP without splitting %.2f at %d, OSDP %.2f at %d (%s over "
+          "FSDP). Splitting %s and OSDP beats FSDP at %s (%s at batch %d)." % (
+              d["scenario"], d["cost_model"], lim, pts[0]["batch"], last,
+              fmt_pct(g1[0][0]), g1[0][1],
+              gib_(next(p["fsdp"]["peak_memory_bytes"] for p in both if p["batch"] == g1[0][1])),
+              fmt_pct(g1[-1][0]), g1[-1][1],
+              "batch %d needs %.2f GiB" % (nxt[0]["batch"], gib_(nxt[0]["fsdp"]["needs_bytes"]))
+              if nxt else "the next batch does not fit",
+              "Throughput grows with the batch for all three, so" if grows else "Here",
+              bf["fsdp"]["throughput_samples_per_s"], bf["batch"],
+              bs["osdp_split1"]["throughput_samples_per_s"], bs["batch"],
+              bo["osdp"]["throughput_samples_per_s"], bo["batch"],
+              fmt_pct(pct(bo["osdp"]["throughput_samples_per_s"],
+                          bf["fsdp"]["throughput_samples_per_s"])),
+              ("fits one batch more (%d)" % lo["batch"]) if lo["batch"] > ls["batch"]
+              else "fits no larger batch",
+              ("every batch that FSDP fits" if len(faster) == len(both) else
+               "batches %s" % ", ".join(str(x) for x in faster)),
+              fmt_pct(gain_at(lf, "osdp")), lf["batch"]))
+        if slower:
+            w("")
+            w("At batch%s %s the search with the scenario's options (split 1 or 4) returns a "
+              "plan slower than the `--split 1` one, which is in its search space (batch %d: "
+              "%.2f against %.2f samples/s)." % (
+                  "es" if len(slower) > 1 else "",
+                  ", ".join(str(b) for b in slower), slower[0],
+                  next(p["osdp"]["throughput_samples_per_s"] for p in pts if p["batch"] == slower[0]),
+                  next(p["osdp_split1"]["throughput_samples_per_s"] for p in pts
+                       if p["batch"] == slower[0])))
+    w("")
+    w("Commands: `for b in $(seq %d %d); do %s; done` (the figures of OSDP and of the `fsdp` "
+      "baseline at batch b), the same with `--split 1`; then `%s`." % (
+          pts[0]["batch"], last, d["commands"][0].replace("--micro-batch 1", "--micro-batch $b"),
+          plot_cmd(name, scripts[name])))
+    w("")
+
+    # ---- 2: DP operators against the batch size
+    d = P["dp-operators-vs-batch"]
+    pts = d["points"]
+    name = "dp-operators-vs-batch"
+    w("### Replicated (DP) operators against the batch size")
+    w("")
+    w("![OSDP's operators per mode at each batch size, with and without splitting]"
+      "(figures/%s.png)" % name)
+    w("")
+    fit = [p for p in pts if p["osdp"] is not None]
+    fit1 = [p for p in pts if p["osdp_split1"] is not None]
+    if fit and fit1:
+        part = max(fit, key=lambda p: p["osdp"]["zdp_partial"])
+        w("The same runs, OSDP's %d operators counted by choice. Without splitting OSDP keeps "
+          "%d replicated (dp) at batch %d and %d at batch %d, its largest: the larger the batch, "
+          "the more memory its activations take, and the fewer operators can keep all their "
+          "states. With splitting: %d dp at batch %d, %d at batch %d; in between it replicates "
+          "parts of operators instead (up to %d operators `zdp k/4` with k < 4, at batch %d)." % (
+              d["operators"], fit1[0]["osdp_split1"]["dp"], fit1[0]["batch"],
+              fit1[-1]["osdp_split1"]["dp"], fit1[-1]["batch"],
+              fit[0]["osdp"]["dp"], fit[0]["batch"], fit[-1]["osdp"]["dp"], fit[-1]["batch"],
+              part["osdp"]["zdp_partial"], part["batch"]))
+        w("")
+    w("Commands: those of the plot above; then `%s`." % plot_cmd(name, scripts[name]))
+    w("")
+
+    # ---- 3: memory timeline with and without splitting
+    d = P["memory-timeline-split"]
+    name = "memory-timeline-split"
+    w("### Memory over one iteration, with and without operator splitting")
+    w("")
+    w("![Simulated live memory of rank 0 over one iteration with and without splitting, "
+      "against the limit](figures/%s.png)" % name)
+    w("")
+    cells = []
+    for v in d["variants"]:
+        idx = {k: i + 1 for i, k in enumerate(v["components"])}
+
+        def most(keys, v=v, idx=idx):
+            return gib_(max(sum(p[idx[k]] for k in keys if k in idx) for p in v["points"]))
+        cells.append("%s, batch %d: %.2f samples/s, peak %.2f GiB, reached by %s; activations up to "
+                     "%.2f GiB, gathered parameters and unsharded gradients together up to "
+                     "%.2f GiB" % (
+                         v["label"], v["batch_size"], v["throughput_samples_per_s"],
+                         gib_(v["peak_memory_bytes"]), v["peak_memory_cause"],
+                         most(("activations", "recomputed_activations")),
+                         most(("gathered_parameters", "unsharded_gradients"))))
+    w("`%s` (%.0f GiB per GPU), one simulated iteration of each plan at its own batch size, "
+      "rank 0. %s. Unsplit, an operator's gathered parameters and unsharded gradients are "
+      "live whole, and the memory they take is memory the batch's activations cannot have "
+      "(E7, H3)." % (d["scenario"], gib_(d["memory_limit_bytes"]), ". ".join(
+          c[0].upper() + c[1:] for c in cells)))
+    w("")
+    w("Commands: `%s`; `%s`; then `%s` (reads the traces' rank-0 memory counters, as "
+      "`scripts/reproduce-paper.sh` wrote them into the data; `python3 plots/timeline.py "
+      "TRACE.json` draws one trace's streams and memory)." % (
+          d["variants"][0]["command"], d["variants"][1]["command"], plot_cmd(name, scripts[name])))
+    w("")
+    return L
+
+
+def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None, P=None):
     L = []
     w = L.append
     w("# Reproducing the OSDP paper with osdp")
@@ -732,6 +1036,10 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
         w("![The paper's largest published gain per experiment against osdp's under the paper "
           "cost model, the extended one and in simulation](figures/paper-vs-osdp.png)")
         w("")
+        if P:
+            w("Three more plots, of the batch-size argument (c) and of splitting's memory (d, "
+              "E7), are under [Plots](#plots).")
+            w("")
     exp = {e["id"]: e for e in EXPERIMENTS}
     nd = [x for x in ND if x in scens]
     if nd:
@@ -1121,6 +1429,8 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
     if H:
         L.extend(hypotheses_section(H, R, scens))
     L.extend(coverage_section())
+    if P:
+        L.extend(plots_section(P))
     w("## Reproduce")
     w("")
     w("```sh")
@@ -1133,8 +1443,9 @@ def report(R, runner, scens, fixed_scens, quick, version, layouts=None, H=None):
       "ignored) with absolute model and cluster paths, and kept, so every command above runs as "
       "printed from the repository root once the script has run: `cap%d/S.json` "
       "(`training.max_batch_size` = %d), `mbN/S.json` (`training.micro_batch_size` = N without a "
-      "batch range), `nic<rate>/S.json` (the NIC's bandwidth). osdp is the release build's, "
-      "`%s`." % (COPIES, CAP, CAP, EXE))
+      "batch range), `nic<rate>/S.json` (the NIC's bandwidth)%s. osdp is the release build's, "
+      "`%s`." % (COPIES, CAP, CAP, ", `traces/` (the simulated iterations of the memory "
+                 "plot)" if P else "", EXE))
     w("")
     return "\n".join(L)
 
@@ -1156,9 +1467,12 @@ def main():
         R = run_all(runner, scens, fixed)
         layouts = run_layouts(runner, scens)
         H = {} if args.quick else run_hypotheses(runner, scens)
+        P = None
         if not args.quick:
             print(draw_summary_plot(summary_rows(R, scens), os.path.join(ROOT, "docs", "figures")))
-        text = report(R, runner, scens, fixed, args.quick, ver.stdout.strip(), layouts, H)
+            P = run_plots(runner)
+            print(draw_plots(P))
+        text = report(R, runner, scens, fixed, args.quick, ver.stdout.strip(), layouts, H, P)
         out = os.path.abspath(args.out)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         part = out + ".part"
