@@ -117,7 +117,7 @@ Plan load_choices(const JsonReader& reader, const Workload& workload, const Cost
     }
     if (!cost_model.valid(*index, choice)) {
       const int split_units = workload.op(*index).split_units;
-      entry.fail_value("", describe(choice),
+      entry.fail_value("", fmt::format("{} for {}", describe(choice), name),
                        split_units > 0 && split_units % choice.slices != 0
                            ? fmt::format("a slice count that divides the operator's {} split "
                                          "units (its attention heads, MLP hidden units or input "

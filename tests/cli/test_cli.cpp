@@ -1219,3 +1219,24 @@ TEST_CASE("the memory limit nothing-fits advises is one that fits, in a readable
       {"plan", scenarios + "local-cpu-tiny.json", "--memory-limit", advised, "--modes", "dp"});
   CHECK(advised_run.exit_code == 0);
 }
+
+TEST_CASE("a plan slicing an operator as the runtime cannot is refused by simulate as by validate") {
+  // 3 slices of a 4-head attention: the runtime splits attention by heads.
+  const Run planned = run_osdp({"plan", scenarios + "local-cpu-tiny.json", "--json"});
+  REQUIRE(planned.exit_code == 0);
+  nlohmann::json plan = nlohmann::json::parse(planned.out);
+  for (auto& op : plan["operators"]) {
+    if (op["name"] != "layer0.attention") continue;
+    op["mode"] = "zdp";
+    op["slices"] = 3;
+    op["sharded_slices"] = 3;
+  }
+  TempDir dir;
+  const fs::path plan_file = dir.path() / "plan.json";
+  write_text(plan_file, plan.dump());
+  const Run run =
+      run_osdp({"simulate", scenarios + "local-cpu-tiny.json", "--plan", plan_file.string()});
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "layer0.attention"));
+  CHECK(contains(run.err, "divides the operator's 4 split units"));
+}
