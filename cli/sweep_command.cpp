@@ -292,7 +292,9 @@ int run_program(const std::vector<std::string>& args, bool quiet) {
 // renamed into place together, or removed if the run ends early.
 class OutputUnit {
  public:
-  explicit OutputUnit(const fs::path& out_dir) : out_dir_(out_dir) {
+  // `flag` names the output in messages: "--out", or the default folder when none was given.
+  OutputUnit(const fs::path& out_dir, std::string flag)
+      : out_dir_(out_dir), flag_(std::move(flag)) {
     std::error_code error;
     created_ = fs::create_directories(out_dir_, error);
     lock_fd_ = ::open(out_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -334,10 +336,11 @@ class OutputUnit {
 
  private:
   [[noreturn]] void refuse(const std::string& expected) const {
-    throw InputError("command line", "--out", out_dir_.string(), expected);
+    throw InputError("command line", flag_, out_dir_.string(), expected);
   }
 
   fs::path out_dir_;
+  std::string flag_;
   fs::path staging_;
   int lock_fd_ = -1;
   bool created_ = false;
@@ -403,11 +406,11 @@ std::vector<Comparison> run_points(const CostModel& model, const Scenario& scena
   return points;
 }
 
-void write_csv(const fs::path& path, const std::string& contents) {
+void write_csv(const fs::path& path, const std::string& contents, const std::string& flag) {
   try {
     write_file_atomically(path.string(), contents);
   } catch (const std::runtime_error& error) {
-    throw InputError("command line", "--out", path.parent_path().string(),
+    throw InputError("command line", flag, path.parent_path().string(),
                      std::string("a directory osdp can write to (") + error.what() + ")");
   }
 }
@@ -422,9 +425,12 @@ int run_sweep(const SweepOptions& options) {
                        options.scenario.force);
   const fs::path out_dir = options.out_dir.empty() ? fs::path("out") / folder_name(scenario->name)
                                                    : fs::path(options.out_dir);
+  // Without --out the folder is the default one: say so, rather than blame a flag not given.
+  const std::string out_flag =
+      options.out_dir.empty() ? "the default output folder (--out not given; give one)" : "--out";
   // Checked before the run, so that an unusable --out is bad input, not a late failure.
   if (const auto why = unusable_output((out_dir / "sweep.csv").string())) {
-    throw InputError("command line", "--out", out_dir.string(),
+    throw InputError("command line", out_flag, out_dir.string(),
                      "a directory osdp can write to (this is " + *why + ")");
   }
   const CostModel model = scenario->cost_model();
@@ -434,9 +440,9 @@ int run_sweep(const SweepOptions& options) {
   std::string plot_note;
   try {
     const InterruptGuard guard;  // from here on Ctrl-C discards the outputs: exit 130
-    OutputUnit unit(out_dir);
+    OutputUnit unit(out_dir, out_flag);
     const fs::path staged_csv = unit.staging() / "sweep.csv";
-    write_csv(staged_csv, sweep_csv(points));
+    write_csv(staged_csv, sweep_csv(points), out_flag);
     if (!options.no_plot) plot_note = make_plot(staged_csv, unit.staging(), plot_title(*scenario));
     throw_if_interrupted();
     unit.commit();

@@ -61,10 +61,14 @@ Role role_of(const CostModel& model, int op) {
   return Role::other;
 }
 
-std::vector<OperatorClass> group_into_classes(const CostModel& model, const SearchSpec& spec) {
+// With a deadline, stops when it passes (the options of a 20,000-operator model take tens of
+// seconds to cost) and returns no classes: the search then reports that it stopped early.
+std::vector<OperatorClass> group_into_classes(const CostModel& model, const SearchSpec& spec,
+                                              Deadline* deadline = nullptr) {
   std::vector<OperatorClass> classes;
   std::map<std::vector<double>, int> index_of_key;
   for (int op : model.workload().execution_order()) {
+    if (deadline != nullptr && deadline->passed_now()) return {};
     std::vector<CostedOption> options = costed_options(model, op, spec);
     const Role role = role_of(model, op);
     std::vector<double> key;
@@ -946,8 +950,14 @@ SearchResult search_device_memory(const CostModel& model, const SearchSpec& spec
   }
   Deadline deadline(spec.time_limit_s);
   const Training& training = model.training();
-  const auto classes = group_into_classes(model, spec);
+  const auto classes = group_into_classes(model, spec, &deadline);
   SearchResult result;
+  if (classes.empty() && model.workload().size() > 0) {
+    // The time limit passed while the options were costed: no plan, nothing proven.
+    result.stats.stopped_early = true;
+    result.proven_gap = 1.0;
+    return result;
+  }
   const int first = training.min_batch_size;
   if (first > training.max_batch_size) return result;
   const double least_memory = min_peak(model, classes, first);

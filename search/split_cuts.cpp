@@ -1,6 +1,7 @@
 #include "search/split_cuts.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace osdp {
@@ -49,12 +50,23 @@ void cost_as_it_splits(const CostModel& model, std::optional<ScheduledPlan>& pla
 SplitCutResult search_split_cuts(const CostModel& model, const SearchSpec& spec,
                                  std::optional<double> memory_limit_bytes, bool solve_every_batch) {
   SplitCutResult outcome;
+  // The cuts share the spec's time limit: each gets what the ones before it left.
+  const auto start = std::chrono::steady_clock::now();
+  auto time_left_s = [&] {
+    return spec.time_limit_s -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   outcome.result = search(model, spec, memory_limit_bytes, solve_every_batch);
   std::vector<int> splits = spec.granularities;
   std::sort(splits.begin(), splits.end());
   splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
   for (std::size_t cut = 0; cut + 1 < splits.size(); ++cut) {
+    if (time_left_s() <= 0) {
+      outcome.result.stats.stopped_early = true;
+      break;
+    }
     SearchSpec coarser = spec;
+    coarser.time_limit_s = time_left_s();
     coarser.granularities.assign(splits.begin(), splits.begin() + static_cast<long>(cut) + 1);
     CostSettings settings = model.settings();
     settings.finest_split = splits[cut];

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -61,9 +62,12 @@ std::string quote(const std::string& text) {
   return quoted + "'";
 }
 
-Run run_osdp(const std::vector<std::string>& args) {
+// Runs osdp with `args`, in `working_directory` when one is given.
+Run run_osdp(const std::vector<std::string>& args, const fs::path& working_directory = {}) {
   TempDir capture;
-  std::string command = quote(OSDP_EXE);
+  std::string command =
+      working_directory.empty() ? std::string() : "cd " + quote(working_directory.string()) + " && ";
+  command += quote(OSDP_EXE);
   for (const auto& arg : args) {
     command += ' ';
     command += quote(arg);
@@ -1239,4 +1243,34 @@ TEST_CASE("a plan slicing an operator as the runtime cannot is refused by simula
   CHECK(run.exit_code == 2);
   CHECK(contains(run.err, "layer0.attention"));
   CHECK(contains(run.err, "divides the operator's 4 split units"));
+}
+
+TEST_CASE("sweep without --out names its default folder when it cannot write there") {
+  TempDir dir;
+  write_text(dir.path() / "out", "a file where the default folder would go\n");
+  const Run run = run_osdp({"sweep", scenarios + "local-cpu-tiny.json", "--memory-limits", "1GiB"},
+                           dir.path());
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "the default output folder (--out not given"));
+  CHECK(contains(run.err, "out/local-cpu-tiny"));
+  CHECK_FALSE(contains(run.err, "command line: --out:"));
+}
+
+TEST_CASE("a 10,000-layer model stops at --time-limit with a message, not past it") {
+  // Costing the options of 20,002 operators takes tens of seconds: the search stops at the
+  // limit even before its first plan (a hang guard: the bound below is loose on purpose).
+  nlohmann::json scenario = nlohmann::json::parse(read_text(scenarios + "local-cpu-tiny.json"));
+  scenario["model"]["layers"] = 10000;
+  scenario.erase("validation");
+  scenario["cluster"] = scenarios + scenario["cluster"].get<std::string>();
+  TempDir dir;
+  const fs::path file = dir.path() / "deep.json";
+  write_text(file, scenario.dump());
+  const auto start = std::chrono::steady_clock::now();
+  const Run run = run_osdp({"plan", file.string(), "--time-limit", "1s"});
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "--time-limit"));
+  CHECK(took_s < 60);
 }
