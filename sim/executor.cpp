@@ -50,6 +50,9 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   slowdown_ = shared_cores_ ? 1.0 : options.overlap_slowdown.value_or(cluster.gpu.overlap_slowdown);
   for (const Group& group : program_groups(cluster, program))
     group_members_.push_back(group.members);
+  const bool host_copies = std::any_of(program.items.begin(), program.items.end(),
+                                       [](const ProgramItem& item) { return item.host_copy; });
+  collectives_alone_ = program.lanes == 1 && group_members_.size() == 1 && !host_copies;
 
   const auto& items = program.items;
   successors_.assign(items.size(), {});
@@ -279,7 +282,8 @@ void Executor::begin_collective(int task) {
     begin_core_collective(task);
   } else {
     start_ring_collective(kernel_, network_.rings.at(ring_of(item, who)), it.kind, it.bytes,
-                          options_.granularity, [this, task]() { finish_collective(task); });
+                          options_.granularity, [this, task]() { finish_collective(task); },
+                          collectives_alone_);
   }
   for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
 }

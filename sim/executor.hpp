@@ -118,6 +118,9 @@ class Executor {
   std::vector<double> compute_busy_;
   std::vector<double> finish_;
   bool shared_cores_ = false;
+  // One lane of collectives on the world group and no host copies: collectives run one at a
+  // time and meet no other traffic (start_ring_collective's `alone`).
+  bool collectives_alone_ = false;
   std::vector<CoreCollective> core_collectives_;  // running ones
   std::uint64_t core_generation_ = 0;
   std::int64_t compute_tasks_ = 0;

@@ -1,6 +1,7 @@
 #include "sim/ring_collective.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <vector>
@@ -120,11 +121,18 @@ void start_round(const std::shared_ptr<RingRun>& run) {
 }  // namespace
 
 void start_ring_collective(Kernel& kernel, const GroupRing& ring, CollectiveKind kind,
-                           double full_bytes, Granularity granularity, std::function<void()> done) {
+                           double full_bytes, Granularity granularity, std::function<void()> done,
+                           bool alone) {
   const int n = static_cast<int>(ring.order.size());
   const int steps = ring_steps(kind, n);
   if (steps == 0 || ring.edges.empty()) {
     kernel.after(0.0, std::move(done));
+    return;
+  }
+  if (alone && granularity == Granularity::scale && !ring.logical &&
+      std::isfinite(ring.alone_edge_rate_Bps)) {
+    const double step_bytes = ring_step_bytes(full_bytes, n);
+    kernel.after(steps * (ring.alpha_s + step_bytes / ring.alone_edge_rate_Bps), std::move(done));
     return;
   }
   auto run = std::make_shared<RingRun>(RingRun{&kernel, &ring, kind, ring_step_bytes(full_bytes, n),

@@ -20,7 +20,12 @@
 namespace osdp::sim {
 
 // Starts the collective over `ring` now; calls `done` when every rank has finished.
+// `alone`: the caller guarantees no other traffic can meet this collective on the network (one
+// lane of collectives, no host copies: collectives run one at a time). In scale mode it then
+// takes its uncontended time, steps * (alpha + S/N / the ring's alone edge rate), as a timer
+// with no flows: what its flows would give (tested), without simulating them.
 void start_ring_collective(Kernel& kernel, const GroupRing& ring, CollectiveKind kind,
-                           double full_bytes, Granularity granularity, std::function<void()> done);
+                           double full_bytes, Granularity granularity, std::function<void()> done,
+                           bool alone = false);
 
 }  // namespace osdp::sim

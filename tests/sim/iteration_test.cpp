@@ -468,3 +468,31 @@ TEST_CASE("ZeRO-1 gathers the updated shards after the optimizer step, never for
   CHECK(result.peak_breakdown_bytes[static_cast<int>(MemoryCategory::model_states)] ==
         Approx(model.plan_cost(plan).peak.model_state_bytes).epsilon(1e-9));
 }
+
+TEST_CASE("scale mode's closed-form collectives give the iteration step mode's flows give",
+          "[sim][iteration]") {
+  // One lane of world collectives and no host copies: collectives run one at a time, alone on
+  // the network, and scale mode charges each its uncontended ring time as a timer (no flows).
+  // Step mode simulates every ring step as flows; the two iterations must agree.
+  const ChainSpec spec;
+  for (const Cluster& cluster : {nvswitch_cluster(4, 2), leaf_spine_cluster(4, 2, 1, 20e9),
+                                 pcie_cluster(2, 2, 2, 2)}) {
+    const Scenario scenario = chain_scenario(spec, cluster);
+    for (const OperatorChoice& choice :
+         {OperatorChoice::whole(Mode::zdp), OperatorChoice::whole(Mode::dp),
+          OperatorChoice{Mode::z2, 2, 1, Checkpoint::fused, false}}) {
+      const Plan plan = uniform_plan(scenario, 2, choice);
+      SimOptions step;
+      step.granularity = Granularity::step;
+      SimOptions scale;
+      scale.granularity = Granularity::scale;
+      const SimulationResult flows = simulate_plan(scenario, plan, step);
+      const SimulationResult closed = simulate_plan(scenario, plan, scale);
+      CAPTURE(cluster.ranks, describe(choice));
+      CHECK(closed.flows == 0);
+      CHECK(flows.flows > 0);
+      CHECK(closed.iteration_time_s == Approx(flows.iteration_time_s).epsilon(1e-6));
+      CHECK(closed.peak_memory_bytes == Approx(flows.peak_memory_bytes).epsilon(1e-9));
+    }
+  }
+}
