@@ -26,9 +26,9 @@
 #include "model/units.hpp"
 #include "model/wrapping.hpp"
 #include "search/exact.hpp"
+#include "search/split_cuts.hpp"
 #include "search/strategies.hpp"
 #ifdef OSDP_WITH_SIM
-#include "search/split_cuts.hpp"
 #include "sim/simulate.hpp"
 #endif
 

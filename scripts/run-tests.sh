@@ -2,17 +2,20 @@
 # The README's second command: installs the Debian packages that are missing, builds everything
 # once (release preset) and runs the whole test suite with ctest in parallel; compiles the GPU
 # parts when the CUDA toolkit is there (cuda-check preset); then the same suite built with
-# AddressSanitizer + UBSan (debug preset), and the loaders' libFuzzer harness for a bounded time
+# AddressSanitizer + UBSan (debug preset), and the loaders' and the command line's libFuzzer
+# harnesses for a bounded time
 # (fuzz preset). Any failure, sanitizer report or fuzzer crash fails the run.
 #   OSDP_JOBS        build and test parallelism (default: all cores; CI uses 2)
 #   OSDP_SANITIZERS  0 skips the sanitizer pass (default 1)
-#   OSDP_FUZZ_S      seconds of fuzzing, 0 skips it (default 60)
+#   OSDP_FUZZ_S      seconds of fuzzing the loaders, 0 skips all fuzzing (default 60)
+#   OSDP_FUZZ_CLI_S  seconds of fuzzing the command line (default 30)
 #   OSDP_CUDA_CHECK  0 skips compiling the GPU parts (default 1: when the CUDA toolkit is there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OSDP_JOBS:-$(nproc)}"
 sanitizers="${OSDP_SANITIZERS:-1}"
 fuzz_seconds="${OSDP_FUZZ_S:-60}"
+fuzz_cli_seconds="${OSDP_FUZZ_CLI_S:-30}"
 
 scripts/install-deps.sh
 
@@ -50,4 +53,12 @@ if [ "$fuzz_seconds" != "0" ]; then
   ./build/fuzz/tests/fuzz/fuzz_loaders -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 \
     -max_len=4096 -dict=tests/fuzz/loaders.dict -print_final_stats=1 -artifact_prefix=build/fuzz/ \
     "$corpus" tests/fuzz/corpus
+  if [ "$fuzz_cli_seconds" != "0" ]; then
+    echo "== libFuzzer on the command line: plan, explain, layout (${fuzz_cli_seconds} s)" >&2
+    cli_corpus="$(mktemp -d)"
+    trap 'rm -rf "$corpus" "$cli_corpus"' EXIT
+    ./build/fuzz/tests/fuzz/fuzz_command_line -max_total_time="$fuzz_cli_seconds" \
+      -rss_limit_mb=4096 -timeout=60 -max_len=512 -dict=tests/fuzz/command_line.dict \
+      -print_final_stats=1 -artifact_prefix=build/fuzz/ "$cli_corpus" tests/fuzz/command_line_corpus
+  fi
 fi
