@@ -27,6 +27,12 @@ std::vector<Group> program_groups(const Cluster& cluster, const Program& program
   return groups;
 }
 
+bool collectives_run_alone(const Cluster& cluster, const Program& program) {
+  const bool host_copies = std::any_of(program.items.begin(), program.items.end(),
+                                       [](const ProgramItem& item) { return item.host_copy; });
+  return program.lanes == 1 && program_groups(cluster, program).size() == 1 && !host_copies;
+}
+
 namespace {
 
 // Work in progress (a compute, a collective on shared cores) going on at `rate` from now: what it
@@ -50,9 +56,7 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   slowdown_ = shared_cores_ ? 1.0 : options.overlap_slowdown.value_or(cluster.gpu.overlap_slowdown);
   for (const Group& group : program_groups(cluster, program))
     group_members_.push_back(group.members);
-  const bool host_copies = std::any_of(program.items.begin(), program.items.end(),
-                                       [](const ProgramItem& item) { return item.host_copy; });
-  collectives_alone_ = program.lanes == 1 && group_members_.size() == 1 && !host_copies;
+  collectives_alone_ = collectives_run_alone(cluster, program);
 
   const auto& items = program.items;
   successors_.assign(items.size(), {});

@@ -20,6 +20,12 @@ namespace osdp::sim {
 // HSDP) one intra-node group per node and one inter-node group per local rank.
 std::vector<Group> program_groups(const Cluster& cluster, const Program& program);
 
+// Whether the program's collectives run one at a time and meet no other traffic: one lane of
+// collectives on the world group, no host copies. In scale mode they then cost their
+// uncontended ring time and send no flow (start_ring_collective's `alone`), so the platform
+// needs no route for the rings.
+bool collectives_run_alone(const Cluster& cluster, const Program& program);
+
 struct TaskTimes {
   double start_s = -1;
   double end_s = -1;
@@ -118,9 +124,8 @@ class Executor {
   std::vector<double> compute_busy_;
   std::vector<double> finish_;
   bool shared_cores_ = false;
-  // One lane of collectives on the world group and no host copies: collectives run one at a
-  // time and meet no other traffic (start_ring_collective's `alone`).
-  bool collectives_alone_ = false;
+  bool collectives_alone_ = false;  // collectives_run_alone
+
   std::vector<CoreCollective> core_collectives_;  // running ones
   std::uint64_t core_generation_ = 0;
   std::int64_t compute_tasks_ = 0;

@@ -37,7 +37,7 @@ std::vector<std::string> engine_arguments(const NetworkConfig& config) {
 
 }  // namespace
 
-Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
+Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config, bool ring_routes)
     : state_(std::make_unique<State>()), rings_in_flight_(plan) {
   std::vector<std::string> arguments = engine_arguments(config);
   std::vector<char*> argv;
@@ -88,6 +88,7 @@ Kernel::Kernel(const NetworkPlan& plan, const NetworkConfig& config)
     zone->add_route(from->get_netpoint(), to->get_netpoint(), nullptr, nullptr, route, false);
   };
   for (const auto& ring : plan.rings) {
+    if (!ring_routes && !ring.logical) continue;
     for (const auto& edge : ring.edges) {
       for (const auto& channel : edge.channels) add_route(channel);
     }

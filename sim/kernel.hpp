@@ -24,7 +24,10 @@ namespace osdp::sim {
 
 class Kernel {
  public:
-  Kernel(const NetworkPlan& plan, const NetworkConfig& config);
+  // `ring_routes` false: the topology rings' routes are left out of the platform (their
+  // collectives send no flow: collectives_run_alone in scale mode); 8,192 GPUs' ring channels
+  // otherwise hold gigabytes of routes.
+  Kernel(const NetworkPlan& plan, const NetworkConfig& config, bool ring_routes = true);
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;

@@ -88,7 +88,9 @@ Prepared prepare(const Scenario& scenario, const Plan& plan, const SimOptions& o
 
 std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOptions& options,
                          const Prepared& prepared, const std::string& trace_path, int trace_ranks) {
-  Kernel kernel(prepared.network, options.network);
+  const bool ring_routes = options.granularity != Granularity::scale ||
+                           !collectives_run_alone(scenario.cluster, prepared.program);
+  Kernel kernel(prepared.network, options.network, ring_routes);
   Executor executor(prepared.program, scenario.cluster, prepared.network, options, kernel,
                     trace_path.empty() ? 0 : trace_ranks);
   executor.start();
