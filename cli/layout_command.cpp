@@ -2,10 +2,12 @@
 // cluster (search/layout_search), with OSDP's data-parallel modes inside each stage, beside the
 // 3D baselines under the same model.
 //   osdp layout SCENARIO [--tp N] [--pp N] [--schedule 1f1b|gpipe|interleaved]
-//               [--memory-limit 40GiB] [--global-batch N] [--gpus N] [--trace FILE] [--json]
+//               [--memory-limit 40GiB] [--global-batch N] [--gpus N] [--trace FILE] [--simulate]
+//               [--json]
 #include <fmt/format.h>
 
 #include <chrono>
+#include <map>
 
 #include "cli/command.hpp"
 #include "cli/format.hpp"
@@ -15,6 +17,9 @@
 #include "model/measured_runs.hpp"
 #include "model/units.hpp"
 #include "search/layout_search.hpp"
+#ifdef OSDP_WITH_SIM
+#include "sim/pipeline_simulation.hpp"
+#endif
 
 namespace osdp::cli {
 namespace {
@@ -28,8 +33,37 @@ struct LayoutOptions {
   std::optional<int> global_batch;
   std::optional<int> gpus;
   std::string trace_path;
+  bool simulate = false;
   bool json = false;
 };
+
+struct Simulated {
+  double iteration_time_s = 0;
+  double bubble_fraction = 0;
+};
+
+// Each fitting strategy's layout run in SimGrid (sim/pipeline_simulation): its transfers and
+// data-parallel rings as flows on the topology, the bubble out of the event simulation.
+std::map<std::string, Simulated> simulate_layouts(const Scenario& scenario,
+                                                  const LayoutSearchResult& result) {
+  std::map<std::string, Simulated> simulated;
+#ifdef OSDP_WITH_SIM
+  for (const auto& [name, plan] : result.strategies) {
+    if (!plan) continue;
+    const ParallelIterationCost cost =
+        parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster, scenario.cost,
+                                plan->run, scenario.file);
+    const sim::PipelineSimulation run =
+        sim::simulate_pipeline(scenario, plan->run, cost, sim::Granularity::automatic);
+    simulated[name] = {run.iteration_time_s, run.bubble_fraction};
+  }
+#else
+  (void)scenario;
+  (void)result;
+  throw InputError("", "--simulate", "given", "no --simulate: this osdp was built without sim/");
+#endif
+  return simulated;
+}
 
 std::string modes_summary(const LayoutPlan& plan) {
   int zdp = 0;
@@ -141,6 +175,8 @@ int run_layout(const LayoutOptions& options) {
   const double limit_bytes = search.memory_limit_bytes.value_or(
       scenario.training.memory_limit_bytes.value_or(scenario.cluster.gpu.memory_bytes.value_or(0)));
   const std::optional<LayoutPlan>& best = result.strategies.front().second;
+  const std::map<std::string, Simulated> simulated =
+      options.simulate ? simulate_layouts(scenario, result) : std::map<std::string, Simulated>{};
   if (best && !options.trace_path.empty()) {
     const ParallelIterationCost cost =
         parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster, scenario.cost,
@@ -160,7 +196,12 @@ int run_layout(const LayoutOptions& options) {
   if (options.json) {
     Json strategies = Json::array();
     for (const auto& [name, plan] : result.strategies) {
-      strategies.push_back(plan_json(scenario, name, plan));
+      Json entry = plan_json(scenario, name, plan);
+      if (const auto it = simulated.find(name); it != simulated.end()) {
+        entry["simulated_iteration_time_s"] = it->second.iteration_time_s;
+        entry["simulated_bubble_fraction"] = it->second.bubble_fraction;
+      }
+      strategies.push_back(std::move(entry));
     }
     Json document = {{"scenario", scenario.name},         {"gpus", scenario.cluster.ranks},
                      {"memory_limit_bytes", limit_bytes}, {"strategies", strategies},
@@ -203,6 +244,21 @@ int run_layout(const LayoutOptions& options) {
         format_throughput(plan->throughput_samples_per_s),
         units::format_bytes(plan->peak_memory_bytes), format_percent(plan->bubble_fraction));
   }
+  if (!simulated.empty()) {
+    fmt::print(
+        "\nSimulated (SimGrid: transfers and data-parallel rings as flows on the topology)\n");
+    fmt::print("{:<13} {:>11} {:>11} {:>9} {:>7}\n", "strategy", "model", "simulated", "sim/model",
+               "bubble");
+    for (const auto& [name, plan] : result.strategies) {
+      const auto it = simulated.find(name);
+      if (!plan || it == simulated.end()) continue;
+      fmt::print("{:<13} {:>11} {:>11} {:>+8.1f}% {:>7}\n", name,
+                 units::format_seconds(plan->iteration_time_s),
+                 units::format_seconds(it->second.iteration_time_s),
+                 100.0 * (it->second.iteration_time_s / plan->iteration_time_s - 1.0),
+                 format_percent(it->second.bubble_fraction));
+    }
+  }
   fmt::print("\nBest (3d_osdp), stage by stage:");
   fmt::print("{}", stage_table(scenario, *best));
   return exit_ok;
@@ -233,6 +289,9 @@ Subcommand add_layout_command(CLI::App& root) {
   app->add_option("--trace", options->trace_path,
                   "write the best layout's pipeline timeline as a Chrome / Perfetto trace (one "
                   "track per stage)");
+  app->add_flag("--simulate", options->simulate,
+                "also run each strategy's layout in the simulator (SimGrid): its transfers and "
+                "data-parallel rings as flows on the topology, sharing links");
   app->add_flag("--json", options->json, "print JSON");
   return {app, [options]() { return run_layout(*options); }};
 }

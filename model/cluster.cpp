@@ -115,8 +115,9 @@ NodeRing intra_node_ring(const NodeTopology& node) {
       const Link& up = tree.switch_uplink;
       const RingEdge across{2 * port.latency_s + 2 * up.latency_s,
                             std::min(port.bandwidth_Bps, up.bandwidth_Bps)};
-      const RingEdge across_sockets{across.latency_s + tree.inter_socket.latency_s,
-                                    std::min(across.bandwidth_Bps, tree.inter_socket.bandwidth_Bps)};
+      const RingEdge across_sockets{
+          across.latency_s + tree.inter_socket.latency_s,
+          std::min(across.bandwidth_Bps, tree.inter_socket.bandwidth_Bps)};
       RingPath whole;
       if (switches <= 1) {
         whole.add(within, tree_gpus);
@@ -295,13 +296,19 @@ AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int 
       .alpha_beta();
 }
 
-AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes) {
+AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes, int senders_per_node) {
   if (!across_nodes) {
     NodeTopology pair = topology.node;
     pair.gpus = 2;
     return intra_node_ring(pair).path.alpha_beta();
   }
-  return group_ring_timing(topology, 1, 2);
+  if (senders_per_node <= 0 || senders_per_node >= topology.node.gpus) {
+    return group_ring_timing(topology, 1, 2);
+  }
+  // As a group of one GPU a node among `senders_per_node` such groups sharing the NICs.
+  Topology fewer = topology;
+  fewer.node.gpus = senders_per_node;
+  return group_ring_timing(fewer, 1, 2);
 }
 
 std::optional<LeafSpine> read_fabric(const JsonReader& fabric, int nodes) {

@@ -241,9 +241,10 @@ DerivedTimings derive_timings(const Topology& topology);
 // a node share its NICs (NCCL spreads a ring's channels over several NICs when it has them
 // alone). One node: the intra-node timing.
 AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int nodes);
-// One point-to-point transfer between two GPUs of different nodes while every GPU of the node
-// sends one (pipeline stages): latency and the bandwidth each gets of its NICs. Same node:
-// the node's GPU link.
-AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes);
+// One point-to-point transfer between two GPUs of different nodes while `senders_per_node` GPUs
+// of the node send one at once (a pipeline stage's ranks on that node; 0: every GPU of the
+// node): latency and the bandwidth each gets of its NICs. Same node: the node's GPU link.
+AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes,
+                                int senders_per_node = 0);
 
 }  // namespace osdp

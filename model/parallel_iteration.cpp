@@ -308,11 +308,18 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     AlphaBeta link = cluster.world.all_gather.alpha_beta;
     if (cluster.topology) {
       const int gpus_per_node = cluster.topology->node.gpus;
-      link = point_to_point_timing(*cluster.topology, from / gpus_per_node != to / gpus_per_node);
+      // Every rank of the sending stage on `from`'s node sends its slice at once.
+      int senders = 0;
+      for (int rank : layout.stage_ranks(c % p))
+        senders += rank / gpus_per_node == from / gpus_per_node;
+      link = point_to_point_timing(*cluster.topology, from / gpus_per_node != to / gpus_per_node,
+                                   senders);
     }
     cost.work.transfer_s.push_back(link.step_time_s(transfer_bytes) + regather_s);
   }
   cost.transfer_s = cost.work.transfer_s.empty() ? 0.0 : cost.work.transfer_s.front();
+  cost.transfer_bytes = transfer_bytes;
+  cost.regather_s = regather_s;
   try {
     cost.timeline = run_pipeline(run.schedule, cost.work);
   } catch (const std::invalid_argument& error) {
@@ -364,15 +371,27 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       const auto [kind, group] = key;
       stage.gradient_reduce_s +=
           group_timing(group, data_group).time_s(kind, bytes, group_ranks(group, data_group));
+      stage.reductions.push_back({kind, group, bytes});
     }
     if (p > 1 && (r == 0 || r == p - 1)) {
       // The word embedding and the head share one matrix in Megatron's GPT: its two copies'
       // gradients are all-reduced between the first and the last stage.
       const RankGroup ends{GroupAxis::pipeline, {pipeline.ranks.front(), pipeline.ranks.back()}};
       const double table = spec.padded_vocabulary() * spec.hidden_of_layer(0) / t;
-      stage.gradient_reduce_s +=
-          ring_collective_s(CollectiveKind::all_reduce, table * reduce_bytes_per_parameter, ends,
-                            timing_of(cluster, ends));
+      stage.tied_embedding_bytes = table * reduce_bytes_per_parameter;
+      // Every rank of the first stage runs its pair's all-reduce at once: across nodes they
+      // share the NICs of the node (not every GPU of it does).
+      AlphaBeta ends_timing = timing_of(cluster, ends);
+      if (cluster.topology && ends.nodes_spanned(cluster.topology->node.gpus) > 1) {
+        const int gpus_per_node = cluster.topology->node.gpus;
+        int senders = 0;
+        for (int rank : layout.stage_ranks(0)) {
+          senders += rank / gpus_per_node == ends.ranks.front() / gpus_per_node;
+        }
+        ends_timing = point_to_point_timing(*cluster.topology, true, senders);
+      }
+      stage.gradient_reduce_s += ring_collective_s(
+          CollectiveKind::all_reduce, stage.tied_embedding_bytes, ends, ends_timing);
     }
     stage.peak_in_flight = cost.timeline.peak_in_flight[r];
     stage.peak_memory_bytes = stage.model_state_bytes +

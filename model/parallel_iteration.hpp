@@ -86,6 +86,16 @@ struct StageCost {
   // Data-parallel communication once an iteration: the gradient all-reduce (and the tied
   // embedding's), ZeRO-1's reduce-scatter and all-gather, the kept parameters' gather.
   double gradient_reduce_s = 0;
+  // What it reduces, one collective per kind and data-parallel group (the simulator runs them):
+  // their bytes on one rank, in order; and the tied embedding's all-reduce between the first and
+  // last stage (0: none).
+  struct Reduction {
+    CollectiveKind kind = CollectiveKind::all_reduce;
+    GroupAxis group = GroupAxis::data;
+    double bytes = 0;
+  };
+  std::vector<Reduction> reductions;
+  double tied_embedding_bytes = 0;
   double optimizer_step_s = 0;
   int peak_in_flight = 0;
   double peak_memory_bytes = 0;
@@ -98,6 +108,8 @@ struct ParallelIterationCost {
   PipelineWork work;
   PipelineTimeline timeline;
   double transfer_s = 0;         // one activation (or gradient) between neighbouring stages
+  double transfer_bytes = 0;     // what one tensor-parallel rank sends in it
+  double regather_s = 0;         // the receiving group's all-gather of the slices (in transfer_s)
   double pipeline_s = 0;         // the schedule's makespan
   double iteration_time_s = 0;   // with the gradient reductions and optimizer steps
   double peak_memory_bytes = 0;  // the largest stage's

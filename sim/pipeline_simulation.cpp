@@ -1,0 +1,310 @@
+#include "sim/pipeline_simulation.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+
+#include "model/input_error.hpp"
+#include "sim/child_process.hpp"
+#include "sim/kernel.hpp"
+#include "sim/network.hpp"
+#include "sim/ring_collective.hpp"
+
+namespace osdp::sim {
+namespace {
+
+// Which ring of the plan each pair, reduction and tied embedding uses.
+struct Layout {
+  std::vector<Group> groups;
+  std::map<std::vector<int>, int> ring_of_members;
+  std::vector<std::vector<int>> reduction_ring;  // [rank][reduction]
+  std::vector<int> tied_ring;                    // [rank]: -1 none
+
+  int ring_for(std::vector<int> members) {
+    std::sort(members.begin(), members.end());
+    auto [it, inserted] = ring_of_members.try_emplace(members, static_cast<int>(groups.size()));
+    if (inserted) groups.push_back({GroupKind::world, members});
+    return it->second;
+  }
+};
+
+int rank_on_stage(const ParallelLayout& layout, int rank, int stage) {
+  RankCoordinates coordinates = layout.coordinates_of(rank);
+  coordinates.pipeline = stage;
+  return layout.rank_of(coordinates);
+}
+
+Layout lay_out(const ParallelLayout& layout, const ParallelIterationCost& cost) {
+  Layout out;
+  const int p = layout.degrees().pipeline;
+  const int chunks = cost.work.chunks();
+  out.reduction_ring.resize(layout.world());
+  out.tied_ring.assign(layout.world(), -1);
+  for (int rank = 0; rank < layout.world(); ++rank) {
+    const int stage = layout.coordinates_of(rank).pipeline;
+    // Its pairs with the next chunk's stage (interleaved chunks wrap around to stage 0).
+    for (int c = stage; c + 1 < chunks; c += p) {
+      out.ring_for({rank, rank_on_stage(layout, rank, (c + 1) % p)});
+    }
+    for (const StageCost::Reduction& reduction : cost.stages[stage].reductions) {
+      out.reduction_ring[rank].push_back(
+          out.ring_for(layout.group_of(reduction.group, rank).ranks));
+    }
+    if (cost.stages[stage].tied_embedding_bytes > 0) {
+      const int other =
+          stage == 0 ? rank_on_stage(layout, rank, p - 1) : rank_on_stage(layout, rank, 0);
+      out.tied_ring[rank] = out.ring_for({rank, other});
+    }
+  }
+  return out;
+}
+
+struct RankState {
+  int stage = 0;
+  std::vector<PipelineStep> order;
+  std::size_t next = 0;
+  bool busy = false;
+  std::set<std::tuple<int, int, int>> arrived;  // (chunk, micro-batch, pass) inputs here
+  double busy_s = 0;
+  double finish_s = 0;
+  std::size_t reduction = 0;  // the next of its stage's reductions (then the tied embedding)
+  bool tied_done = false;
+  double synchronised_s = 0;
+};
+
+class PipelineRun {
+ public:
+  PipelineRun(Kernel& kernel, const NetworkPlan& plan, const ParallelLayout& layout,
+              const ParallelRun& run, const ParallelIterationCost& cost, Layout rings,
+              Granularity granularity)
+      : kernel_(kernel),
+        plan_(plan),
+        layout_(layout),
+        cost_(cost),
+        rings_(std::move(rings)),
+        granularity_(granularity) {
+    const int p = layout.degrees().pipeline;
+    for (int rank = 0; rank < layout.world(); ++rank) {
+      RankState state;
+      state.stage = layout.coordinates_of(rank).pipeline;
+      state.order = stage_order(run.schedule, p, cost.work.chunks_per_stage,
+                                cost.work.micro_batches, state.stage);
+      states_.push_back(std::move(state));
+    }
+  }
+
+  void start() {
+    for (int rank = 0; rank < static_cast<int>(states_.size()); ++rank) advance(rank);
+  }
+
+  const std::vector<RankState>& states() const { return states_; }
+  long long collectives() const { return collectives_; }
+
+ private:
+  static constexpr int forward = 0;
+  static constexpr int backward = 1;
+
+  void advance(int rank) {
+    RankState& state = states_[rank];
+    if (state.busy || state.next == state.order.size()) return;
+    const PipelineStep step = state.order[state.next];
+    const int last_chunk = cost_.work.chunks() - 1;
+    const bool is_forward = step.pass == Pass::forward;
+    const bool needs_input = is_forward ? step.chunk > 0 : step.chunk < last_chunk;
+    if (needs_input &&
+        !state.arrived.count({step.chunk, step.micro_batch, is_forward ? forward : backward})) {
+      return;  // its input's arrival calls advance again
+    }
+    state.busy = true;
+    const double start_s = kernel_.now();
+    const double compute_s =
+        is_forward ? cost_.work.forward_s[step.chunk] : cost_.work.backward_s[step.chunk];
+    kernel_.after(compute_s, [this, rank, step, start_s] { computed(rank, step, start_s); });
+  }
+
+  void computed(int rank, PipelineStep step, double start_s) {
+    const int p = layout_.degrees().pipeline;
+    const bool is_forward = step.pass == Pass::forward;
+    const int to_chunk = is_forward ? step.chunk + 1 : step.chunk - 1;
+    if (to_chunk < 0 || to_chunk >= cost_.work.chunks()) {
+      pass_done(rank, start_s);
+      return;
+    }
+    const int to = rank_on_stage(layout_, rank, to_chunk % p);
+    const auto key = std::make_tuple(to_chunk, step.micro_batch, is_forward ? forward : backward);
+    const bool blocking = cost_.work.blocking_transfers;
+    transfer(rank, to, [this, rank, to, key, start_s, blocking] {
+      states_[to].arrived.insert(key);
+      advance(to);
+      if (blocking) pass_done(rank, start_s);
+    });
+    if (!blocking) pass_done(rank, start_s);
+  }
+
+  void pass_done(int rank, double start_s) {
+    RankState& state = states_[rank];
+    state.busy = false;
+    state.busy_s += kernel_.now() - start_s;
+    ++state.next;
+    if (state.next < state.order.size()) {
+      advance(rank);
+    } else {
+      state.finish_s = kernel_.now();
+      reduce(rank);
+    }
+  }
+
+  // The slice's flows on the pair's ring edge from `from` to `to`, then the regather.
+  void transfer(int from, int to, std::function<void()> arrived) {
+    auto then = [this, arrived = std::move(arrived)]() mutable {
+      if (cost_.regather_s > 0) {
+        kernel_.after(cost_.regather_s, std::move(arrived));
+      } else {
+        arrived();
+      }
+    };
+    const GroupRing& ring =
+        plan_.rings.at(rings_.ring_of_members.at({std::min(from, to), std::max(from, to)}));
+    const RingEdge* edge = nullptr;
+    for (const RingEdge& candidate : ring.edges) {
+      if (!candidate.channels.empty() && candidate.channels.front().from.rank == from) {
+        edge = &candidate;
+      }
+    }
+    if (edge == nullptr || cost_.transfer_bytes <= 0) {
+      kernel_.after(0.0, std::move(then));
+      return;
+    }
+    auto outstanding = std::make_shared<int>(static_cast<int>(edge->channels.size()));
+    auto done = std::make_shared<std::function<void()>>(std::move(then));
+    for (const Channel& channel : edge->channels) {
+      kernel_.send(channel, cost_.transfer_bytes * channel.share, 0.0, [outstanding, done] {
+        if (--*outstanding == 0) (*done)();
+      });
+    }
+  }
+
+  // The stage's reductions in order, each once every member of its group is there; then the
+  // tied embedding's all-reduce.
+  void reduce(int rank) {
+    RankState& state = states_[rank];
+    const StageCost& stage = cost_.stages[state.stage];
+    if (state.reduction < stage.reductions.size()) {
+      const StageCost::Reduction& reduction = stage.reductions[state.reduction];
+      join(rings_.reduction_ring[rank][state.reduction], static_cast<int>(state.reduction),
+           reduction.kind, reduction.bytes, rank);
+      return;
+    }
+    if (rings_.tied_ring[rank] >= 0 && !state.tied_done) {
+      join(rings_.tied_ring[rank], -1, CollectiveKind::all_reduce, stage.tied_embedding_bytes,
+           rank);
+      return;
+    }
+    state.synchronised_s = kernel_.now();
+  }
+
+  void join(int ring_index, int reduction, CollectiveKind kind, double bytes, int rank) {
+    const auto key = std::make_pair(ring_index, reduction);
+    std::vector<int>& waiting = waiting_[key];
+    waiting.push_back(rank);
+    const GroupRing& ring = plan_.rings.at(ring_index);
+    if (waiting.size() < ring.order.size()) return;
+    std::vector<int> members = std::move(waiting);
+    waiting_.erase(key);
+    ++collectives_;
+    start_ring_collective(kernel_, ring, kind, bytes, granularity_, [this, members, reduction] {
+      for (int member : members) {
+        if (reduction < 0) {
+          states_[member].tied_done = true;
+        } else {
+          ++states_[member].reduction;
+        }
+        reduce(member);
+      }
+    });
+  }
+
+  Kernel& kernel_;
+  const NetworkPlan& plan_;
+  const ParallelLayout& layout_;
+  const ParallelIterationCost& cost_;
+  Layout rings_;
+  Granularity granularity_;
+  std::vector<RankState> states_;
+  std::map<std::pair<int, int>, std::vector<int>> waiting_;
+  long long collectives_ = 0;
+};
+
+Json to_json(const PipelineSimulation& result) {
+  return Json{{"iteration_time_s", result.iteration_time_s},
+              {"pipeline_s", result.pipeline_s},
+              {"stage_finish_s", result.stage_finish_s},
+              {"stage_busy_s", result.stage_busy_s},
+              {"bubble_fraction", result.bubble_fraction},
+              {"flows", result.flows},
+              {"collectives", result.collectives}};
+}
+
+PipelineSimulation from_json(const Json& json) {
+  PipelineSimulation result;
+  result.iteration_time_s = json.at("iteration_time_s").get<double>();
+  result.pipeline_s = json.at("pipeline_s").get<double>();
+  result.stage_finish_s = json.at("stage_finish_s").get<std::vector<double>>();
+  result.stage_busy_s = json.at("stage_busy_s").get<std::vector<double>>();
+  result.bubble_fraction = json.at("bubble_fraction").get<double>();
+  result.flows = json.at("flows").get<long long>();
+  result.collectives = json.at("collectives").get<long long>();
+  return result;
+}
+
+}  // namespace
+
+PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun& run,
+                                     const ParallelIterationCost& cost, Granularity granularity) {
+  if (!scenario.cluster.topology) {
+    throw InputError(scenario.file, "$.cluster.topology", "none",
+                     "a topology: the 3D simulation lays the ranks and their transfers on it");
+  }
+  const ParallelLayout layout(run.degrees, run.order);
+  Layout rings = lay_out(layout, cost);
+  const NetworkPlan plan = plan_network(scenario.cluster, rings.groups);
+  const Granularity resolved = resolve_granularity(granularity, layout.world());
+  const NetworkConfig network;
+  const std::string reply = run_in_child([&] {
+    Kernel kernel(plan, network);
+    PipelineRun pipeline(kernel, plan, layout, run, cost, rings, resolved);
+    pipeline.start();
+    kernel.run();
+    PipelineSimulation result;
+    const int p = layout.degrees().pipeline;
+    result.stage_finish_s.assign(p, 0.0);
+    result.stage_busy_s.assign(p, -1.0);
+    double synchronised_s = 0;
+    for (const RankState& state : pipeline.states()) {
+      if (state.next != state.order.size()) {
+        throw std::logic_error("sim: the pipeline deadlocked");
+      }
+      result.pipeline_s = std::max(result.pipeline_s, state.finish_s);
+      result.stage_finish_s[state.stage] =
+          std::max(result.stage_finish_s[state.stage], state.finish_s);
+      if (result.stage_busy_s[state.stage] < 0) result.stage_busy_s[state.stage] = state.busy_s;
+      synchronised_s = std::max(synchronised_s, state.synchronised_s);
+    }
+    double optimizer_s = 0;
+    for (const StageCost& stage : cost.stages)
+      optimizer_s = std::max(optimizer_s, stage.optimizer_step_s);
+    result.iteration_time_s = synchronised_s + optimizer_s;
+    const double busiest_s =
+        *std::max_element(result.stage_busy_s.begin(), result.stage_busy_s.end());
+    result.bubble_fraction = result.pipeline_s > 0 ? 1.0 - busiest_s / result.pipeline_s : 0.0;
+    result.flows = kernel.flows();
+    result.collectives = pipeline.collectives();
+    return to_json(result).dump();
+  });
+  return from_json(Json::parse(reply));
+}
+
+}  // namespace osdp::sim
