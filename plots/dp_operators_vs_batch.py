@@ -9,11 +9,9 @@ with `--split 1`) counted by choice: dp (replicated), zdp with only some of its 
 space, one stacked bar per batch; a batch where no plan fits has no bar (an x on the axis).
 Exit codes: 0 written, 2 bad input, 3 no matplotlib.
 """
-import argparse
-import json
 import sys
 
-from plot_support import ensure_matplotlib, save_atomically  # noqa: E402
+from plot_support import run_data_plot, save_atomically  # noqa: E402
 
 # key in the data, legend label, colour
 KINDS = [("dp", "dp (replicated)", "#4e79a7"),
@@ -67,24 +65,13 @@ def plot(data, out):
     print(out)
 
 
+def check(data):
+    if not data["points"]:
+        raise ValueError("no batch sizes in the data")
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", help="dp-operators-vs-batch.json (scripts/reproduce-paper.sh)")
-    parser.add_argument("out", help="output PNG")
-    args = parser.parse_args()
-    try:
-        with open(args.data) as handle:
-            data = json.load(handle)
-        if not data["points"]:
-            raise ValueError("no batch sizes in the data")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        print("dp_operators_vs_batch.py: error: %s" % error, file=sys.stderr)
-        return 2
-    missing = ensure_matplotlib(__file__)
-    if missing is not None:
-        return missing
-    plot(data, args.out)
-    return 0
+    return run_data_plot(__file__, __doc__, "dp-operators-vs-batch.json", check, plot)
 
 
 if __name__ == "__main__":

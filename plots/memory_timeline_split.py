@@ -9,11 +9,9 @@ per part: model states, activations, gathered parameters, unsharded gradients, .
 memory of both over time, with the GPU memory limit; below, one panel per variant with what the
 memory holds. Exit codes: 0 written, 2 bad input, 3 no matplotlib.
 """
-import argparse
-import json
 import sys
 
-from plot_support import ensure_matplotlib, save_atomically  # noqa: E402
+from plot_support import run_data_plot, save_atomically  # noqa: E402
 
 COLOURS = ["#f28e2b", "#4e79a7"]
 # Parts of the memory, as the trace's counters name them, grouped for the stacked panels.
@@ -95,24 +93,13 @@ def plot(data, out):
     print(out)
 
 
+def check(data):
+    if not data["variants"] or not all(v["points"] for v in data["variants"]):
+        raise ValueError("a variant has no memory counters")
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", help="memory-timeline-split.json (scripts/reproduce-paper.sh)")
-    parser.add_argument("out", help="output PNG")
-    args = parser.parse_args()
-    try:
-        with open(args.data) as handle:
-            data = json.load(handle)
-        if not data["variants"] or not all(v["points"] for v in data["variants"]):
-            raise ValueError("a variant has no memory counters")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        print("memory_timeline_split.py: error: %s" % error, file=sys.stderr)
-        return 2
-    missing = ensure_matplotlib(__file__)
-    if missing is not None:
-        return missing
-    plot(data, args.out)
-    return 0
+    return run_data_plot(__file__, __doc__, "memory-timeline-split.json", check, plot)
 
 
 if __name__ == "__main__":

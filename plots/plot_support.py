@@ -26,3 +26,32 @@ def save_atomically(figure, out, dpi):
                              ".%s.%d.tmp.png" % (os.path.basename(out), os.getpid()))
     figure.savefig(temporary, dpi=dpi)
     os.replace(temporary, out)
+
+
+def run_data_plot(script, doc, data_name, check, plot):
+    """The command line of a plot drawn from one JSON data file: `SCRIPT DATA.json OUT.png`.
+    `check(data)` raises ValueError (or KeyError, TypeError) when the data cannot be drawn;
+    exit code 2 then, 3 without matplotlib, 0 once `plot(data, out)` has written the PNG."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("data", help="%s (scripts/reproduce-paper.sh)" % data_name)
+    parser.add_argument("out", help="output PNG")
+    args = parser.parse_args()
+    try:
+        with open(args.data) as handle:
+            data = json.load(handle)
+        check(data)
+    except KeyError as error:
+        print("%s: error: %s: no key %s in the data" % (os.path.basename(script), args.data, error),
+              file=sys.stderr)
+        return 2
+    except (OSError, ValueError, TypeError) as error:
+        print("%s: error: %s: %s" % (os.path.basename(script), args.data, error), file=sys.stderr)
+        return 2
+    missing = ensure_matplotlib(script)
+    if missing is not None:
+        return missing
+    plot(data, args.out)
+    return 0
