@@ -390,8 +390,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
         }
         ends_timing = point_to_point_timing(*cluster.topology, true, senders);
       }
-      stage.gradient_reduce_s += ring_collective_s(
-          CollectiveKind::all_reduce, stage.tied_embedding_bytes, ends, ends_timing);
+      stage.gradient_reduce_s += ring_collective_s(CollectiveKind::all_reduce,
+                                                   stage.tied_embedding_bytes, ends, ends_timing);
     }
     stage.peak_in_flight = cost.timeline.peak_in_flight[r];
     stage.peak_memory_bytes = stage.model_state_bytes +

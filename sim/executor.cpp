@@ -285,9 +285,9 @@ void Executor::begin_collective(int task) {
   if (shared_cores_) {
     begin_core_collective(task);
   } else {
-    start_ring_collective(kernel_, network_.rings.at(ring_of(item, who)), it.kind, it.bytes,
-                          options_.granularity, [this, task]() { finish_collective(task); },
-                          collectives_alone_);
+    start_ring_collective(
+        kernel_, network_.rings.at(ring_of(item, who)), it.kind, it.bytes, options_.granularity,
+        [this, task]() { finish_collective(task); }, collectives_alone_);
   }
   for_each_successor(task, DepOn::start, [this, task](int next) { release(next, task); });
 }

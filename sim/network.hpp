@@ -95,10 +95,11 @@ int constraint_of(const Hop& hop, bool split_duplex);
 
 // The rings in flight on each link direction. Scale mode aggregates a ring's steps only while it
 // contends with no other ring: two rings contend on a link direction where each would get, for
-// one of its flows there, less than its pace alone needs (flows share a link equally). A ring that keeps its pace takes the same bandwidth
-// whether the other one moves in steps or not, and the other gets the rest either way: an
-// NIC-bound cross-node ring beside an intra-node ring on a GPU's NVSwitch link. Concurrent
-// collectives of the same ring (two lanes) load every link alike and do not count.
+// one of its flows there, less than its pace alone needs (flows share a link equally). A ring that
+// keeps its pace takes the same bandwidth whether the other one moves in steps or not, and the
+// other gets the rest either way: an NIC-bound cross-node ring beside an intra-node ring on a GPU's
+// NVSwitch link. Concurrent collectives of the same ring (two lanes) load every link alike and do
+// not count.
 class RingsInFlight {
  public:
   explicit RingsInFlight(const NetworkPlan& plan);

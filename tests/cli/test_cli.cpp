@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -65,8 +65,9 @@ std::string quote(const std::string& text) {
 // Runs osdp with `args`, in `working_directory` when one is given.
 Run run_osdp(const std::vector<std::string>& args, const fs::path& working_directory = {}) {
   TempDir capture;
-  std::string command =
-      working_directory.empty() ? std::string() : "cd " + quote(working_directory.string()) + " && ";
+  std::string command = working_directory.empty()
+                            ? std::string()
+                            : "cd " + quote(working_directory.string()) + " && ";
   command += quote(OSDP_EXE);
   for (const auto& arg : args) {
     command += ' ';
@@ -1224,7 +1225,8 @@ TEST_CASE("the memory limit nothing-fits advises is one that fits, in a readable
   CHECK(advised_run.exit_code == 0);
 }
 
-TEST_CASE("a plan slicing an operator as the runtime cannot is refused by simulate as by validate") {
+TEST_CASE(
+    "a plan slicing an operator as the runtime cannot is refused by simulate as by validate") {
   // 3 slices of a 4-head attention: the runtime splits attention by heads.
   const Run planned = run_osdp({"plan", scenarios + "local-cpu-tiny.json", "--json"});
   REQUIRE(planned.exit_code == 0);
@@ -1248,8 +1250,8 @@ TEST_CASE("a plan slicing an operator as the runtime cannot is refused by simula
 TEST_CASE("sweep without --out names its default folder when it cannot write there") {
   TempDir dir;
   write_text(dir.path() / "out", "a file where the default folder would go\n");
-  const Run run = run_osdp({"sweep", scenarios + "local-cpu-tiny.json", "--memory-limits", "1GiB"},
-                           dir.path());
+  const Run run =
+      run_osdp({"sweep", scenarios + "local-cpu-tiny.json", "--memory-limits", "1GiB"}, dir.path());
   CHECK(run.exit_code == 2);
   CHECK(contains(run.err, "the default output folder (--out not given"));
   CHECK(contains(run.err, "out/local-cpu-tiny"));

@@ -53,11 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   silence_output_once();
   static const char* const subcommands[] = {"plan", "explain", "layout"};
-  std::vector<std::string> arguments{"osdp", subcommands[data[0] % 3],
-                                     std::string(OSDP_SOURCE_DIR) +
-                                         (data[0] % 3 == 2 ? "/scenarios/local-cpu-3d.json"
-                                                           : "/scenarios/local-cpu-tiny.json"),
-                                     "--time-limit", "1s"};
+  std::vector<std::string> arguments{
+      "osdp", subcommands[data[0] % 3],
+      std::string(OSDP_SOURCE_DIR) +
+          (data[0] % 3 == 2 ? "/scenarios/local-cpu-3d.json" : "/scenarios/local-cpu-tiny.json"),
+      "--time-limit", "1s"};
   std::string current;
   auto take = [&] {
     if (arguments.size() - 5 < max_arguments && !dropped(current)) arguments.push_back(current);

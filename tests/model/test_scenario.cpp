@@ -95,7 +95,8 @@ TEST_CASE("a GPT with a hidden size not divisible by heads is refused", "[model]
   CHECK(message.find("divisible by heads") != std::string::npos);
 }
 
-TEST_CASE("topologies derive ring alpha-beta: mean hop latency, narrowest bandwidth", "[model][cluster]") {
+TEST_CASE("topologies derive ring alpha-beta: mean hop latency, narrowest bandwidth",
+          "[model][cluster]") {
   const std::string text = R"({
     "model": {"family": "gpt", "layers": 2, "hidden": 256, "heads": 4},
     "cluster": {"gpu": {"memory": "24GiB", "compute": "10TFLOPS"},

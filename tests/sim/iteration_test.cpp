@@ -475,8 +475,8 @@ TEST_CASE("scale mode's closed-form collectives give the iteration step mode's f
   // the network, and scale mode charges each its uncontended ring time as a timer (no flows).
   // Step mode simulates every ring step as flows; the two iterations must agree.
   const ChainSpec spec;
-  for (const Cluster& cluster : {nvswitch_cluster(4, 2), leaf_spine_cluster(4, 2, 1, 20e9),
-                                 pcie_cluster(2, 2, 2, 2)}) {
+  for (const Cluster& cluster :
+       {nvswitch_cluster(4, 2), leaf_spine_cluster(4, 2, 1, 20e9), pcie_cluster(2, 2, 2, 2)}) {
     const Scenario scenario = chain_scenario(spec, cluster);
     for (const OperatorChoice& choice :
          {OperatorChoice::whole(Mode::zdp), OperatorChoice::whole(Mode::dp),
