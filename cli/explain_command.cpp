@@ -15,6 +15,7 @@
 #include "cli/comparison.hpp"
 #include "cli/explanation.hpp"
 #include "cli/format.hpp"
+#include "cli/layout_views.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
 #include "model/collectives.hpp"
@@ -30,6 +31,7 @@ namespace {
 
 struct ExplainOptions {
   ScenarioOptions scenario;
+  LayoutFlags layout;  // --tp, --pp, --schedule: explain a 3D layout instead
   std::string op;
   bool json = false;
 };
@@ -222,6 +224,16 @@ std::string units_text(const Plan& plan) {
 }
 
 int run_explain(const ExplainOptions& options) {
+  if (layout_requested(options.layout)) {
+    refuse_data_parallel_flags(options.scenario);
+    if (!options.op.empty()) {
+      throw InputError("command line", "--op", options.op,
+                       "no --op with --tp, --pp or --schedule (a 3D layout is explained stage "
+                       "by stage)");
+    }
+    const LayoutSearchOptions search = layout_search_options(options.layout);
+    return explain_layout(*load_with_overrides(options.scenario), search, options.json);
+  }
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   refuse_unless_forced(planning_work(*scenario), options.scenario.force);
   const CostModel model = scenario->cost_model();
@@ -308,6 +320,7 @@ Subcommand add_explain_command(CLI::App& root) {
       "Teaching view: per operator, memory, time and collectives under each mode, "
       "and why the plan chose what it chose");
   add_scenario_options(*app, options->scenario);
+  add_layout_flags(*app, options->layout);
   app->add_option("--op", options->op, "Explain only this operator (and its identical ones)");
   app->add_flag("--json", options->json,
                 "Print JSON: per operator class, every option's memory, time and collectives, "

@@ -192,4 +192,32 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+std::string wrap_words(const std::string& text, std::size_t width, const std::string& indent) {
+  std::string wrapped;
+  std::size_t line_start = 0;  // where the current line begins in `wrapped`
+  std::size_t word_start = 0;
+  auto add_word = [&](const std::string& word) {
+    if (word.empty()) return;
+    const bool at_line_start = wrapped.size() == line_start;
+    if (!at_line_start && wrapped.size() - line_start + 1 + word.size() > width) {
+      wrapped += "\n" + indent;
+      line_start = wrapped.size() - indent.size();
+    } else if (!at_line_start) {
+      wrapped += ' ';
+    }
+    wrapped += word;
+  };
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == ' ' || text[i] == '\n') {
+      add_word(text.substr(word_start, i - word_start));
+      word_start = i + 1;
+      if (i < text.size() && text[i] == '\n') {
+        wrapped += '\n';
+        line_start = wrapped.size();
+      }
+    }
+  }
+  return wrapped;
+}
+
 }  // namespace osdp::cli

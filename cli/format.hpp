@@ -36,6 +36,10 @@ std::string format_count(double count);               // "1.31 B", "354 M", "12.
 // A --memory-limit value at least `bytes`, in the unit that reads best: "22.74GiB", "1.9MiB",
 // "37KiB" (advice after "nothing fits").
 std::string memory_limit_flag_value(double bytes);
+// The text's words in lines of at most `width` characters (a longer word alone on its line),
+// every line after the first starting with `indent`; newlines in the text are kept.
+std::string wrap_words(const std::string& text, std::size_t width = 100,
+                       const std::string& indent = "");
 // The median of the values (0 for none), for error summaries.
 double median(std::vector<double> values);
 

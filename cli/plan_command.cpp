@@ -9,6 +9,7 @@
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
+#include "cli/layout_views.hpp"
 #include "cli/plan_evaluation.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
@@ -19,6 +20,7 @@ namespace {
 
 struct PlanOptions {
   ScenarioOptions scenario;
+  LayoutFlags layout;  // --tp, --pp, --schedule: 3D layouts instead
   bool json = false;
   std::string evaluate = "analytic";  // or "sim": re-rank candidates by simulation
   int top = 5;
@@ -346,7 +348,33 @@ std::string analytic_report(const Scenario& scenario, const Comparison& comparis
   return text;
 }
 
+// --tp, --pp or --schedule: the best 3D layout and the 3D baselines, as `osdp layout` shows
+// them; --evaluate sim also runs each in the simulator.
+int run_layout_plan(const PlanOptions& options) {
+  refuse_data_parallel_flags(options.scenario);
+  if (options.top_given) {
+    throw InputError("command line", "--top", std::to_string(options.top),
+                     "no --top with --tp, --pp or --schedule (--evaluate sim simulates every "
+                     "3D strategy's best layout)");
+  }
+  const LayoutSearchOptions search = layout_search_options(options.layout);
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const LayoutSearchRun run = run_layout_search(*scenario, search);
+  const bool fits = run.result.strategies.front().second.has_value();
+  const std::map<std::string, SimulatedLayout> simulated =
+      options.evaluate == "sim" && fits ? simulate_layouts(*scenario, run.result, "--evaluate sim")
+                                        : std::map<std::string, SimulatedLayout>{};
+  if (options.json) {
+    fmt::print("{}\n", layout_search_json(*scenario, run, simulated).dump(2));
+    return fits ? exit_ok : exit_infeasible;
+  }
+  if (!fits) return report_no_layout_fits(run);
+  fmt::print("{}", layout_search_report(*scenario, run, simulated));
+  return exit_ok;
+}
+
 int run_plan(const PlanOptions& options) {
+  if (layout_requested(options.layout)) return run_layout_plan(options);
   if (options.top_given && options.evaluate != "sim") {
     throw InputError("command line", "--top", std::to_string(options.top),
                      "--top only with --evaluate sim (it sets how many analytic plans the "
@@ -412,7 +440,10 @@ Subcommand add_plan_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "plan", "Find the OSDP plan of highest throughput and compare it with DDP, FSDP, ZeRO-2");
   add_scenario_options(*app, options->scenario);
-  app->add_flag("--json", options->json, "Print the plan as JSON (loadable as a plan file)");
+  add_layout_flags(*app, options->layout);
+  app->add_flag("--json", options->json,
+                "Print the plan as JSON (loadable as a plan file; with --tp, --pp or --schedule "
+                "the layouts as `osdp layout --json` prints them)");
   app->add_option("--evaluate", options->evaluate,
                   "analytic (default), or sim: re-rank the top analytic plans and the baselines "
                   "by simulated throughput")

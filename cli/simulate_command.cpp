@@ -11,6 +11,8 @@
 
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
+#include "cli/format.hpp"
+#include "cli/layout_views.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
@@ -18,6 +20,7 @@
 #include "search/exact.hpp"
 #include "search/split_cuts.hpp"
 #include "search/strategies.hpp"
+#include "sim/pipeline_simulation.hpp"
 #include "sim/simulate.hpp"
 
 namespace osdp::cli {
@@ -27,6 +30,7 @@ constexpr const char* command_line = "<command line>";
 
 struct SimulateOptions {
   ScenarioOptions scenario;  // SCENARIO, --memory-limit, --modes, ... as `osdp plan` takes them
+  LayoutFlags layout;        // --tp, --pp, --schedule: a 3D layout instead
   std::string plan_path;
   std::string strategy;
   std::string trace_path;
@@ -66,7 +70,8 @@ int run_collective(const SimulateOptions& options) {
                      "no search flag with --collective (they apply to a SCENARIO's plan)");
   }
   if (!options.scenario.scenario_path.empty() || !options.plan_path.empty() ||
-      !options.strategy.empty() || !options.trace_path.empty()) {
+      !options.strategy.empty() || !options.trace_path.empty() ||
+      layout_requested(options.layout)) {
     throw InputError(command_line, "--collective", options.collective,
                      "either --collective with --bytes and --cluster, or a SCENARIO");
   }
@@ -146,7 +151,131 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
   return result.best->plan;
 }
 
+// The simulated stages' passes as a timeline (for the trace): each stage's first rank.
+PipelineTimeline simulated_timeline(const sim::PipelineSimulation& result) {
+  PipelineTimeline timeline;
+  timeline.stages = result.stage_passes;
+  timeline.makespan_s = result.pipeline_s;
+  for (const auto& passes : result.stage_passes) {
+    timeline.finish_s.push_back(passes.empty() ? 0.0 : passes.back().end_s);
+  }
+  timeline.busy_s = result.stage_busy_s;
+  return timeline;
+}
+
+// One strategy's best 3D layout (3d_osdp unless --strategy names a 3D baseline) run in the
+// simulator (sim/pipeline_simulation) beside the 3D model's figures.
+int run_layout(const SimulateOptions& options) {
+  refuse_data_parallel_flags(options.scenario);
+  if (!options.plan_path.empty()) {
+    throw InputError(command_line, "--plan", options.plan_path,
+                     "no --plan with --tp, --pp or --schedule (a plan file holds a data-parallel "
+                     "plan; --strategy picks a 3D strategy)");
+  }
+  const LayoutSearchOptions search = layout_search_options(options.layout);
+  const std::string strategy = options.strategy.empty() ? "3d_osdp" : options.strategy;
+  const std::vector<std::string>& names = layout_strategy_names();
+  if (std::find(names.begin(), names.end(), strategy) == names.end()) {
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+    throw InputError(command_line, "--strategy", strategy,
+                     "with --tp, --pp or --schedule, one of " + list);
+  }
+  check_trace_path(options.trace_path);
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const sim::SimOptions sim_options = with_granularity(
+      sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
+  const LayoutSearchRun search_run = run_layout_search(*scenario, search);
+  const auto chosen =
+      std::find_if(search_run.result.strategies.begin(), search_run.result.strategies.end(),
+                   [&](const auto& entry) { return entry.first == strategy; });
+  if (!chosen->second) {
+    throw InfeasibleError(fmt::format(
+        "no 3D layout of {} fits in {} per GPU{}", strategy,
+        units::format_bytes(search_run.memory_limit_bytes),
+        search_run.result.strategies.front().second
+            ? ""
+            : fmt::format(" (the least memory any layout needs is {}: try --memory-limit {})",
+                          units::format_bytes(search_run.result.least_memory_needed_bytes),
+                          memory_limit_flag_value(search_run.result.least_memory_needed_bytes))));
+  }
+  const LayoutPlan& plan = *chosen->second;
+  const ParallelIterationCost cost = layout_cost(*scenario, plan);
+  const sim::PipelineSimulation result = sim::simulate_pipeline(
+      *scenario, plan.run, cost, sim_options.granularity, sim_options.network);
+  if (!options.trace_path.empty()) {
+    std::vector<double> states;
+    for (const StageCost& stage : cost.stages) states.push_back(stage.model_state_bytes);
+    std::vector<double> activations;
+    for (const ChunkCost& chunk : cost.chunks) activations.push_back(chunk.saved_activation_bytes);
+    write_file_atomically(
+        options.trace_path,
+        pipeline_chrome_trace(simulated_timeline(result), degrees_text(plan.run) + " (simulated)",
+                              states, activations, result.stage_synchronised_s));
+  }
+  const double simulated_throughput = cost.samples_per_iteration / result.iteration_time_s;
+  const std::string collectives = std::string(sim::granularity_name(
+      sim::resolve_granularity(sim_options.granularity, scenario->cluster.ranks)));
+  if (options.json) {
+    Json json = layout_plan_json(*scenario, strategy, plan);
+    json["scenario"] = scenario->name;
+    json["gpus"] = scenario->cluster.ranks;
+    json["collectives"] = collectives;
+    json["memory_limit_bytes"] = search_run.memory_limit_bytes;
+    json["simulated"] = {{"iteration_time_s", result.iteration_time_s},
+                         {"throughput_samples_per_s", simulated_throughput},
+                         {"pipeline_s", result.pipeline_s},
+                         {"bubble_fraction", result.bubble_fraction},
+                         {"stage_finish_s", result.stage_finish_s},
+                         {"stage_busy_s", result.stage_busy_s},
+                         {"stage_synchronised_s", result.stage_synchronised_s},
+                         {"flows", result.flows},
+                         {"collectives", result.collectives}};
+    if (!options.trace_path.empty()) json["trace"] = options.trace_path;
+    fmt::print("{}\n", json.dump(2));
+    return exit_ok;
+  }
+  fmt::print(
+      "{}: {} layout tp x pp x dp = {}, schedule {}, micro-batch {} x {} on {} GPUs ({} "
+      "collectives)\n",
+      scenario->name, strategy, degrees_text(plan.run), schedule_text(plan.run),
+      plan.run.micro_batch, plan.run.micro_batches, scenario->cluster.ranks, collectives);
+  fmt::print("  {:<26}{:>20}{:>20}\n", "", "simulated", "3D model");
+  fmt::print("  {:<26}{:>20}{:>20}\n", "iteration time",
+             units::format_seconds(result.iteration_time_s),
+             units::format_seconds(cost.iteration_time_s));
+  fmt::print("  {:<26}{:>20}{:>20}\n", "throughput", format_throughput(simulated_throughput),
+             format_throughput(plan.throughput_samples_per_s));
+  fmt::print("  {:<26}{:>20}{:>20}\n", "pipeline", units::format_seconds(result.pipeline_s),
+             units::format_seconds(cost.pipeline_s));
+  fmt::print("  {:<26}{:>20}{:>20}\n", "bubble", format_percent(result.bubble_fraction),
+             format_percent(cost.timeline.bubble_fraction()));
+  fmt::print("  {:<26}{:>20}{:>20}\n", "peak memory", "-",
+             units::format_bytes(cost.peak_memory_bytes));
+  Table stages({{"stage", Table::Align::right},
+                {"last pass", Table::Align::right},
+                {"(model)", Table::Align::right},
+                {"busy", Table::Align::right},
+                {"(model)", Table::Align::right},
+                {"gradients reduced", Table::Align::right},
+                {"(model)", Table::Align::right}});
+  for (std::size_t r = 0; r < result.stage_finish_s.size(); ++r) {
+    stages.add_row(
+        {std::to_string(r), units::format_seconds(result.stage_finish_s[r]),
+         units::format_seconds(cost.timeline.finish_s[r]),
+         units::format_seconds(result.stage_busy_s[r]),
+         units::format_seconds(cost.timeline.busy_s[r]),
+         units::format_seconds(result.stage_synchronised_s[r]),
+         units::format_seconds(cost.timeline.finish_s[r] + cost.stages[r].gradient_reduce_s)});
+  }
+  fmt::print("\n  Per stage, simulated and (3D model):\n{}", stages.render("    "));
+  fmt::print("  (the 3D simulation times the run; its memory is the 3D model's)\n");
+  if (!options.trace_path.empty()) fmt::print("  trace written to {}\n", options.trace_path);
+  return exit_ok;
+}
+
 int run_plan(const SimulateOptions& options) {
+  if (layout_requested(options.layout)) return run_layout(options);
   if (options.scenario.scenario_path.empty()) {
     throw InputError(command_line, "SCENARIO", "nothing",
                      "a scenario file, or --collective with --bytes and --cluster");
@@ -254,9 +383,12 @@ Subcommand add_simulate_command(CLI::App& root) {
       "simulate", "Simulate one training iteration (or one collective) on the cluster (SimGrid)");
   add_scenario_options(*app, options->scenario, /*with_memory_limit=*/true,
                        /*scenario_required=*/false);
+  add_layout_flags(*app, options->layout);
   app->add_option("--plan", options->plan_path, "Plan JSON file (as `osdp plan --json` writes)");
   app->add_option("--strategy", options->strategy,
-                  "osdp (default) or a baseline: " + strategy_names());
+                  "osdp (default) or a baseline: " + strategy_names() +
+                      "; with --tp, --pp or --schedule 3d_osdp (default) or a 3D baseline: "
+                      "megatron_tp, gpipe, deepspeed_3d, fsdp_pp");
   app->add_option("--trace", options->trace_path,
                   "Write a Chrome trace (JSON, microseconds) that Perfetto opens");
   app->add_option("--trace-ranks", options->trace_ranks,

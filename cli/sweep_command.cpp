@@ -27,6 +27,7 @@
 #include "cli/command.hpp"
 #include "cli/comparison.hpp"
 #include "cli/format.hpp"
+#include "cli/layout_views.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
@@ -45,6 +46,7 @@ namespace fs = std::filesystem;
 
 struct SweepOptions {
   ScenarioOptions scenario;
+  LayoutFlags layout;  // --tp, --pp, --schedule: 3D layouts instead
   std::string memory_limits;
   std::string out_dir;
   bool json = false;
@@ -202,6 +204,77 @@ std::string sweep_table(const std::vector<Comparison>& points) {
          table.render() +
          "  * outside this search space (mode, checkpointing, FSDP units or offload not allowed by "
          "the search options), so OSDP may be slower than it\n";
+}
+
+// 3D layouts at each limit: one LayoutSearchResult per limit, each strategy's best (3d_osdp
+// first). Batch size in the CSV: the samples of one iteration over all GPUs.
+struct LayoutPoint {
+  double memory_limit_bytes = 0;
+  LayoutSearchResult result;
+};
+
+std::string layout_sweep_csv(const std::vector<LayoutPoint>& points) {
+  std::string text = "memory_limit_bytes,memory_limit_GiB";
+  for (const std::string& name : layout_strategy_names()) {
+    text += fmt::format(
+        ",{0}_batch_size,{0}_throughput_samples_per_s,{0}_iteration_time_s,"
+        "{0}_peak_memory_bytes",
+        name);
+  }
+  text += "\n";
+  for (const LayoutPoint& point : points) {
+    text += fmt::format("{:.0f},{:.6g}", point.memory_limit_bytes,
+                        point.memory_limit_bytes / 1073741824.0);
+    for (const auto& [name, plan] : point.result.strategies) {
+      if (!plan) {
+        text += ",,,,";
+        continue;
+      }
+      const ParallelRun& run = plan->run;
+      text += fmt::format(
+          ",{},{:.6g},{:.6g},{:.0f}", run.micro_batch * run.micro_batches * run.degrees.data,
+          plan->throughput_samples_per_s, plan->iteration_time_s, plan->peak_memory_bytes);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+Json layout_sweep_json(const Scenario& scenario, const std::vector<LayoutPoint>& points,
+                       const std::string& csv_path) {
+  Json rows = Json::array();
+  for (const LayoutPoint& point : points) {
+    Json row = {{"memory_limit_bytes", point.memory_limit_bytes}};
+    for (const auto& [name, plan] : point.result.strategies) {
+      row[name] = layout_plan_json(scenario, name, plan);
+    }
+    rows.push_back(std::move(row));
+  }
+  return {{"scenario", scenario.name},
+          {"gpus", scenario.cluster.ranks},
+          {"csv", csv_path},
+          {"points", std::move(rows)}};
+}
+
+std::string layout_sweep_table(const std::vector<LayoutPoint>& points) {
+  std::vector<Table::Column> columns{{"memory limit", Table::Align::right}};
+  for (const std::string& name : layout_strategy_names()) {
+    columns.push_back({name, Table::Align::right});
+  }
+  columns.push_back({"3d_osdp layout"});
+  Table table(std::move(columns));
+  for (const LayoutPoint& point : points) {
+    std::vector<std::string> row{units::format_bytes(point.memory_limit_bytes)};
+    for (const auto& [name, plan] : point.result.strategies) {
+      row.push_back(plan ? fmt::format("{:.2f}", plan->throughput_samples_per_s) : "-");
+    }
+    const std::optional<LayoutPlan>& best = point.result.strategies.front().second;
+    row.push_back(best ? fmt::format("{}, {}", degrees_text(best->run), schedule_text(best->run))
+                       : "-");
+    table.add_row(std::move(row));
+  }
+  return "Throughput in samples/s, all GPUs (-: does not fit; tp x pp x dp of the best layout)\n" +
+         table.render();
 }
 
 // Ctrl-C or SIGTERM while the outputs are written: the run ends with 130 and leaves nothing
@@ -415,41 +488,95 @@ void write_csv(const fs::path& path, const std::string& contents, const std::str
   }
 }
 
+// Where the outputs go, checked before the run so that an unusable --out is bad input, not a
+// late failure; `out_flag` names it in messages (without --out: the default folder).
+struct OutputPlace {
+  fs::path dir;
+  std::string flag;
+};
+
+OutputPlace output_place(const SweepOptions& options, const Scenario& scenario) {
+  OutputPlace place{
+      options.out_dir.empty() ? fs::path("out") / folder_name(scenario.name)
+                              : fs::path(options.out_dir),
+      options.out_dir.empty() ? "the default output folder (--out not given; give one)" : "--out"};
+  if (const auto why = unusable_output((place.dir / "sweep.csv").string())) {
+    throw InputError("command line", place.flag, place.dir.string(),
+                     "a directory osdp can write to (this is " + *why + ")");
+  }
+  return place;
+}
+
+// Writes sweep.csv and the plot as one unit (all or nothing; Ctrl-C discards both). Returns
+// the plot's note for the user (empty: written) or nothing when interrupted.
+std::optional<std::string> write_outputs(const OutputPlace& place, const std::string& csv_text,
+                                         bool plot, const std::string& title) {
+  std::string plot_note;
+  try {
+    const InterruptGuard guard;  // from here on Ctrl-C discards the outputs: exit 130
+    OutputUnit unit(place.dir, place.flag);
+    const fs::path staged_csv = unit.staging() / "sweep.csv";
+    write_csv(staged_csv, csv_text, place.flag);
+    if (plot) plot_note = make_plot(staged_csv, unit.staging(), title);
+    throw_if_interrupted();
+    unit.commit();
+  } catch (const Interrupted&) {
+    fmt::print(stderr, "osdp: interrupted: no output written\n");
+    return std::nullopt;
+  }
+  return plot_note;
+}
+
+// --tp, --pp or --schedule: the 3D strategies' throughput at each limit (search/layout_search).
+int run_layout_sweep(const SweepOptions& options, const std::vector<double>& limits) {
+  refuse_data_parallel_flags(options.scenario);
+  LayoutSearchOptions search = layout_search_options(options.layout);
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  for (double limit : limits) {
+    check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
+  }
+  const OutputPlace place = output_place(options, *scenario);
+  std::vector<LayoutPoint> points;
+  for (double limit : limits) {
+    search.memory_limit_bytes = limit;
+    points.push_back({limit, search_layouts(*scenario, search)});
+  }
+  const fs::path csv = place.dir / "sweep.csv";
+  const std::optional<std::string> plot_note =
+      write_outputs(place, layout_sweep_csv(points), !options.no_plot,
+                    fmt::format("{}: {} on {}, 3D layouts", scenario->name,
+                                scenario->workload->name(), scenario->cluster.name));
+  if (!plot_note) return kInterruptedExit;
+  if (options.json) {
+    fmt::print("{}\n", layout_sweep_json(*scenario, points, csv.string()).dump(2));
+  } else {
+    fmt::print("Throughput (all GPUs) of 3D layouts against the per-GPU memory limit: {}\n\n{}",
+               scenario->name, layout_sweep_table(points));
+    fmt::print("\nwrote {}\n", csv.string());
+    if (!options.no_plot && plot_note->empty()) {
+      fmt::print("wrote {} and .svg\n", (place.dir / "throughput_vs_memory.png").string());
+    }
+  }
+  if (!plot_note->empty()) fmt::print(stderr, "osdp: note: {}\n", *plot_note);
+  return exit_ok;
+}
+
 int run_sweep(const SweepOptions& options) {
   const std::vector<double> limits = parse_memory_limits(options.memory_limits, max_sweep_points);
+  if (layout_requested(options.layout)) return run_layout_sweep(options, limits);
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   for (double limit : limits) {
     check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
   }
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
                        options.scenario.force);
-  const fs::path out_dir = options.out_dir.empty() ? fs::path("out") / folder_name(scenario->name)
-                                                   : fs::path(options.out_dir);
-  // Without --out the folder is the default one: say so, rather than blame a flag not given.
-  const std::string out_flag =
-      options.out_dir.empty() ? "the default output folder (--out not given; give one)" : "--out";
-  // Checked before the run, so that an unusable --out is bad input, not a late failure.
-  if (const auto why = unusable_output((out_dir / "sweep.csv").string())) {
-    throw InputError("command line", out_flag, out_dir.string(),
-                     "a directory osdp can write to (this is " + *why + ")");
-  }
+  const OutputPlace place = output_place(options, *scenario);
   const CostModel model = scenario->cost_model();
   const std::vector<Comparison> points = run_points(model, *scenario, limits);
-
-  const fs::path csv = out_dir / "sweep.csv";
-  std::string plot_note;
-  try {
-    const InterruptGuard guard;  // from here on Ctrl-C discards the outputs: exit 130
-    OutputUnit unit(out_dir, out_flag);
-    const fs::path staged_csv = unit.staging() / "sweep.csv";
-    write_csv(staged_csv, sweep_csv(points), out_flag);
-    if (!options.no_plot) plot_note = make_plot(staged_csv, unit.staging(), plot_title(*scenario));
-    throw_if_interrupted();
-    unit.commit();
-  } catch (const Interrupted&) {
-    fmt::print(stderr, "osdp: interrupted: no output written\n");
-    return kInterruptedExit;
-  }
+  const fs::path csv = place.dir / "sweep.csv";
+  const std::optional<std::string> plot_note =
+      write_outputs(place, sweep_csv(points), !options.no_plot, plot_title(*scenario));
+  if (!plot_note) return kInterruptedExit;
 
   if (options.json) {
     fmt::print("{}\n", sweep_json(*scenario, points, csv.string()).dump(2));
@@ -457,11 +584,11 @@ int run_sweep(const SweepOptions& options) {
     fmt::print("Throughput (all ranks) against the per-GPU memory limit: {}\n  {}\n\n{}",
                scenario->name, describe_search(*scenario), sweep_table(points));
     fmt::print("\nwrote {}\n", csv.string());
-    if (!options.no_plot && plot_note.empty()) {
-      fmt::print("wrote {} and .svg\n", (out_dir / "throughput_vs_memory.png").string());
+    if (!options.no_plot && plot_note->empty()) {
+      fmt::print("wrote {} and .svg\n", (place.dir / "throughput_vs_memory.png").string());
     }
   }
-  if (!plot_note.empty()) fmt::print(stderr, "osdp: note: {}\n", plot_note);
+  if (!plot_note->empty()) fmt::print(stderr, "osdp: note: {}\n", *plot_note);
   return exit_ok;
 }
 
@@ -472,6 +599,7 @@ Subcommand add_sweep_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "sweep", "Throughput against the memory limit for OSDP and DDP / FSDP / ZeRO-2; CSV + plot");
   add_scenario_options(*app, options->scenario, false);
+  add_layout_flags(*app, options->layout);
   app->add_option("--memory-limits", options->memory_limits,
                   "START:STOP:STEP (e.g. 4GiB:24GiB:1GiB) or a list 8GiB,16GiB")
       ->required();

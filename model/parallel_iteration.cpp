@@ -394,9 +394,10 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
                                                    stage.tied_embedding_bytes, ends, ends_timing);
     }
     stage.peak_in_flight = cost.timeline.peak_in_flight[r];
-    stage.peak_memory_bytes = stage.model_state_bytes +
-                              stage.peak_in_flight * activation_bytes / chunks_here +
-                              transient_bytes;
+    stage.activation_bytes = stage.peak_in_flight * activation_bytes / chunks_here;
+    stage.transient_bytes = transient_bytes;
+    stage.peak_memory_bytes =
+        stage.model_state_bytes + stage.activation_bytes + stage.transient_bytes;
     cost.peak_memory_bytes = std::max(cost.peak_memory_bytes, stage.peak_memory_bytes);
     synchronised_s = std::max(synchronised_s, cost.timeline.finish_s[r] + stage.gradient_reduce_s);
     optimizer_s = std::max(optimizer_s, stage.optimizer_step_s);

@@ -98,6 +98,10 @@ struct StageCost {
   double tied_embedding_bytes = 0;
   double optimizer_step_s = 0;
   int peak_in_flight = 0;
+  // The peak's parts: model states, the activations of the micro-batches in flight, the
+  // largest transient buffer (a recompute's activations, a workspace, zdp's gathers).
+  double activation_bytes = 0;
+  double transient_bytes = 0;
   double peak_memory_bytes = 0;
 };
 

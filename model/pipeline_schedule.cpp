@@ -261,7 +261,8 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
 
 std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
                                   const std::vector<double>& stage_state_bytes,
-                                  const std::vector<double>& chunk_activation_bytes) {
+                                  const std::vector<double>& chunk_activation_bytes,
+                                  const std::vector<double>& stage_synchronised_s) {
   constexpr double us_per_s = 1e6;
   const bool memory = !stage_state_bytes.empty() && !chunk_activation_bytes.empty();
   nlohmann::json events = nlohmann::json::array();
@@ -276,6 +277,22 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
                       {"pid", stage},
                       {"tid", 0},
                       {"args", {{"name", "compute"}}}});
+    if (stage < stage_synchronised_s.size() && stage < timeline.finish_s.size() &&
+        stage_synchronised_s[stage] > timeline.finish_s[stage]) {
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", stage},
+                        {"tid", 1},
+                        {"args", {{"name", "gradients"}}}});
+      events.push_back(
+          {{"ph", "X"},
+           {"name", "gradient reductions"},
+           {"cat", "reduce"},
+           {"pid", stage},
+           {"tid", 1},
+           {"ts", timeline.finish_s[stage] * us_per_s},
+           {"dur", (stage_synchronised_s[stage] - timeline.finish_s[stage]) * us_per_s}});
+    }
     double activations = 0;
     auto counter = [&](double time_s) {
       events.push_back(

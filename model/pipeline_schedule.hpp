@@ -89,10 +89,12 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
 // per stage, each pass a slice of category "forward" or "backward" with its chunk and
 // micro-batch, times in microseconds; with the stages' model-state bytes and each chunk's
 // activation bytes per micro-batch, a "memory" counter per stage (model_states, activations:
-// the micro-batches in flight).
+// the micro-batches in flight). With each stage's end of its gradient reductions, a second
+// track per stage ("gradients") shows them from its last pass's end.
 std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
                                   const std::vector<double>& stage_state_bytes = {},
-                                  const std::vector<double>& chunk_activation_bytes = {});
+                                  const std::vector<double>& chunk_activation_bytes = {},
+                                  const std::vector<double>& stage_synchronised_s = {});
 
 // The closed forms for equal stages and free transfers: the bubble as a share of the ideal time
 // m (F + B): (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved.

@@ -29,6 +29,12 @@ STRATEGY_LABELS = {
     "fsdp_min_params": "FSDP, size-based units",
     "fsdp_offload": "FSDP + CPU offload",
     "zero2_offload": "ZeRO-2 + CPU offload (ZeRO-Offload)",
+    # `osdp sweep --tp/--pp/--schedule`: the 3D strategies (search/layout_search.hpp)
+    "3d_osdp": "3D + OSDP",
+    "megatron_tp": "Megatron TP + DP",
+    "gpipe": "GPipe + DP",
+    "deepspeed_3d": "DeepSpeed 3D (ZeRO-1)",
+    "fsdp_pp": "FSDP + PP (torchtitan)",
 }
 SUFFIX = "_throughput_samples_per_s"
 # One colour a family (tab20's dark shade for the plain strategy, its light shade for the
@@ -52,6 +58,11 @@ STRATEGY_STYLES = {
     "fsdp_min_params": (11, ":", "s"),
     "fsdp_offload": (18, "-.", "v"),
     "zero2_offload": (16, "-.", "v"),
+    "3d_osdp": (0, "-", "o"),
+    "megatron_tp": (2, "-", "^"),
+    "gpipe": (6, "--", "s"),
+    "deepspeed_3d": (8, "-.", "D"),
+    "fsdp_pp": (4, ":", "v"),
 }
 
 
@@ -95,7 +106,7 @@ def plot(limits, series, title, out_dir, pyplot):
         else:
             colour, linestyle, marker = (12 + 2 * unknown) % 20, "-", "x"
             unknown += 1
-        is_osdp = name == "osdp"
+        is_osdp = name in ("osdp", "3d_osdp")
         axes.plot(xs, ys, color=palette[colour], linestyle=linestyle, marker=marker,
                   markersize=6 if is_osdp else 4, linewidth=2.5 if is_osdp else 1.3,
                   label=STRATEGY_LABELS.get(name, name), zorder=3 if is_osdp else 2)

@@ -70,7 +70,8 @@ struct RankState {
   std::set<std::tuple<int, int, int>> arrived;  // (chunk, micro-batch, pass) inputs here
   double busy_s = 0;
   double finish_s = 0;
-  std::size_t reduction = 0;  // the next of its stage's reductions (then the tied embedding)
+  std::vector<TimedStep> passes;  // as they ran
+  std::size_t reduction = 0;      // the next of its stage's reductions (then the tied embedding)
   bool tied_done = false;
   double synchronised_s = 0;
 };
@@ -148,6 +149,7 @@ class PipelineRun {
     RankState& state = states_[rank];
     state.busy = false;
     state.busy_s += kernel_.now() - start_s;
+    state.passes.push_back({state.order[state.next], start_s, kernel_.now()});
     ++state.next;
     if (state.next < state.order.size()) {
       advance(rank);
@@ -238,8 +240,33 @@ class PipelineRun {
   long long collectives_ = 0;
 };
 
+// A pass as [chunk, micro-batch, 0 forward | 1 backward, start, end].
+Json passes_json(const std::vector<TimedStep>& passes) {
+  Json json = Json::array();
+  for (const TimedStep& pass : passes) {
+    json.push_back({pass.step.chunk, pass.step.micro_batch, pass.step.pass == Pass::forward ? 0 : 1,
+                    pass.start_s, pass.end_s});
+  }
+  return json;
+}
+
+std::vector<TimedStep> passes_from_json(const Json& json) {
+  std::vector<TimedStep> passes;
+  for (const Json& pass : json) {
+    passes.push_back({{pass.at(0).get<int>(), pass.at(1).get<int>(),
+                       pass.at(2).get<int>() == 0 ? Pass::forward : Pass::backward},
+                      pass.at(3).get<double>(),
+                      pass.at(4).get<double>()});
+  }
+  return passes;
+}
+
 Json to_json(const PipelineSimulation& result) {
+  Json stage_passes = Json::array();
+  for (const auto& passes : result.stage_passes) stage_passes.push_back(passes_json(passes));
   return Json{{"iteration_time_s", result.iteration_time_s},
+              {"stage_passes", stage_passes},
+              {"stage_synchronised_s", result.stage_synchronised_s},
               {"pipeline_s", result.pipeline_s},
               {"stage_finish_s", result.stage_finish_s},
               {"stage_busy_s", result.stage_busy_s},
@@ -257,13 +284,18 @@ PipelineSimulation from_json(const Json& json) {
   result.bubble_fraction = json.at("bubble_fraction").get<double>();
   result.flows = json.at("flows").get<long long>();
   result.collectives = json.at("collectives").get<long long>();
+  for (const Json& passes : json.at("stage_passes")) {
+    result.stage_passes.push_back(passes_from_json(passes));
+  }
+  result.stage_synchronised_s = json.at("stage_synchronised_s").get<std::vector<double>>();
   return result;
 }
 
 }  // namespace
 
 PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun& run,
-                                     const ParallelIterationCost& cost, Granularity granularity) {
+                                     const ParallelIterationCost& cost, Granularity granularity,
+                                     const NetworkConfig& network) {
   if (!scenario.cluster.topology) {
     throw InputError(scenario.file, "$.cluster.topology", "none",
                      "a topology: the 3D simulation lays the ranks and their transfers on it");
@@ -272,7 +304,6 @@ PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun
   Layout rings = lay_out(layout, cost);
   const NetworkPlan plan = plan_network(scenario.cluster, rings.groups);
   const Granularity resolved = resolve_granularity(granularity, layout.world());
-  const NetworkConfig network;
   const std::string reply = run_in_child([&] {
     Kernel kernel(plan, network);
     PipelineRun pipeline(kernel, plan, layout, run, cost, rings, resolved);
@@ -282,6 +313,8 @@ PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun
     const int p = layout.degrees().pipeline;
     result.stage_finish_s.assign(p, 0.0);
     result.stage_busy_s.assign(p, -1.0);
+    result.stage_passes.resize(p);
+    result.stage_synchronised_s.assign(p, 0.0);
     double synchronised_s = 0;
     for (const RankState& state : pipeline.states()) {
       if (state.next != state.order.size()) {
@@ -290,7 +323,12 @@ PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun
       result.pipeline_s = std::max(result.pipeline_s, state.finish_s);
       result.stage_finish_s[state.stage] =
           std::max(result.stage_finish_s[state.stage], state.finish_s);
-      if (result.stage_busy_s[state.stage] < 0) result.stage_busy_s[state.stage] = state.busy_s;
+      if (result.stage_busy_s[state.stage] < 0) {
+        result.stage_busy_s[state.stage] = state.busy_s;
+        result.stage_passes[state.stage] = state.passes;
+      }
+      result.stage_synchronised_s[state.stage] =
+          std::max(result.stage_synchronised_s[state.stage], state.synchronised_s);
       synchronised_s = std::max(synchronised_s, state.synchronised_s);
     }
     double optimizer_s = 0;

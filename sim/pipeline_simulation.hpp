@@ -24,12 +24,18 @@ struct PipelineSimulation {
   std::vector<double> stage_finish_s;  // per stage: its ranks' last pass (the latest of them)
   std::vector<double> stage_busy_s;    // per stage: time in passes, transfers included (rank 0)
   double bubble_fraction = 0;          // the busiest stage's idle share of pipeline_s
+  // Per stage, its first rank's passes as they ran (what a trace draws: one track per stage),
+  // and when its gradient reductions (and the tied embedding's) were done.
+  std::vector<std::vector<TimedStep>> stage_passes;
+  std::vector<double> stage_synchronised_s;
   long long flows = 0;
   long long collectives = 0;
 };
 
 // Throws InputError when the cluster has no topology (the 3D simulation lays the ranks on it).
+// `network`: the scenario's "simulation" block's (read_sim_options).
 PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun& run,
-                                     const ParallelIterationCost& cost, Granularity granularity);
+                                     const ParallelIterationCost& cost, Granularity granularity,
+                                     const NetworkConfig& network = {});
 
 }  // namespace osdp::sim

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -668,7 +669,9 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
   // One slice per pass of every stage: 2 passes x micro-batches x chunks per stage.
   const nlohmann::json events = nlohmann::json::parse(read_text(trace))["traceEvents"];
   int slices = 0;
-  for (const auto& event : events) slices += event["ph"] == "X" ? 1 : 0;
+  for (const auto& event : events) {
+    slices += event["ph"] == "X" && event["cat"] != "reduce" ? 1 : 0;
+  }
   const nlohmann::json fixed = nlohmann::json::parse(
       run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2", "--pp", "2", "--json"})
           .out)["strategies"][0];
@@ -686,7 +689,137 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
   CHECK(nlohmann::json::parse(tight.out)["least_memory_needed_bytes"].get<double>() > 64 << 20);
 }
 
+TEST_CASE("plan, explain and sweep plan 3D layouts with --tp, --pp and --schedule") {
+  const std::string scenario = scenarios + "paper-titan-8g-nd-48l-1536h.json";
+  // plan --tp auto is `osdp layout`'s search: the same strategies, the same figures.
+  const Run plan = run_osdp({"plan", scenario, "--tp", "auto", "--global-batch", "64", "--json"});
+  REQUIRE(plan.exit_code == 0);
+  const Run layout = run_osdp({"layout", scenario, "--global-batch", "64", "--json"});
+  REQUIRE(layout.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(plan.out);
+  CHECK(planned["strategies"] == nlohmann::json::parse(layout.out)["strategies"]);
+  const nlohmann::json& best = planned["strategies"][0];
+  REQUIRE(best["fits"] == true);
+
+  // explain: the same layout; each stage's parts add up to its peak, the largest is the
+  // layout's; the alternatives hold it and none that fits is faster.
+  const Run explain =
+      run_osdp({"explain", scenario, "--tp", "auto", "--global-batch", "64", "--json"});
+  REQUIRE(explain.exit_code == 0);
+  const nlohmann::json explained = nlohmann::json::parse(explain.out);
+  CHECK(explained["layout"] == best);
+  double largest_peak = 0;
+  for (const auto& stage : explained["stages"]) {
+    CHECK(stage["model_state_bytes"].get<double>() + stage["activation_bytes"].get<double>() +
+              stage["transient_bytes"].get<double>() ==
+          Approx(stage["peak_memory_bytes"].get<double>()));
+    CHECK(stage["busy_s"].get<double>() + stage["idle_s"].get<double>() ==
+          Approx(explained["pipeline_s"].get<double>()));
+    largest_peak = std::max(largest_peak, stage["peak_memory_bytes"].get<double>());
+  }
+  CHECK(largest_peak == Approx(best["peak_memory_bytes"].get<double>()));
+  CHECK(explained["stages"].size() == best["pipeline_parallelism"].get<std::size_t>());
+  bool holds_chosen = false;
+  for (const auto& alternative : explained["alternatives"]) {
+    if (alternative["fits"] != true) {
+      CHECK(alternative["least_memory_needed_bytes"].get<double>() > 0);
+      continue;
+    }
+    CHECK(alternative["throughput_samples_per_s"].get<double>() <=
+          best["throughput_samples_per_s"].get<double>());
+    holds_chosen = holds_chosen || alternative == best;
+  }
+  CHECK(holds_chosen);
+  const Run text = run_osdp({"explain", scenario, "--pp", "2", "--global-batch", "64"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(contains(text.out, "Why this layout"));
+  CHECK(contains(text.out, "<- chosen"));
+  CHECK(contains(text.out, "Stage by stage"));
+
+  // sweep: the 3D strategies' columns; 3d_osdp is never below another strategy.
+  TempDir dir;
+  const Run sweep =
+      run_osdp({"sweep", scenario, "--schedule", "auto", "--global-batch", "64", "--memory-limits",
+                "4GiB,8GiB", "--no-plot", "--out", dir.path().string(), "--json"});
+  REQUIRE(sweep.exit_code == 0);
+  const nlohmann::json swept = nlohmann::json::parse(sweep.out);
+  REQUIRE(swept["points"].size() == 2);
+  for (const auto& point : swept["points"]) {
+    for (const char* name : {"megatron_tp", "gpipe", "deepspeed_3d", "fsdp_pp"}) {
+      if (point[name]["fits"] != true) continue;
+      CHECK(point["3d_osdp"]["throughput_samples_per_s"].get<double>() >=
+            point[name]["throughput_samples_per_s"].get<double>());
+    }
+  }
+  CHECK(swept["points"][1]["3d_osdp"] == best);
+  const std::string csv = read_text(dir.path() / "sweep.csv");
+  CHECK(contains(csv, "3d_osdp_throughput_samples_per_s"));
+  CHECK(contains(csv, "fsdp_pp_peak_memory_bytes"));
+
+  // The data-parallel search's flags and bad axes are input errors naming the flag.
+  const Run split = run_osdp({"plan", scenario, "--pp", "2", "--split", "2"});
+  CHECK(split.exit_code == 2);
+  CHECK(contains(split.err, "--split"));
+  const Run op = run_osdp({"explain", scenario, "--tp", "2", "--op", "layer0"});
+  CHECK(op.exit_code == 2);
+  CHECK(contains(op.err, "--op"));
+  for (const char* bad : {"0", "two", "2x"}) {
+    const Run axis = run_osdp({"plan", scenario, "--tp", bad});
+    CHECK(axis.exit_code == 2);
+    CHECK(contains(axis.err, "--tp"));
+  }
+  CHECK(run_osdp({"sweep", scenario, "--schedule", "zb", "--memory-limits", "8GiB", "--out",
+                  dir.path().string()})
+            .exit_code == 2);
+  const Run tight = run_osdp({"plan", scenario, "--pp", "2", "--memory-limit", "64MiB"});
+  CHECK(tight.exit_code == 3);
+  CHECK(contains(tight.err, "try --memory-limit"));
+}
+
 #ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("simulate --tp/--pp runs a 3D layout in the simulator, a track per stage") {
+  const std::string scenario = scenarios + "paper-titan-8g-nd-48l-1536h.json";
+  TempDir dir;
+  const fs::path trace = dir.path() / "pipeline.json";
+  const Run run = run_osdp({"simulate", scenario, "--tp", "1", "--pp", "2", "--schedule", "1f1b",
+                            "--global-batch", "64", "--trace", trace.string(), "--json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json result = nlohmann::json::parse(run.out);
+  CHECK(result["strategy"] == "3d_osdp");
+  CHECK(result["tensor_parallelism"] == 1);
+  CHECK(result["pipeline_parallelism"] == 2);
+  CHECK(result["schedule"] == "1f1b");
+  const nlohmann::json& simulated = result["simulated"];
+  // Links shared with other traffic only slow a run down: never faster than the model's
+  // uncontended timeline, whose own agreement tests/sim/pipeline_test.cpp checks to 1e-6.
+  CHECK(simulated["iteration_time_s"].get<double>() >=
+        result["iteration_time_s"].get<double>() * (1 - 1e-6));
+  CHECK(simulated["pipeline_s"].get<double>() <= simulated["iteration_time_s"].get<double>());
+  CHECK(simulated["stage_finish_s"].size() == 2);
+  // The trace: per stage a forward and a backward slice per micro-batch, then its reductions.
+  const nlohmann::json events = nlohmann::json::parse(read_text(trace))["traceEvents"];
+  std::map<std::pair<int, std::string>, int> slices;
+  for (const auto& event : events) {
+    if (event["ph"] == "X") ++slices[{event["pid"].get<int>(), event["cat"].get<std::string>()}];
+  }
+  const int micro_batches = result["micro_batches"].get<int>();
+  for (int stage : {0, 1}) {
+    CHECK(slices[{stage, "forward"}] == micro_batches);
+    CHECK(slices[{stage, "backward"}] == micro_batches);
+  }
+  const Run baseline = run_osdp(
+      {"simulate", scenario, "--pp", "2", "--strategy", "deepspeed_3d", "--global-batch", "64"});
+  CHECK(baseline.exit_code == 0);
+  CHECK(contains(baseline.out, "deepspeed_3d layout"));
+  CHECK(contains(baseline.out, "Per stage"));
+  const Run with_plan = run_osdp({"simulate", scenario, "--pp", "2", "--plan", "plan.json"});
+  CHECK(with_plan.exit_code == 2);
+  CHECK(contains(with_plan.err, "--plan"));
+  const Run strategy = run_osdp({"simulate", scenario, "--pp", "2", "--strategy", "fsdp"});
+  CHECK(strategy.exit_code == 2);
+  CHECK(contains(strategy.err, "3d_osdp"));
+}
+
 TEST_CASE("explain --json: every option of every class, the plan's choices and why") {
   const Run run = run_osdp({"explain", scenarios + "default.json", "--json"});
   REQUIRE(run.exit_code == 0);

@@ -1,0 +1,297 @@
+#include "cli/layout_views.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <utility>
+
+#include "cli/command.hpp"
+#include "cli/format.hpp"
+#include "model/atomic_file.hpp"
+#include "model/input_error.hpp"
+#include "model/units.hpp"
+#ifdef OSDP_WITH_SIM
+#include "sim/options.hpp"
+#include "sim/pipeline_simulation.hpp"
+#endif
+
+namespace osdp::cli {
+namespace {
+
+constexpr const char* command_line = "command line";
+
+std::optional<int> parse_degree(const std::string& flag, const std::string& text) {
+  if (text.empty() || text == "auto") return std::nullopt;
+  std::size_t used = 0;
+  int degree = 0;
+  try {
+    degree = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  constexpr int max_degree = 1 << 20;  // a typo long before a cluster
+  if (used != text.size() || degree < 1 || degree > max_degree) {
+    throw InputError(command_line, flag, text,
+                     fmt::format("auto or a degree from 1 to {}", max_degree));
+  }
+  return degree;
+}
+
+}  // namespace
+
+void add_layout_flags(CLI::App& app, LayoutFlags& flags) {
+  app.add_option("--tp", flags.tensor,
+                 "Plan a 3D layout (tensor x pipeline x data) with this tensor-parallel degree, "
+                 "or auto (searched); any of --tp, --pp, --schedule switches to 3D layouts, as "
+                 "`osdp layout` plans them");
+  app.add_option("--pp", flags.pipeline,
+                 "Plan a 3D layout with this pipeline degree, or auto (searched)");
+  app.add_option("--schedule", flags.schedule,
+                 "Plan a 3D layout with this pipeline schedule: 1f1b, gpipe, interleaved, or "
+                 "auto (searched)");
+}
+
+bool layout_requested(const LayoutFlags& flags) {
+  return !flags.tensor.empty() || !flags.pipeline.empty() || !flags.schedule.empty();
+}
+
+LayoutSearchOptions layout_search_options(const LayoutFlags& flags) {
+  LayoutSearchOptions options;
+  options.tensor = parse_degree("--tp", flags.tensor);
+  options.pipeline = parse_degree("--pp", flags.pipeline);
+  if (!flags.schedule.empty() && flags.schedule != "auto") {
+    options.schedule = pipeline_schedule_from_name(flags.schedule);
+    if (!options.schedule) {
+      throw InputError(command_line, "--schedule", flags.schedule,
+                       "1f1b, gpipe, interleaved or auto");
+    }
+  }
+  return options;
+}
+
+void refuse_data_parallel_flags(const ScenarioOptions& options) {
+  const std::pair<const std::string*, const char*> flags[] = {
+      {&options.modes, "--modes"},           {&options.split, "--split"},
+      {&options.checkpoint, "--checkpoint"}, {&options.units, "--units"},
+      {&options.offload, "--offload"},       {&options.min_unit_params, "--min-unit-params"},
+      {&options.cost_model, "--cost-model"}, {&options.gap, "--gap"},
+      {&options.time_limit, "--time-limit"},
+  };
+  for (const auto& [value, flag] : flags) {
+    if (!value->empty()) {
+      throw InputError(command_line, flag, *value,
+                       "no data-parallel search flag with --tp, --pp or --schedule: a 3D layout "
+                       "search chooses the modes inside each stage and checkpointing itself");
+    }
+  }
+}
+
+LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  LayoutSearchRun run{search_layouts(scenario, options), 0, 0};
+  run.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  run.memory_limit_bytes = options.memory_limit_bytes.value_or(
+      scenario.training.memory_limit_bytes.value_or(scenario.cluster.gpu.memory_bytes.value_or(0)));
+  return run;
+}
+
+ParallelIterationCost layout_cost(const Scenario& scenario, const LayoutPlan& plan) {
+  return parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster, scenario.cost,
+                                 plan.run, scenario.file);
+}
+
+std::map<std::string, SimulatedLayout> simulate_layouts(const Scenario& scenario,
+                                                        const LayoutSearchResult& result,
+                                                        const std::string& flag) {
+  std::map<std::string, SimulatedLayout> simulated;
+#ifdef OSDP_WITH_SIM
+  (void)flag;  // names the flag only where the simulator is missing
+  const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
+  for (const auto& [name, plan] : result.strategies) {
+    if (!plan) continue;
+    const sim::PipelineSimulation run = sim::simulate_pipeline(
+        scenario, plan->run, layout_cost(scenario, *plan), options.granularity, options.network);
+    simulated[name] = {run.iteration_time_s, run.bubble_fraction};
+  }
+#else
+  (void)scenario;
+  (void)result;
+  throw InputError(command_line, flag, "given",
+                   "no " + flag + ": this osdp was built without sim/");
+#endif
+  return simulated;
+}
+
+std::string degrees_text(const ParallelRun& run) {
+  return fmt::format("{} x {} x {}", run.degrees.tensor, run.degrees.pipeline, run.degrees.data);
+}
+
+std::string schedule_text(const ParallelRun& run) {
+  if (run.degrees.pipeline == 1) return "-";
+  if (run.schedule == PipelineSchedule::interleaved) {
+    return fmt::format("interleaved v={}", run.chunks_per_stage);
+  }
+  return std::string(pipeline_schedule_name(run.schedule));
+}
+
+std::string modes_summary(const LayoutPlan& plan) {
+  int zdp = 0;
+  for (int layers : plan.zdp_layers_per_stage) zdp += layers;
+  std::string text(mode_name(plan.base_mode));
+  if (zdp > 0) text += fmt::format(" + {} zdp layers", zdp);
+  return text;
+}
+
+Json layout_plan_json(const Scenario& scenario, const std::string& strategy,
+                      const std::optional<LayoutPlan>& plan) {
+  if (!plan) return {{"strategy", strategy}, {"fits", false}};
+  const ParallelRun& run = plan->run;
+  return {{"strategy", strategy},
+          {"fits", true},
+          {"tensor_parallelism", run.degrees.tensor},
+          {"pipeline_parallelism", run.degrees.pipeline},
+          {"data_parallelism", run.degrees.data},
+          {"schedule", pipeline_schedule_name(run.schedule)},
+          {"chunks_per_stage", run.chunks_per_stage},
+          {"micro_batch", run.micro_batch},
+          {"micro_batches", run.micro_batches},
+          {"checkpoint", !run.checkpointed_kinds.empty()},
+          {"layers_per_chunk",
+           run.layers_per_chunk.empty()
+               ? even_layer_split(scenario.gpt->layers, run.degrees.pipeline * run.chunks_per_stage)
+               : run.layers_per_chunk},
+          {"base_mode", mode_name(plan->base_mode)},
+          {"zdp_layers_per_stage", plan->zdp_layers_per_stage},
+          {"iteration_time_s", plan->iteration_time_s},
+          {"throughput_samples_per_s", plan->throughput_samples_per_s},
+          {"peak_memory_bytes", plan->peak_memory_bytes},
+          {"bubble_fraction", plan->bubble_fraction}};
+}
+
+Json layout_search_json(const Scenario& scenario, const LayoutSearchRun& run,
+                        const std::map<std::string, SimulatedLayout>& simulated) {
+  Json strategies = Json::array();
+  for (const auto& [name, plan] : run.result.strategies) {
+    Json entry = layout_plan_json(scenario, name, plan);
+    if (const auto it = simulated.find(name); it != simulated.end()) {
+      entry["simulated_iteration_time_s"] = it->second.iteration_time_s;
+      entry["simulated_bubble_fraction"] = it->second.bubble_fraction;
+    }
+    strategies.push_back(std::move(entry));
+  }
+  Json document = {{"scenario", scenario.name},
+                   {"gpus", scenario.cluster.ranks},
+                   {"memory_limit_bytes", run.memory_limit_bytes},
+                   {"strategies", strategies},
+                   {"evaluations", run.result.evaluations},
+                   {"search_time_s", run.search_s}};
+  if (!run.result.strategies.front().second) {
+    document["least_memory_needed_bytes"] = run.result.least_memory_needed_bytes;
+  }
+  return document;
+}
+
+std::string stage_table(const Scenario& scenario, const LayoutPlan& plan) {
+  const ParallelIterationCost cost = layout_cost(scenario, plan);
+  std::string text =
+      fmt::format("\n{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", "stage", "layers",
+                  "parameters", "states", "in flight", "peak memory", "busy", "zdp layers");
+  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
+    int layers = 0;
+    for (const ChunkCost& chunk : cost.chunks) {
+      if (chunk.stage == static_cast<int>(r)) layers += chunk.layers;
+    }
+    const StageCost& stage = cost.stages[r];
+    text +=
+        fmt::format("{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", r, layers,
+                    format_count(stage.parameters), units::format_bytes(stage.model_state_bytes),
+                    stage.peak_in_flight, units::format_bytes(stage.peak_memory_bytes),
+                    units::format_seconds(cost.timeline.busy_s[r]), plan.zdp_layers_per_stage[r]);
+  }
+  text += fmt::format(
+      "pipeline {} (bubble {} of the busiest stage's time), then gradients and optimizer step: "
+      "iteration {}\n",
+      units::format_seconds(cost.pipeline_s), format_percent(cost.timeline.bubble_fraction()),
+      units::format_seconds(cost.iteration_time_s));
+  return text;
+}
+
+std::string layout_search_report(const Scenario& scenario, const LayoutSearchRun& run,
+                                 const std::map<std::string, SimulatedLayout>& simulated) {
+  std::string text = fmt::format(
+      "{} on {}: {} GPUs, memory limit {} per GPU{}\n", scenario.workload->name(),
+      scenario.cluster.name, scenario.cluster.ranks, units::format_bytes(run.memory_limit_bytes),
+      scenario.training.global_batch_size
+          ? fmt::format(", global batch {}", *scenario.training.global_batch_size)
+          : fmt::format(", {} micro-batches an iteration", scenario.training.accumulation_steps));
+  text += fmt::format("{} layouts costed in {:.2f} s\n\n", run.result.evaluations, run.search_s);
+  text += fmt::format("{:<13} {:>12} {:>15} {:>9} {:>5} {:>22} {:>11} {:>16} {:>11} {:>7}\n",
+                      "strategy", "tp x pp x dp", "schedule", "micro x m", "ckpt",
+                      "data-parallel modes", "iteration", "throughput", "peak", "bubble");
+  for (const auto& [name, plan] : run.result.strategies) {
+    if (!plan) {
+      text += fmt::format("{:<13} {:>12}\n", name, "does not fit");
+      continue;
+    }
+    const ParallelRun& layout = plan->run;
+    text += fmt::format("{:<13} {:>12} {:>15} {:>9} {:>5} {:>22} {:>11} {:>16} {:>11} {:>7}\n",
+                        name, degrees_text(layout), schedule_text(layout),
+                        fmt::format("{} x {}", layout.micro_batch, layout.micro_batches),
+                        layout.checkpointed_kinds.empty() ? "no" : "yes", modes_summary(*plan),
+                        units::format_seconds(plan->iteration_time_s),
+                        format_throughput(plan->throughput_samples_per_s),
+                        units::format_bytes(plan->peak_memory_bytes),
+                        format_percent(plan->bubble_fraction));
+  }
+  if (!simulated.empty()) {
+    text += "\nSimulated (SimGrid: transfers and data-parallel rings as flows on the topology)\n";
+    text += fmt::format("{:<13} {:>11} {:>11} {:>9} {:>7}\n", "strategy", "model", "simulated",
+                        "sim/model", "bubble");
+    for (const auto& [name, plan] : run.result.strategies) {
+      const auto it = simulated.find(name);
+      if (!plan || it == simulated.end()) continue;
+      text += fmt::format("{:<13} {:>11} {:>11} {:>+8.1f}% {:>7}\n", name,
+                          units::format_seconds(plan->iteration_time_s),
+                          units::format_seconds(it->second.iteration_time_s),
+                          100.0 * (it->second.iteration_time_s / plan->iteration_time_s - 1.0),
+                          format_percent(it->second.bubble_fraction));
+    }
+  }
+  text += "\nBest (3d_osdp), stage by stage:";
+  text += stage_table(scenario, *run.result.strategies.front().second);
+  return text;
+}
+
+int report_no_layout_fits(const LayoutSearchRun& run) {
+  fmt::print(stderr,
+             "osdp: nothing fits: no 3D layout fits in {} per GPU; the least memory any needs "
+             "is {}\n  try --memory-limit {} or more\n",
+             units::format_bytes(run.memory_limit_bytes),
+             units::format_bytes(run.result.least_memory_needed_bytes),
+             memory_limit_flag_value(run.result.least_memory_needed_bytes));
+  return exit_infeasible;
+}
+
+std::string layout_trace(const Scenario& scenario, const LayoutPlan& plan) {
+  const ParallelIterationCost cost = layout_cost(scenario, plan);
+  std::vector<double> states;
+  std::vector<double> synchronised_s;
+  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
+    states.push_back(cost.stages[r].model_state_bytes);
+    synchronised_s.push_back(cost.timeline.finish_s[r] + cost.stages[r].gradient_reduce_s);
+  }
+  std::vector<double> activations;
+  for (const ChunkCost& chunk : cost.chunks) activations.push_back(chunk.saved_activation_bytes);
+  return pipeline_chrome_trace(cost.timeline, degrees_text(plan.run), states, activations,
+                               synchronised_s);
+}
+
+void check_trace_path(const std::string& path) {
+  if (path.empty()) return;
+  if (const auto why = unusable_output(path)) {
+    throw InputError(command_line, "--trace", path,
+                     "a file path osdp can write to (this is " + *why + ")");
+  }
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,102 @@
+// 3D layouts (tensor x pipeline x data, search/layout_search) in the planning commands: the
+// flags that ask for them (--tp, --pp, --schedule) and how a layout search's result is shown.
+// `osdp layout` is the search alone; `plan`, `sweep`, `explain` and `simulate` take the same
+// flags and show the layout their own way.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "cli/scenario_options.hpp"
+#include "model/json_reader.hpp"
+#include "model/parallel_iteration.hpp"
+#include "model/scenario.hpp"
+#include "search/layout_search.hpp"
+
+namespace osdp::cli {
+
+// --tp N|auto, --pp N|auto, --schedule 1f1b|gpipe|interleaved|auto; empty: not given.
+struct LayoutFlags {
+  std::string tensor;
+  std::string pipeline;
+  std::string schedule;
+};
+
+// Registers the three flags on a planning command (plan, sweep, explain, simulate).
+void add_layout_flags(CLI::App& app, LayoutFlags& flags);
+
+// Any of the flags given: the command plans 3D layouts instead of a data-parallel plan.
+bool layout_requested(const LayoutFlags& flags);
+
+// The axes the flags fix ("auto": searched). InputError naming the flag when a value is bad.
+LayoutSearchOptions layout_search_options(const LayoutFlags& flags);
+
+// The data-parallel search's own flags (--modes, --split, --checkpoint, --units, --offload,
+// --min-unit-params, --cost-model, --gap, --time-limit) have no meaning for a 3D layout search:
+// InputError naming the first one given. The training's flags (--memory-limit, --micro-batch,
+// --accumulation, --global-batch, --precision, --seq-len) apply to both.
+void refuse_data_parallel_flags(const ScenarioOptions& options);
+
+struct LayoutSearchRun {
+  LayoutSearchResult result;
+  double search_s = 0;
+  double memory_limit_bytes = 0;  // the limit the search kept to
+};
+
+// search_layouts, timed, with the limit it used.
+LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options);
+
+// The 3D model's cost of a plan's run.
+ParallelIterationCost layout_cost(const Scenario& scenario, const LayoutPlan& plan);
+
+struct SimulatedLayout {
+  double iteration_time_s = 0;
+  double bubble_fraction = 0;
+};
+
+// Each fitting strategy's layout run in SimGrid (sim/pipeline_simulation) with the scenario's
+// simulation options. InputError when this osdp was built without the simulator.
+std::map<std::string, SimulatedLayout> simulate_layouts(const Scenario& scenario,
+                                                        const LayoutSearchResult& result,
+                                                        const std::string& flag);
+
+// "1 x 2 x 4"
+std::string degrees_text(const ParallelRun& run);
+// "-", "1f1b", "interleaved v=2"
+std::string schedule_text(const ParallelRun& run);
+// "dp + 12 zdp layers"
+std::string modes_summary(const LayoutPlan& plan);
+
+// One strategy's figures as JSON (fits: false when none of its configurations does).
+Json layout_plan_json(const Scenario& scenario, const std::string& strategy,
+                      const std::optional<LayoutPlan>& plan);
+
+// The whole search as `osdp layout --json` prints it.
+Json layout_search_json(const Scenario& scenario, const LayoutSearchRun& run,
+                        const std::map<std::string, SimulatedLayout>& simulated);
+
+// The text report: setup, the strategies' table, the simulated figures (when given) and the
+// best layout stage by stage.
+std::string layout_search_report(const Scenario& scenario, const LayoutSearchRun& run,
+                                 const std::map<std::string, SimulatedLayout>& simulated);
+
+// "nothing fits" on stderr with the least memory any layout needs; returns exit_infeasible.
+int report_no_layout_fits(const LayoutSearchRun& run);
+
+// The stages of a plan: layers, parameters, memory and time each.
+std::string stage_table(const Scenario& scenario, const LayoutPlan& plan);
+
+// The 3D model's timeline of a plan as a Chrome / Perfetto trace (one track per stage).
+std::string layout_trace(const Scenario& scenario, const LayoutPlan& plan);
+
+// `osdp explain --tp/--pp/--schedule`: the chosen layout, the best at every tensor x pipeline
+// degree beside it, each stage's memory by part and its time (cli/layout_explanation.cpp).
+// Returns the exit code.
+int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options, bool json);
+
+// Checks --trace before the run: a path osdp cannot write is bad input, not a late failure.
+void check_trace_path(const std::string& path);
+
+}  // namespace osdp::cli
