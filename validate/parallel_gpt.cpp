@@ -1,17 +1,16 @@
 #include "validate/parallel_gpt.hpp"
 
 #include <fmt/format.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/sgd.h>
 #include <torch/torch.h>
 
 #include <chrono>
-#include <cmath>
-#include <limits>
 #include <map>
 
 #include "model/input_error.hpp"
+#include "validate/attention_kernels.hpp"
 #include "validate/counting_allocator.hpp"
+#include "validate/gpt_operators.hpp"
+#include "validate/optimizer_step.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -222,9 +221,9 @@ struct ParallelGpt::Impl {
       const int64_t chunk = parameter_buffer.numel() / static_cast<int64_t>(data_group.size());
       optimizer_shard =
           parameter_buffer.narrow(0, data_index() * chunk, chunk).set_requires_grad(true);
-      optimizer = make_optimizer({optimizer_shard});
+      optimizer = make_torch_optimizer({optimizer_shard}, options.adam);
     } else {
-      optimizer = make_optimizer(leaves);
+      optimizer = make_torch_optimizer(leaves, options.adam);
     }
   }
 
@@ -257,19 +256,6 @@ struct ParallelGpt::Impl {
     }
   }
 
-  std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<at::Tensor> leaves) const {
-    const AdamSettings& adam = options.adam;
-    if (adam.kind == AdamSettings::Kind::adam) {
-      return std::make_unique<torch::optim::Adam>(leaves,
-                                                  torch::optim::AdamOptions(adam.learning_rate)
-                                                      .betas({adam.beta1, adam.beta2})
-                                                      .eps(adam.epsilon)
-                                                      .weight_decay(0));
-    }
-    return std::make_unique<torch::optim::SGD>(
-        leaves, torch::optim::SGDOptions(adam.learning_rate).momentum(adam.beta1));
-  }
-
   // The stage that holds a canonical parameter.
   int stage_of(const std::string& name) const {
     if (name.rfind("embedding.", 0) == 0) return 0;
@@ -299,8 +285,7 @@ struct ParallelGpt::Impl {
   }
 
   at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix) const {
-    return at::layer_norm(x, {x.size(-1)}, parameter(prefix + "ln.weight"),
-                          parameter(prefix + "ln.bias"), 1e-5);
+    return gpt_layer_norm(x, parameter(prefix + "ln.weight"), parameter(prefix + "ln.bias"));
   }
 
   // This rank's vocabulary entries [first, first + count).
@@ -332,24 +317,18 @@ struct ParallelGpt::Impl {
                                       parameter(a + "qkv.weight"), parameter(a + "qkv.bias"));
     auto split = qkv.split(heads * d, -1);
     auto heads_of = [&](const at::Tensor& t) { return t.view({b, s, heads, d}).transpose(1, 2); };
-    at::Tensor scores = at::matmul(heads_of(split[0]), heads_of(split[1]).transpose(-2, -1)) /
-                        std::sqrt(static_cast<double>(d));
-    const at::Tensor mask = at::ones({s, s}, at::kBool).triu(1);
-    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    const at::Tensor y = at::matmul(at::softmax(scores, -1), heads_of(split[2]))
-                             .transpose(1, 2)
-                             .reshape({b, s, heads * d});
+    // Standard attention (the probabilities kept for backward), whatever the shape's kernel.
+    const at::Tensor y = causal_attention(heads_of(split[0]), heads_of(split[1]),
+                                          heads_of(split[2]), AttentionKernel::standard);
     const at::Tensor projected = at::linear(y, parameter(a + "proj.weight"));
     return x + sum_over_tensor_parallel(projected) + parameter(a + "proj.bias");
   }
 
   at::Tensor mlp(const at::Tensor& x, int layer) {
     const std::string m = "layer" + std::to_string(layer) + ".mlp.";
-    const at::Tensor hidden =
-        at::gelu(at::linear(into_tensor_parallel(layer_norm(x, m)), parameter(m + "fc.weight"),
-                            parameter(m + "fc.bias")),
-                 "tanh");
-    const at::Tensor projected = at::linear(hidden, parameter(m + "proj.weight"));
+    const at::Tensor projected =
+        mlp_partial_sum(into_tensor_parallel(layer_norm(x, m)), parameter(m + "fc.weight"),
+                        parameter(m + "fc.bias"), parameter(m + "proj.weight"));
     return x + sum_over_tensor_parallel(projected) + parameter(m + "proj.bias");
   }
 
@@ -359,9 +338,9 @@ struct ParallelGpt::Impl {
   at::Tensor loss(const at::Tensor& x, const at::Tensor& targets) {
     const at::Tensor logits =
         at::linear(into_tensor_parallel(layer_norm(x, "head.")), parameter("head.weight"));
+    if (tensor_ranks == 1) return next_token_loss(logits, targets);
     const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
     const at::Tensor labels = targets.reshape({-1});
-    if (tensor_ranks == 1) return at::cross_entropy_loss(flat, labels);
     const int64_t tokens = flat.size(0);
     at::Tensor maxima = at::zeros({tensor_ranks * tokens}, flat.options());
     maxima.narrow(0, coordinates.tensor * tokens, tokens).copy_(std::get<0>(flat.detach().max(-1)));

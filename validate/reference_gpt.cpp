@@ -1,10 +1,10 @@
 #include "validate/reference_gpt.hpp"
 
-#include <torch/optim/adam.h>
-#include <torch/optim/sgd.h>
 #include <torch/torch.h>
 
 #include <cmath>
+
+#include "validate/optimizer_step.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -61,17 +61,7 @@ ReferenceRun train_reference_gpt(const GptShape& shape, const NamedTensors& init
     run.parameters.emplace_back(name, leaf);
     leaves.push_back(leaf);
   }
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (adam.kind == AdamSettings::Kind::adam) {
-    optimizer =
-        std::make_unique<torch::optim::Adam>(leaves, torch::optim::AdamOptions(adam.learning_rate)
-                                                         .betas({adam.beta1, adam.beta2})
-                                                         .eps(adam.epsilon)
-                                                         .weight_decay(0));
-  } else {
-    optimizer = std::make_unique<torch::optim::SGD>(
-        leaves, torch::optim::SGDOptions(adam.learning_rate).momentum(adam.beta1));
-  }
+  const std::unique_ptr<torch::optim::Optimizer> optimizer = make_torch_optimizer(leaves, adam);
   for (int step = 0; step < steps; ++step) {
     optimizer->zero_grad();
     const at::Tensor loss =

@@ -1,24 +1,15 @@
 // The plan executed for real: the GPT split into model/'s operators, each running its mode with
-// real collectives (DESIGN section 4).
-//
-// Per operator and slice (a slice is a part of the operator split along its reduction
-// dimension: attention heads, MLP hidden units, LM-head input features; LayerNorm, residual and
-// output bias ride with slice 0, and partial sums are added):
-//   dp   parameters, gradients and Adam states replicated; the DP slices' gradients are
-//        all-reduced together, asynchronously, when the operator's backward is done.
-//   zdp  a 1/N shard of everything; the slice is all-gathered into its flat buffer before
-//        forward and again before backward, the buffer's storage is freed after each (the
-//        memory really drops: saved autograd views point at it, as in FSDP), and its gradient
-//        is reduce-scattered asynchronously right after the slice's backward.
-//   z2   gathered once in forward and kept until the slice's backward; gradient reduce-scatter.
-//   hsdp zdp within groups of `gpus_per_node` consecutive ranks, then an all-reduce of the
-//        gradient shard across the groups.
-// Checkpointed operators keep only their input and recompute forward before backward:
-// unfused re-gathers for the recompute and frees before gathering again for backward; fused
-// keeps the recompute gather for backward. Gathers follow one precomputed order, identical on
-// every rank: forward gathers are prefetched `prefetch_depth` ahead, backward gathers one ahead
-// as `backward_prefetch` says (FSDP's BackwardPrefetch, model/prefetch_policy.hpp); with
-// depth 1 at most two gathered units are in flight.
+// real collectives (DESIGN section 4). One concept per file, as PyTorch's FSDP and c10d are
+// organised; this class composes them into a training step:
+//   parameter_shards    the layout: units, their slices and what each rank holds of them
+//                       (dp replicated; zdp, z2, hsdp a 1/N shard; z1 whole parameters and
+//                       gradient, a 1/N of the optimizer states)
+//   gather_schedule     when a slice is all-gathered and freed (prefetch, checkpointing)
+//   gpt_operators       the operator maths, slice by slice (partial sums are added)
+//   gradient_reduction  each mode's gradient reduction and accumulation over micro-batches
+//   optimizer_step      the optimizer on the parameters this rank updates, and CPU offload
+//   step_collectives    the issue order of collectives (the schedule) and the waits for them
+// Checkpointed operators keep only their input and recompute forward before backward.
 #pragma once
 
 #include <memory>
@@ -28,6 +19,7 @@
 #include "validate/communicator.hpp"
 #include "validate/gpt_parameters.hpp"
 #include "validate/rank_device.hpp"
+#include "validate/step_collectives.hpp"
 
 namespace osdp::validate {
 
@@ -41,20 +33,6 @@ struct RuntimeOptions {
   // backward (DDP with a bucket larger than the model); otherwise each operator's after its
   // own backward, overlapping the backward of the operators before it.
   bool dp_all_reduce_after_backward = false;
-};
-
-// One thing the compute thread did, in order: the issue order of collectives relative to the
-// operators' compute, which the prefetch policy decides (identical on every rank).
-struct ScheduleEntry {
-  enum class Action {
-    gather,    // an all-gather of the slice was issued
-    computed,  // the slice's compute in a phase ended (forward, recompute or backward)
-    reduce,    // the slice's gradient reduction was issued (slice -1: the DP slices' bucket)
-  };
-  Action action = Action::gather;
-  int op = 0;
-  int slice = 0;
-  friend bool operator==(const ScheduleEntry&, const ScheduleEntry&) = default;
 };
 
 // One optimizer step of one rank.
