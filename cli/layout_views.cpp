@@ -86,6 +86,13 @@ void refuse_data_parallel_flags(const ScenarioOptions& options) {
   }
 }
 
+std::unique_ptr<const Scenario> load_for_layouts(const ScenarioOptions& options) {
+  refuse_data_parallel_flags(options);
+  ScenarioOptions for_layouts = options;
+  for_layouts.layouts = true;
+  return load_with_overrides(for_layouts);
+}
+
 LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   LayoutSearchRun run{search_layouts(scenario, options), 0, 0};

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -38,6 +39,11 @@ LayoutSearchOptions layout_search_options(const LayoutFlags& flags);
 // InputError naming the first one given. The training's flags (--memory-limit, --micro-batch,
 // --accumulation, --global-batch, --precision, --seq-len) apply to both.
 void refuse_data_parallel_flags(const ScenarioOptions& options);
+
+// Loads the scenario with the command line's training flags for a layout search (the global
+// batch divides over a data-parallel degree, not every rank), after refusing the data-parallel
+// search's flags (refuse_data_parallel_flags).
+std::unique_ptr<const Scenario> load_for_layouts(const ScenarioOptions& options);
 
 struct LayoutSearchRun {
   LayoutSearchResult result;

@@ -66,16 +66,27 @@ void apply_training_overrides(const ScenarioOptions& options, Scenario& scenario
   if (!options.global_batch.empty()) {
     const int global = count_flag("--global-batch", options.global_batch, 1 << 24);
     training.global_batch_size = global;
+    const int ranks = scenario.cluster.ranks;
     bool reachable = false;
     for (int b = training.min_batch_size; b <= training.max_batch_size && !reachable; ++b) {
-      reachable = training.accumulation_for(b, scenario.cluster.ranks).has_value();
+      if (!options.layouts) {
+        reachable = training.accumulation_for(b, ranks).has_value();
+        continue;
+      }
+      for (int data = 1; data <= ranks && !reachable; ++data) {
+        reachable = ranks % data == 0 && global % (static_cast<long long>(b) * data) == 0;
+      }
     }
     if (!reachable) {
       throw InputError(
           command_line, "--global-batch", options.global_batch,
-          fmt::format("a multiple of micro-batch x {} ranks for some micro-batch "
-                      "from {} to {}",
-                      scenario.cluster.ranks, training.min_batch_size, training.max_batch_size));
+          options.layouts
+              ? fmt::format("a multiple of micro-batch x a data-parallel degree (a divisor of {} "
+                            "GPUs) for some micro-batch from {} to {}",
+                            ranks, training.min_batch_size, training.max_batch_size)
+              : fmt::format("a multiple of micro-batch x {} ranks for some micro-batch "
+                            "from {} to {}",
+                            ranks, training.min_batch_size, training.max_batch_size));
     }
   }
   bool regenerate = false;

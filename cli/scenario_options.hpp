@@ -32,6 +32,9 @@ struct ScenarioOptions {
   std::string precision;     // fp32, mixed, amp_bf16, bf16
   std::string seq_len;       // a generated GPT's sequence length
   bool force = false;        // run even when the work estimate is absurd
+  // Set by a command that plans 3D layouts: the global batch then divides over the layout's
+  // data-parallel degree (some divisor of the GPUs), not over every rank.
+  bool layouts = false;
 };
 
 // Registers SCENARIO and the override flags on `app`. `with_memory_limit` is false for

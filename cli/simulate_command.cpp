@@ -182,7 +182,7 @@ int run_layout(const SimulateOptions& options) {
                      "with --tp, --pp or --schedule, one of " + list);
   }
   check_trace_path(options.trace_path);
-  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const std::unique_ptr<const Scenario> scenario = load_for_layouts(options.scenario);
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
   const LayoutSearchRun search_run = run_layout_search(*scenario, search);

@@ -531,7 +531,7 @@ std::optional<std::string> write_outputs(const OutputPlace& place, const std::st
 int run_layout_sweep(const SweepOptions& options, const std::vector<double>& limits) {
   refuse_data_parallel_flags(options.scenario);
   LayoutSearchOptions search = layout_search_options(options.layout);
-  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const std::unique_ptr<const Scenario> scenario = load_for_layouts(options.scenario);
   for (double limit : limits) {
     check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
   }

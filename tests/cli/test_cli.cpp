@@ -771,6 +771,19 @@ TEST_CASE("plan, explain and sweep plan 3D layouts with --tp, --pp and --schedul
   CHECK(run_osdp({"sweep", scenario, "--schedule", "zb", "--memory-limits", "8GiB", "--out",
                   dir.path().string()})
             .exit_code == 2);
+  // A global batch divides over the layout's data-parallel degree, not every GPU: 4 samples
+  // on 8 GPUs is no data-parallel plan but a layout with 4 (or fewer) data-parallel ranks.
+  CHECK(run_osdp({"plan", scenario, "--global-batch", "4", "--micro-batch", "1"}).exit_code == 2);
+  const Run small = run_osdp(
+      {"plan", scenario, "--pp", "auto", "--global-batch", "4", "--micro-batch", "1", "--json"});
+  REQUIRE(small.exit_code == 0);
+  const nlohmann::json small_plan = nlohmann::json::parse(small.out);
+  const nlohmann::json& small_best = small_plan["strategies"][0];
+  CHECK(small_best["data_parallelism"].get<int>() * small_best["micro_batches"].get<int>() == 4);
+  const Run odd =
+      run_osdp({"plan", scenario, "--pp", "auto", "--global-batch", "7", "--micro-batch", "2"});
+  CHECK(odd.exit_code == 2);
+  CHECK(contains(odd.err, "data-parallel degree"));
   const Run tight = run_osdp({"plan", scenario, "--pp", "2", "--memory-limit", "64MiB"});
   CHECK(tight.exit_code == 3);
   CHECK(contains(tight.err, "try --memory-limit"));
