@@ -101,8 +101,10 @@ void check_run(const GptSpec& spec, const Cluster& cluster, const ParallelRun& r
 using OnceBuckets = std::map<std::pair<CollectiveKind, GroupAxis>, double>;
 
 struct DataParallelTimes {
-  double forward_s = 0;    // every micro-batch, before its forward
-  double backward_s = 0;   // every micro-batch: recompute and backward gathers, reductions
+  double forward_s = 0;   // every micro-batch, before its forward
+  double backward_s = 0;  // every micro-batch: recompute and backward gathers, reductions
+  std::vector<PassCollective> forward;  // those collectives, in order
+  std::vector<PassCollective> backward;
   OnceBuckets once_bytes;  // once an iteration
 };
 
@@ -126,8 +128,10 @@ DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool re
       times.once_bytes[{collective.kind, collective.group}] += bytes;
     } else if (collective.stage == Stage::forward) {
       times.forward_s += time_s;
+      times.forward.push_back({collective.kind, collective.group, bytes});
     } else {
       times.backward_s += time_s;
+      times.backward.push_back({collective.kind, collective.group, bytes});
     }
   }
   return times;
@@ -266,15 +270,19 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
                               model.gradient_reduce_ratio());
       chunk.forward_data_parallel_s += times.forward_s;
       chunk.backward_data_parallel_s += times.backward_s;
+      chunk.forward_collectives.insert(chunk.forward_collectives.end(), times.forward.begin(),
+                                       times.forward.end());
+      chunk.backward_collectives.insert(chunk.backward_collectives.end(), times.backward.begin(),
+                                        times.backward.end());
       for (const auto& [key, bytes] : times.once_bytes) once[key] += bytes;
     }
     // The data-parallel stream runs beside the compute: what it does not hide delays the pass.
-    const double forward_compute_s = chunk.forward_s;
-    const double backward_compute_s = chunk.backward_s;
+    chunk.forward_compute_s = chunk.forward_s;
+    chunk.backward_compute_s = chunk.backward_s;
     chunk.forward_s += chunk.forward_communication_s +
-                       std::max(0.0, chunk.forward_data_parallel_s - forward_compute_s);
+                       std::max(0.0, chunk.forward_data_parallel_s - chunk.forward_compute_s);
     chunk.backward_s += chunk.backward_communication_s +
-                        std::max(0.0, chunk.backward_data_parallel_s - backward_compute_s);
+                        std::max(0.0, chunk.backward_data_parallel_s - chunk.backward_compute_s);
     if (p > 1) {
       chunk.forward_s += cluster.gpu.pipeline_pass_s;
       chunk.backward_s += cluster.gpu.pipeline_pass_s;

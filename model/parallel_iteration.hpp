@@ -63,6 +63,14 @@ struct PassCall {
   bool backward = false;
 };
 
+// A data-parallel collective of one pass (zdp's gathers and reduce-scatters, z2's
+// reduce-scatters): its kind, group and bytes on one rank.
+struct PassCollective {
+  CollectiveKind kind = CollectiveKind::all_gather;
+  GroupAxis group = GroupAxis::data;
+  double bytes = 0;
+};
+
 struct ChunkCost {
   int stage = 0;
   std::vector<int> ops;  // operator indices (embedding, layers' attention and MLP, head)
@@ -73,7 +81,15 @@ struct ChunkCost {
   double backward_communication_s = 0;   // of one backward (its recompute's included)
   double forward_data_parallel_s = 0;    // sharded modes' gathers of one forward
   double backward_data_parallel_s = 0;   // gathers and reductions of one backward
-  double forward_s = 0;                  // one micro-batch, compute + communication
+  // Those collectives one by one, in the order the data-parallel stream runs them (the
+  // simulator runs them as flows beside the pass's compute).
+  std::vector<PassCollective> forward_collectives;
+  std::vector<PassCollective> backward_collectives;
+  double forward_compute_s = 0;  // the operators' compute of one forward, which the stream hides
+  double backward_compute_s = 0;
+  // One micro-batch: compute, tensor-parallel collectives, the data-parallel stream where it
+  // outlasts the compute (forward_s = max(compute, data parallel) + the rest), pass overhead.
+  double forward_s = 0;
   double backward_s = 0;
   double saved_activation_bytes = 0;   // kept from a forward to its backward, one micro-batch
   double largest_transient_bytes = 0;  // a recomputed operator's activations or a workspace

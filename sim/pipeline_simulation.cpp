@@ -22,6 +22,8 @@ struct Layout {
   std::map<std::vector<int>, int> ring_of_members;
   std::vector<std::vector<int>> reduction_ring;  // [rank][reduction]
   std::vector<int> tied_ring;                    // [rank]: -1 none
+  // [rank]: the ring of each group its passes' data-parallel collectives run in
+  std::vector<std::map<GroupAxis, int>> pass_ring;
 
   int ring_for(std::vector<int> members) {
     std::sort(members.begin(), members.end());
@@ -43,6 +45,7 @@ Layout lay_out(const ParallelLayout& layout, const ParallelIterationCost& cost) 
   const int chunks = cost.work.chunks();
   out.reduction_ring.resize(layout.world());
   out.tied_ring.assign(layout.world(), -1);
+  out.pass_ring.resize(layout.world());
   for (int rank = 0; rank < layout.world(); ++rank) {
     const int stage = layout.coordinates_of(rank).pipeline;
     // Its pairs with the next chunk's stage (interleaved chunks wrap around to stage 0).
@@ -52,6 +55,17 @@ Layout lay_out(const ParallelLayout& layout, const ParallelIterationCost& cost) 
     for (const StageCost::Reduction& reduction : cost.stages[stage].reductions) {
       out.reduction_ring[rank].push_back(
           out.ring_for(layout.group_of(reduction.group, rank).ranks));
+    }
+    for (const ChunkCost& chunk : cost.chunks) {
+      if (chunk.stage != stage) continue;
+      for (const auto* collectives : {&chunk.forward_collectives, &chunk.backward_collectives}) {
+        for (const PassCollective& collective : *collectives) {
+          if (!out.pass_ring[rank].count(collective.group)) {
+            out.pass_ring[rank][collective.group] =
+                out.ring_for(layout.group_of(collective.group, rank).ranks);
+          }
+        }
+      }
     }
     if (cost.stages[stage].tied_embedding_bytes > 0) {
       const int other =
@@ -121,9 +135,60 @@ class PipelineRun {
     }
     state.busy = true;
     const double start_s = kernel_.now();
-    const double compute_s =
+    const double pass_s =
         is_forward ? cost_.work.forward_s[step.chunk] : cost_.work.backward_s[step.chunk];
-    kernel_.after(compute_s, [this, rank, step, start_s] { computed(rank, step, start_s); });
+    const ChunkCost& chunk = cost_.chunks[step.chunk];
+    const std::vector<PassCollective>& collectives =
+        is_forward ? chunk.forward_collectives : chunk.backward_collectives;
+    if (collectives.empty()) {
+      kernel_.after(pass_s, [this, rank, step, start_s] { computed(rank, step, start_s); });
+      return;
+    }
+    // The data-parallel stream beside the compute: the pass goes on once both are done, then
+    // runs the rest (tensor-parallel collectives, the pass's overhead) as the model does.
+    const double compute_s = is_forward ? chunk.forward_compute_s : chunk.backward_compute_s;
+    const double stream_s =
+        is_forward ? chunk.forward_data_parallel_s : chunk.backward_data_parallel_s;
+    const double rest_s = pass_s - std::max(compute_s, stream_s);
+    auto outstanding = std::make_shared<int>(2);
+    auto both_done = [this, rank, step, start_s, rest_s, outstanding] {
+      if (--*outstanding > 0) return;
+      kernel_.after(rest_s, [this, rank, step, start_s] { computed(rank, step, start_s); });
+    };
+    kernel_.after(compute_s, both_done);
+    run_pass_collective(rank, step, 0, both_done);
+  }
+
+  // The pass's data-parallel collectives one after another, each once every member of its
+  // group has reached it in the same pass; then `done`.
+  void run_pass_collective(int rank, PipelineStep step, std::size_t index,
+                           std::function<void()> done) {
+    const ChunkCost& chunk = cost_.chunks[step.chunk];
+    const bool is_forward = step.pass == Pass::forward;
+    const std::vector<PassCollective>& collectives =
+        is_forward ? chunk.forward_collectives : chunk.backward_collectives;
+    if (index == collectives.size()) {
+      done();
+      return;
+    }
+    const PassCollective& collective = collectives[index];
+    const int ring_index = rings_.pass_ring[rank].at(collective.group);
+    const auto key = std::make_tuple(ring_index, step.chunk, step.micro_batch,
+                                     is_forward ? forward : backward, static_cast<int>(index));
+    auto& waiting = pass_waiting_[key];
+    waiting.push_back({rank, std::move(done)});
+    const GroupRing& ring = plan_.rings.at(ring_index);
+    if (waiting.size() < ring.order.size()) return;
+    auto members = std::make_shared<std::vector<PassMember>>(std::move(waiting));
+    pass_waiting_.erase(key);
+    ++collectives_;
+    start_ring_collective(kernel_, ring, collective.kind, collective.bytes, granularity_,
+                          [this, members, step, index] {
+                            for (PassMember& member : *members) {
+                              run_pass_collective(member.rank, step, index + 1,
+                                                  std::move(member.done));
+                            }
+                          });
   }
 
   void computed(int rank, PipelineStep step, double start_s) {
@@ -237,6 +302,12 @@ class PipelineRun {
   Granularity granularity_;
   std::vector<RankState> states_;
   std::map<std::pair<int, int>, std::vector<int>> waiting_;
+  struct PassMember {
+    int rank = 0;
+    std::function<void()> done;
+  };
+  // (ring, chunk, micro-batch, pass, collective) -> the members there
+  std::map<std::tuple<int, int, int, int, int>, std::vector<PassMember>> pass_waiting_;
   long long collectives_ = 0;
 };
 

@@ -3,7 +3,9 @@
 // pass waiting for its input from the neighbouring stage; the activations and their gradients
 // cross between stages as flows on the topology (each tensor-parallel rank its slice, Megatron's
 // scatter-gather, then the receiving group's all-gather), sharing links with the data-parallel
-// rings that reduce each stage's gradients after its last backward; then the tied embedding's
+// rings that reduce each stage's gradients after its last backward and with the sharded modes'
+// collectives of every pass (zdp's gathers and reduce-scatters, z2's reduce-scatters), which
+// run as rings over the stage's data-parallel group beside its compute; then the tied embedding's
 // all-reduce between the first and last stage, and the optimizer step after the slowest rank.
 // The passes' durations (compute and tensor-parallel collectives), the bytes and the reductions
 // come from the 3D model (model/parallel_iteration); the bubble, the waits and the contention

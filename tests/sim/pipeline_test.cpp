@@ -79,3 +79,65 @@ TEST_CASE("data-parallel rings of several stages meet on the NICs in the simulat
   CHECK(simulated.iteration_time_s >= simulated.pipeline_s);
   CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.05));
 }
+
+namespace {
+
+// Every transformer operator in `layers_mode`, the embedding and the head in `rest_mode`.
+ParallelRun with_modes(const GptSpec& spec, const Scenario& scenario, const Cluster& cluster,
+                       ParallelRun run, Mode layers_mode, Mode rest_mode) {
+  const ParallelIterationCost shape =
+      parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
+  for (int op = 0; op < shape.workload->size(); ++op) {
+    const OperatorKind kind = shape.workload->op(op).kind;
+    const bool layer = kind == OperatorKind::attention || kind == OperatorKind::mlp;
+    run.modes.push_back(layer ? layers_mode : rest_mode);
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("the sharded modes' per-pass collectives run as flows beside the compute",
+          "[sim][pipeline]") {
+  Scenario scenario = vtrain();
+  const GptSpec spec = testing::gpt_spec(8, 1024, 16, 512, 128);
+  SECTION("alone on the links, they take the model's time") {
+    // No pipeline: nothing else on the links while a pass gathers and reduce-scatters.
+    for (const Mode mode : {Mode::zdp, Mode::z2}) {
+      const Cluster cluster = cluster_with_ranks(scenario, 8);
+      const ParallelRun run = with_modes(
+          spec, scenario, cluster, run_of(1, 1, 8, 3, PipelineSchedule::one_f_one_b), mode, mode);
+      Scenario on = scenario;
+      on.cluster = cluster;
+      const ParallelIterationCost cost =
+          parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
+      REQUIRE(!cost.chunks.front().backward_collectives.empty());
+      const sim::PipelineSimulation simulated =
+          sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
+      CAPTURE(mode_name(mode));
+      CHECK(simulated.pipeline_s == Approx(cost.pipeline_s).epsilon(1e-6));
+      CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(1e-6));
+      // Each pass's collectives are collectives of the simulation, beyond the reductions.
+      const long long per_pass =
+          static_cast<long long>(cost.chunks.front().forward_collectives.size() +
+                                 cost.chunks.front().backward_collectives.size());
+      CHECK(simulated.collectives >= per_pass * run.micro_batches);
+    }
+  }
+  SECTION("beside the pipeline's transfers they only slow it down") {
+    // Two servers, the stages on different servers, the data-parallel groups inside each: the
+    // per-pass gathers share the GPUs' links with the transfers.
+    const Cluster cluster = cluster_with_ranks(scenario, 16);
+    const ParallelRun run =
+        with_modes(spec, scenario, cluster, run_of(1, 2, 8, 4, PipelineSchedule::one_f_one_b),
+                   Mode::zdp, Mode::dp);
+    Scenario on = scenario;
+    on.cluster = cluster;
+    const ParallelIterationCost cost =
+        parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
+    const sim::PipelineSimulation simulated =
+        sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
+    CHECK(simulated.pipeline_s >= cost.pipeline_s * (1 - 1e-6));
+    CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.1));
+  }
+}
