@@ -1,7 +1,7 @@
 // `osdp calibrate`: OSDP's profiler on this machine (CPU ranks over Gloo): collective alpha/beta
 // over message sizes, operator compute rates, memory bandwidth, launch cost, overlap slowdown.
 //   osdp calibrate --ranks N [--model SCENARIO] [--out cluster.json] [--report report.json]
-//   [--json]
+//   [--json] [--device cpu|cuda]
 // Writes a cluster description that `plan`, `simulate` and `validate --cluster` load. Runs in
 // osdp-runtime (it loads libtorch); `osdp calibrate` hands its arguments over.
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 #include "model/scenario.hpp"
 #include "model/units.hpp"
 #include "validate/calibration.hpp"
+#include "validate/device_kind.hpp"
 #include "validate/gpt_shape.hpp"
 #include "validate/rank_runner.hpp"
 
@@ -30,6 +31,7 @@ struct CalibrateOptions {
   std::string model;  // a scenario whose GPT is the probe
   bool json = false;
   bool quick = false;
+  std::string device = "cpu";
 };
 
 int run(const CalibrateOptions& options) {
@@ -42,6 +44,22 @@ int run(const CalibrateOptions& options) {
     }
   }
   validate::CalibrationOptions calibration;
+  if (options.device == "cuda") {
+    // One GPU: its compute. A collective needs two ranks; between GPUs the NCCL probe times them.
+    if (options.ranks != 1) {
+      throw InputError("<command line>", "--ranks", std::to_string(options.ranks),
+                       "1 with --device cuda (calibrate times one GPU's compute; the collectives "
+                       "between GPUs are validate/cuda/osdp_nccl_probe's)");
+    }
+    if (!validate::cuda_device_path_built()) {
+      throw InputError(
+          "<command line>", "--device", "cuda",
+          "cpu (this osdp was built without the CUDA + NCCL device path: configure "
+          "with -DOSDP_WITH_CUDA=ON and CMAKE_PREFIX_PATH pointing at a CUDA libtorch)");
+    }
+    calibration.device = validate::DeviceKind::cuda;
+    calibration.cluster_name = "local-gpu (calibrated)";
+  }
   if (!options.name.empty()) calibration.cluster_name = options.name;
   if (options.quick) {
     calibration.message_bytes = {16e3, 256e3, 4e6};
@@ -67,7 +85,14 @@ int run(const CalibrateOptions& options) {
                                    options.ranks, units::format_bytes(memory_bytes)));
     }
   }
-  if (!options.json) {
+  const bool on_gpu = calibration.device == validate::DeviceKind::cuda;
+  if (!options.json && on_gpu) {
+    fmt::print(stderr,
+               "osdp calibrate: one GPU (cuda:0): compute laws of the probe ({} layers, hidden {}, "
+               "sequence {}); collectives skipped (they need two ranks)\n",
+               calibration.probe.layers, calibration.probe.hidden,
+               calibration.probe.sequence_length);
+  } else if (!options.json) {
     fmt::print(stderr, "osdp calibrate: {} local ranks, {} message sizes x 3 collectives\n",
                options.ranks, calibration.message_bytes.size());
   }
@@ -85,12 +110,22 @@ int run(const CalibrateOptions& options) {
     fmt::print("{}\n", Json{{"cluster", cluster}, {"report", report}}.dump(2));
     return exit_ok;
   }
-  fmt::print("calibrated {} ranks on this machine\n", result->ranks);
-  fmt::print(
-      "  collectives as a training step issues them (after compute, waited for; mean and middle "
-      "half), and back-to-back\n");
-  fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}\n", "collective", "bytes", "time",
-             "middle half", "step time", "bus bandwidth", "back-to-back", "CPU busy");
+  if (on_gpu) {
+    fmt::print("calibrated one GPU on this machine: {}, {}\n", result->cluster.gpu.name,
+               units::format_bytes(result->cluster.gpu.memory_bytes.value_or(0)));
+    fmt::print(
+        "  collectives: not measured (one rank runs none: a collective needs two ranks; between "
+        "GPUs validate/cuda/osdp_nccl_probe times them)\n");
+  } else {
+    fmt::print("calibrated {} ranks on this machine\n", result->ranks);
+    fmt::print(
+        "  collectives as a training step issues them (after compute, waited for; mean and "
+        "middle half), and back-to-back\n");
+  }
+  if (!result->collectives.empty()) {
+    fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}\n", "collective", "bytes",
+               "time", "middle half", "step time", "bus bandwidth", "back-to-back", "CPU busy");
+  }
   for (const auto& point : result->collectives) {
     fmt::print(
         "  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%\n", collective_name(point.kind),
@@ -146,6 +181,10 @@ int run(const CalibrateOptions& options) {
         "them;\n                    overlapping both slows each {:.2f}x)\n",
         result->cluster.host_cores->cores, shared_core_overlap_slowdown(result->cluster));
   }
+  if (result->in_training_runs.empty()) {  // one GPU: no collective to run beside compute
+    if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
+    return exit_ok;
+  }
   fmt::print(
       "  in a training step (operators in turn ZDP, DP, ZDP in slices), the median of {} "
       "probe runs (their range in brackets);\n  for comparison only, not applied: the shared "
@@ -195,6 +234,10 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--model", options->model,
                   "Scenario whose GPT the compute probe runs (default: the local testbed's)");
   app->add_flag("--quick", options->quick, "Fewer sizes and a smaller probe model (seconds)");
+  app->add_option("--device", options->device,
+                  "cpu (default: CPU ranks over Gloo) or cuda (one GPU, --ranks 1: its compute "
+                  "laws; needs a build with -DOSDP_WITH_CUDA=ON)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_flag("--json", options->json, "Print the cluster and the measurements as JSON");
   return {app, [options]() { return run(*options); }};
 }

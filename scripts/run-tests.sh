@@ -10,6 +10,7 @@
 #   OSDP_FUZZ_S      seconds of fuzzing the loaders, 0 skips all fuzzing (default 60)
 #   OSDP_FUZZ_CLI_S  seconds of fuzzing the command line (default 30)
 #   OSDP_CUDA_CHECK  0 skips compiling the GPU parts (default 1: when the CUDA toolkit is there)
+#   OSDP_GPU_CHECK   0 skips scripts/gpu-check.sh's CPU build from its carry (default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${OSDP_JOBS:-$(nproc)}"
@@ -35,6 +36,18 @@ elif [ "${OSDP_CUDA_CHECK:-1}" = "0" ]; then
   echo "== CUDA + NCCL compile check skipped (OSDP_CUDA_CHECK=0)" >&2
 else
   echo "== CUDA + NCCL compile check skipped (no CUDA toolkit with NCCL in /usr/local/cuda)" >&2
+fi
+
+# scripts/gpu-check.sh, the one command for a lent GPU machine, as far as a CPU machine can run
+# it: the carry of Debian headers it sends there (apt-get download, pruned, its size checked),
+# then its own configure and build of osdp and osdp-runtime from that carry against Debian's CPU
+# libtorch (build/gpu-cpu; no simulator, no CUDA) and its checks of the result.
+if [ "${OSDP_GPU_CHECK:-1}" != "0" ]; then
+  echo "== gpu-check.sh's carry and CPU build (scripts/gpu-check.sh --prepare-carry, --cpu)" >&2
+  scripts/gpu-check.sh --prepare-carry
+  scripts/gpu-check.sh --cpu --jobs "$jobs" --out build/gpu-cpu-check
+else
+  echo "== gpu-check.sh's CPU build skipped (OSDP_GPU_CHECK=0)" >&2
 fi
 
 if [ "$sanitizers" != "0" ]; then

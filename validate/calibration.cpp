@@ -13,10 +13,12 @@
 #include <thread>
 
 #include "model/atomic_file.hpp"
+#include "model/input_error.hpp"
 #include "validate/alpha_beta_fit.hpp"
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
 #include "validate/measurement.hpp"
+#include "validate/rank_device.hpp"
 #include "validate/rank_runner.hpp"
 #include "validate/sharded_gpt.hpp"
 
@@ -141,21 +143,45 @@ std::unique_ptr<Communicator> connect_solo(std::chrono::milliseconds timeout) {
   return Communicator::connect(solo);
 }
 
+// What every probe model of one calibration shares: the probe's initial parameters, drawn once
+// (a 1 B-parameter probe takes seconds to draw), and the device its tensors live on (nullptr:
+// the CPU, which ShardedGpt makes itself).
+struct ProbeSetup {
+  NamedTensors initial;
+  RankDevice* device = nullptr;
+
+  std::unique_ptr<ShardedGpt> model(const GptShape& shape, const Plan& plan,
+                                    Communicator& comm) const {
+    if (device == nullptr) {
+      return std::make_unique<ShardedGpt>(shape, plan, comm, initial, RuntimeOptions{});
+    }
+    return std::make_unique<ShardedGpt>(shape, plan, comm, initial, RuntimeOptions{}, *device);
+  }
+  // The device's queued kernels done, so that a clock read next sees them (GPUs run them
+  // asynchronously).
+  void synchronize() const {
+    if (device != nullptr) device->synchronize();
+  }
+  at::TensorOptions float_options() const {
+    return at::TensorOptions().dtype(at::kFloat).device(device ? device->device() : at::kCPU);
+  }
+};
+
 struct ProbeRun {
   std::vector<StepMetrics> steps;
   std::vector<CollectiveEvent> collectives;  // of those steps, in issue order
 };
 
 // Training steps of `plan` on the probe, the first one a warm-up that is not kept.
-ProbeRun train_probe(Communicator& comm, const CalibrationOptions& options, const Plan& plan,
-                     int steps) {
+ProbeRun train_probe(Communicator& comm, const CalibrationOptions& options, const ProbeSetup& setup,
+                     const Plan& plan, int steps) {
   const int n = comm.size();
   const int b = plan.batch_size;
-  ShardedGpt model(options.probe, plan, comm, initial_gpt_parameters(options.probe, 1), {});
+  const std::unique_ptr<ShardedGpt> model = setup.model(options.probe, plan, comm);
   ProbeRun run;
   for (int step = 0; step < 1 + steps; ++step) {
     const TokenBatch data = make_token_batch(options.probe, n * b, 1, step);
-    StepMetrics metrics = model.train_step(data.rows(comm.rank() * b, b));
+    StepMetrics metrics = model->train_step(data.rows(comm.rank() * b, b));
     if (step == 0) (void)comm.take_events();
     if (step > 0) run.steps.push_back(std::move(metrics));
   }
@@ -356,16 +382,17 @@ int probe_slices(const GptShape& probe) {
 // With `straggling`, also the slowest rank's compute over the mean, phase by phase.
 std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communicator& solo,
                                                     const CalibrationOptions& options,
+                                                    const ProbeSetup& setup,
                                                     const Workload& workload, const Plan& plan,
                                                     double* straggling = nullptr) {
   const int n = comm.size();
   const int batch = plan.batch_size;
   comm.barrier();
-  ShardedGpt model(options.probe, plan, solo, initial_gpt_parameters(options.probe, 1), {});
+  const std::unique_ptr<ShardedGpt> model = setup.model(options.probe, plan, solo);
   std::vector<std::vector<StepMetrics::OperatorTiming>> steps;
   for (int step = 0; step < 1 + options.repetitions; ++step) {
     const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
-    const StepMetrics metrics = model.train_step(data.rows(comm.rank() * batch, batch));
+    const StepMetrics metrics = model->train_step(data.rows(comm.rank() * batch, batch));
     if (step > 0) steps.push_back(metrics.operators);
   }
   if (straggling != nullptr) {
@@ -420,7 +447,7 @@ namespace {
 // rank computes at once (as in training) but over a communicator of its own, so that no
 // gradient all-reduce overlaps the compute: the simulator adds the overlap slowdown itself.
 void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOptions& options,
-                     const Workload& workload, CalibrationResult& result) {
+                     const ProbeSetup& setup, const Workload& workload, CalibrationResult& result) {
   // Rounds over the batch sizes (1 2 4 8, 1 2 4 8, ...), each point the median of its rounds: a
   // machine whose speed drifts while it is calibrated (this VM's compute by 20-30 % within
   // minutes) then moves every batch size alike instead of tilting the fitted law, whose fixed
@@ -436,7 +463,7 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
       plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
       double straggling = 1.0;
       for (auto& [kind, point] :
-           time_operators(comm, solo, per_round, workload, plan, &straggling)) {
+           time_operators(comm, solo, per_round, setup, workload, plan, &straggling)) {
         samples[{batch, kind}].push_back(point);
       }
       result.compute_straggling_runs.push_back(straggling);
@@ -473,7 +500,7 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
 // what each slice after the first adds, by kind (against the whole operators' points).
 std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo,
                                           const CalibrationOptions& options,
-                                          const Workload& workload,
+                                          const ProbeSetup& setup, const Workload& workload,
                                           const std::vector<OperatorPoint>& whole_points) {
   std::vector<SlicingPoint> slicing;
   const int k = probe_slices(options.probe);
@@ -482,7 +509,7 @@ std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo
   plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
   plan.choices.assign(options.probe.operators(), OperatorChoice{Mode::dp, k, 0});
   plan.choices[0] = OperatorChoice::whole(Mode::dp);
-  for (const auto& [kind, sliced] : time_operators(comm, solo, options, workload, plan)) {
+  for (const auto& [kind, sliced] : time_operators(comm, solo, options, setup, workload, plan)) {
     for (const OperatorPoint& whole : whole_points) {
       if (whole.kind != kind || whole.batch_size != plan.batch_size || kind == "embedding") {
         continue;
@@ -501,42 +528,49 @@ std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo
 // alone took 14.5 ms for the probe here; all at once, sharing the memory bus, 22 to 29 ms).
 // The step's own time excludes its waits for the reductions.
 double measure_optimizer_bandwidth(Communicator& comm, const CalibrationOptions& options,
-                                   const Workload& workload) {
+                                   const ProbeSetup& setup, const Workload& workload) {
   Plan plan;
   plan.batch_size = options.batch_sizes.front();
   plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
   std::vector<double> update_s;
-  for (const StepMetrics& step : train_probe(comm, options, plan, options.repetitions).steps) {
+  for (const StepMetrics& step :
+       train_probe(comm, options, setup, plan, options.repetitions).steps) {
     update_s.push_back(step.optimizer_step_s);
   }
   return from_rank0(comm, 2.0 * workload.model_state_bytes() / median(update_s));
 }
 
 // Memory bandwidth: a large copy reads and writes every byte.
-double measure_memory_bandwidth(Communicator& comm, const CalibrationOptions& options) {
-  const at::Tensor source = at::ones({16 << 20}, at::kFloat);
+double measure_memory_bandwidth(Communicator& comm, const CalibrationOptions& options,
+                                const ProbeSetup& setup) {
+  const at::Tensor source = at::ones({16 << 20}, setup.float_options());
   at::Tensor target = at::empty_like(source);
   std::vector<double> times;
   for (int r = 0; r < options.repetitions; ++r) {
+    setup.synchronize();
     const auto start = Clock::now();
     target.copy_(source);
+    setup.synchronize();
     times.push_back(seconds_since(start));
   }
   return from_rank0(comm, 2.0 * source.nbytes() / median(times));
 }
 
 // Per-kernel cost: a tiny operation, dominated by dispatch.
-double measure_kernel_launch(Communicator& comm) {
-  at::Tensor a = at::ones({1}, at::kFloat);
-  const at::Tensor b = at::ones({1}, at::kFloat);
+double measure_kernel_launch(Communicator& comm, const ProbeSetup& setup) {
+  at::Tensor a = at::ones({1}, setup.float_options());
+  const at::Tensor b = at::ones({1}, setup.float_options());
   const int count = 20000;
+  setup.synchronize();
   const auto start = Clock::now();
   for (int r = 0; r < count; ++r) a.add_(b);
+  setup.synchronize();
   return from_rank0(comm, seconds_since(start) / count);
 }
 
 // The cluster from the standalone figures (collectives alone, compute laws, bandwidths).
-Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOptions& options) {
+Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOptions& options,
+                           const ProbeSetup& setup) {
   Cluster cluster;
   const int n = result.ranks;
   cluster.name = options.cluster_name;
@@ -545,6 +579,10 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   cluster.gpu.name = "cpu rank (1 thread)";
   const double memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   cluster.gpu.memory_bytes = memory_bytes / std::max(n, 1);
+  if (setup.device != nullptr) {
+    cluster.gpu.name = setup.device->name();
+    cluster.gpu.memory_bytes = setup.device->memory_capacity_bytes();
+  }
   cluster.gpu.compute_flops_per_s = result.compute_flops_per_s;
   cluster.gpu.memory_bandwidth_Bps = result.memory_bandwidth_Bps;
   cluster.gpu.optimizer_bandwidth_Bps = result.optimizer_bandwidth_Bps;
@@ -580,8 +618,9 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   cluster.intra_node = cluster.world;
   cluster.inter_node = cluster.world;
   // The ranks are processes on this machine's cores: how compute and communication slow each
-  // other down follows from sharing them (sim/executor, the cost model), not from a factor.
-  cluster.host_cores = HostCores{usable_cores()};
+  // other down follows from sharing them (sim/executor, the cost model), not from a factor. A
+  // GPU computes on its own.
+  if (setup.device == nullptr) cluster.host_cores = HostCores{usable_cores()};
   return cluster;
 }
 
@@ -591,7 +630,8 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
 // whose shared cores make them (they were, and moved the predictions by tens of percent from
 // one calibration to the next).
 void measure_in_training(Communicator& comm, const CalibrationOptions& options,
-                         const Workload& workload, CalibrationResult& result) {
+                         const ProbeSetup& setup, const Workload& workload,
+                         CalibrationResult& result) {
   const Cluster& cluster = result.cluster;
   Plan plan;
   plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
@@ -606,7 +646,7 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
   std::vector<double> overlaps;
   std::vector<double> stragglers;
   for (int probe = 0; probe < std::max(1, options.training_probes); ++probe) {
-    const ProbeRun run = train_probe(comm, options, plan, 6 * options.repetitions);
+    const ProbeRun run = train_probe(comm, options, setup, plan, 6 * options.repetitions);
     contentions.push_back(collective_contention(comm, run.collectives, cluster.world));
     overlaps.push_back(overlap_slowdown_in_training(comm, run, laws, plan.batch_size));
     stragglers.push_back(straggler_slowdown(comm, run));
@@ -621,19 +661,31 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
 }  // namespace
 
 CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& options) {
-  use_one_compute_thread();
+  const bool on_gpu = options.device == DeviceKind::cuda;
+  // A CPU rank computes on one thread (as in validate); a GPU rank's threads only launch.
+  if (!on_gpu) use_one_compute_thread();
+  if (on_gpu && comm.size() != 1) {
+    throw InputError("<command line>", "--ranks", std::to_string(comm.size()),
+                     "1 with --device cuda (one GPU: its compute; osdp_nccl_probe measures the "
+                     "collectives between GPUs)");
+  }
   CalibrationResult result;
   result.ranks = comm.size();
-  result.collectives = time_collectives(comm, options);
+  // One rank runs no collective: nothing to time (the cluster's timings stay zero, unused).
+  if (!on_gpu) result.collectives = time_collectives(comm, options);
+  const std::unique_ptr<RankDevice> device =
+      on_gpu ? make_rank_device(DeviceKind::cuda, comm.rank()) : nullptr;
+  const ProbeSetup setup{initial_gpt_parameters(options.probe, 1), device.get()};
   const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
   const Workload workload = make_gpt(options.probe.spec(), Training{});
-  measure_compute(comm, *solo, options, workload, result);
-  result.slicing = measure_slicing(comm, *solo, options, workload, result.operators);
-  result.optimizer_bandwidth_Bps = measure_optimizer_bandwidth(comm, options, workload);
-  result.memory_bandwidth_Bps = measure_memory_bandwidth(comm, options);
-  result.kernel_launch_s = measure_kernel_launch(comm);
-  result.cluster = standalone_cluster(result, options);
-  measure_in_training(comm, options, workload, result);
+  measure_compute(comm, *solo, options, setup, workload, result);
+  result.slicing = measure_slicing(comm, *solo, options, setup, workload, result.operators);
+  result.optimizer_bandwidth_Bps = measure_optimizer_bandwidth(comm, options, setup, workload);
+  result.memory_bandwidth_Bps = measure_memory_bandwidth(comm, options, setup);
+  result.kernel_launch_s = measure_kernel_launch(comm, setup);
+  result.cluster = standalone_cluster(result, options, setup);
+  // The in-training figures are those of collectives beside compute: none on one GPU.
+  if (!on_gpu) measure_in_training(comm, options, setup, workload, result);
   return result;
 }
 
@@ -644,11 +696,12 @@ std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptSha
   options.repetitions = repetitions;
   const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
   const Workload workload = make_gpt(shape.spec(), Training{});
+  const ProbeSetup setup{initial_gpt_parameters(shape, 1), nullptr};
   Plan plan;
   plan.batch_size = batch;
   plan.choices.assign(workload.size(), OperatorChoice::whole(Mode::dp));
   std::vector<OperatorPoint> points;
-  for (auto& [kind, point] : time_operators(comm, *solo, options, workload, plan)) {
+  for (auto& [kind, point] : time_operators(comm, *solo, options, setup, workload, plan)) {
     points.push_back(point);
   }
   return points;

@@ -15,6 +15,7 @@
 #include "model/json_reader.hpp"
 #include "model/scenario.hpp"
 #include "validate/communicator.hpp"
+#include "validate/device_kind.hpp"
 #include "validate/gpt_shape.hpp"
 
 namespace osdp::validate {
@@ -39,6 +40,10 @@ struct CalibrationOptions {
   std::vector<int> batch_sizes{1, 2, 4, 8};
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::string cluster_name = "local-cpu (calibrated)";
+  // cuda (a build with the device path; one rank): the probe's compute, the optimizer update and
+  // the memory bandwidth are timed on cuda:0. One rank runs no collective, so the collectives and
+  // the in-training figures are not measured.
+  DeviceKind device = DeviceKind::cpu;
 };
 
 struct CollectivePoint {

@@ -5,8 +5,10 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <mutex>
+#include <utility>
 
 namespace osdp::validate {
 namespace {
@@ -32,7 +34,10 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t bytes) const override {
+  // libtorch 1.x's Allocator declares allocate const, 2.x's non-const and adds copy_data: both
+  // allocates and copy_data are defined, and each overrides where the base declares it (so no
+  // `override` in this class).
+  c10::DataPtr allocate(size_t bytes) const {
     c10::DataPtr inner = inner_->allocate(bytes);
     Counter* counter = in_host_arena ? &host_ : &device_;
     auto* record = new Record{inner.release_context(), inner.get_deleter(), bytes, counter};
@@ -40,8 +45,12 @@ class CountingAllocator final : public c10::Allocator {
     counter->add(static_cast<std::int64_t>(bytes));
     return {data, record, &CountingAllocator::free, inner.device()};
   }
+  c10::DataPtr allocate(size_t bytes) { return std::as_const(*this).allocate(bytes); }
+  void copy_data(void* target, const void* source, std::size_t bytes) const {
+    std::memcpy(target, source, bytes);
+  }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const { return nullptr; }
 
   MemoryCounts counts() const { return device_.counts(); }
   MemoryCounts host_counts() const { return host_.counts(); }

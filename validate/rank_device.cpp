@@ -16,6 +16,8 @@ class CpuDevice final : public RankDevice {
   MemoryCounts memory_counts() const override { return validate::memory_counts(); }
   void reset_peak_memory() override { validate::reset_peak_memory(); }
   CommBackend backend() const override { return CommBackend::gloo; }
+  std::string name() const override { return "cpu"; }
+  std::optional<double> memory_capacity_bytes() const override { return std::nullopt; }
 };
 
 }  // namespace

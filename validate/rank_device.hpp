@@ -9,6 +9,7 @@
 #include <c10/core/Device.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "validate/communicator.hpp"
@@ -29,6 +30,10 @@ class RankDevice {
   virtual void reset_peak_memory() = 0;
   // The c10d backend whose collectives take this device's tensors.
   virtual CommBackend backend() const = 0;
+  // What a calibrated cluster calls the device, and its memory (nullopt on the CPU, whose
+  // ranks share the host's).
+  virtual std::string name() const = 0;
+  virtual std::optional<double> memory_capacity_bytes() const = 0;
 };
 
 // The CPU (installs the counting allocator) or cuda:`local_rank`. Throws InputError (file

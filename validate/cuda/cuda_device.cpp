@@ -1,7 +1,9 @@
 #include "validate/cuda/cuda_device.hpp"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 
 namespace osdp::validate {
 namespace {
@@ -34,7 +36,19 @@ class CudaDevice final : public RankDevice {
 
   CommBackend backend() const override { return CommBackend::nccl; }
 
+  std::string name() const override { return properties().name; }
+
+  std::optional<double> memory_capacity_bytes() const override {
+    return static_cast<double>(properties().totalGlobalMem);
+  }
+
  private:
+  cudaDeviceProp properties() const {
+    cudaDeviceProp properties{};
+    C10_CUDA_CHECK(cudaGetDeviceProperties(&properties, index_));
+    return properties;
+  }
+
   c10::DeviceIndex index_;
 };
 
