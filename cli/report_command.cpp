@@ -17,6 +17,7 @@
 #include "cli/comparison.hpp"
 #include "cli/explanation.hpp"
 #include "cli/format.hpp"
+#include "cli/layout_views.hpp"
 #include "cli/report_page.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
@@ -187,6 +188,63 @@ Json throughput_curves(const CostModel& model, const SearchSpec& spec,
   return {{"memory_limits_bytes", limits}, {"series", series}};
 }
 
+// The best 3D layouts of a GPT scenario under the same limit (search/layout_search): every
+// strategy's figures, and the best one's stages and pipeline timeline (the 3D model's). Pass
+// spans [stage, chunk, micro-batch, 0 forward | 1 backward, start_s, end_s]; a timeline of more
+// passes than a page should carry is left out (`timeline_left_out`).
+Json layouts_json(const Scenario& scenario, double limit_bytes) {
+  LayoutSearchOptions options;
+  options.memory_limit_bytes = limit_bytes;
+  const LayoutSearchRun run = run_layout_search(scenario, options);
+  Json strategies = Json::array();
+  for (const auto& [name, plan] : run.result.strategies) {
+    strategies.push_back(layout_plan_json(scenario, name, plan));
+  }
+  Json layouts = {{"strategies", strategies}, {"evaluations", run.result.evaluations}};
+  const std::optional<LayoutPlan>& best = run.result.strategies.front().second;
+  if (!best) {
+    layouts["least_memory_needed_bytes"] = run.result.least_memory_needed_bytes;
+    return layouts;
+  }
+  const ParallelIterationCost cost = layout_cost(scenario, *best);
+  Json stages = Json::array();
+  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
+    const StageCost& stage = cost.stages[r];
+    int layers = 0;
+    for (const ChunkCost& chunk : cost.chunks) {
+      if (chunk.stage == static_cast<int>(r)) layers += chunk.layers;
+    }
+    stages.push_back({{"layers", layers},
+                      {"model_state_bytes", stage.model_state_bytes},
+                      {"activation_bytes", stage.activation_bytes},
+                      {"micro_batches_in_flight", stage.peak_in_flight},
+                      {"transient_bytes", stage.transient_bytes},
+                      {"peak_memory_bytes", stage.peak_memory_bytes},
+                      {"busy_s", cost.timeline.busy_s[r]},
+                      {"finish_s", cost.timeline.finish_s[r]},
+                      {"gradient_reduce_s", stage.gradient_reduce_s}});
+  }
+  layouts["stages"] = stages;
+  layouts["pipeline_s"] = cost.pipeline_s;
+  layouts["iteration_time_s"] = cost.iteration_time_s;
+  constexpr std::size_t max_passes = 6000;
+  std::size_t passes = 0;
+  for (const auto& stage : cost.timeline.stages) passes += stage.size();
+  if (passes > max_passes) {
+    layouts["timeline_left_out"] = passes;
+    return layouts;
+  }
+  Json spans = Json::array();
+  for (std::size_t r = 0; r < cost.timeline.stages.size(); ++r) {
+    for (const TimedStep& pass : cost.timeline.stages[r]) {
+      spans.push_back({r, pass.step.chunk, pass.step.micro_batch,
+                       pass.step.pass == Pass::forward ? 0 : 1, pass.start_s, pass.end_s});
+    }
+  }
+  layouts["passes"] = spans;
+  return layouts;
+}
+
 #ifdef OSDP_WITH_SIM
 // Rank 0's simulated iteration, compacted from the simulator's Chrome trace: lanes (streams),
 // spans [lane, category, start_us, duration_us, name] and the memory timeline
@@ -293,6 +351,7 @@ int run_report(const ReportOptions& options) {
   data["operator_classes"] = classes;
   data["modes"] = modes_json(model, plan, result.best->cost, plan_model);
   data["throughput"] = throughput_curves(model, scenario->search, limits);
+  if (scenario->gpt) data["layouts"] = layouts_json(*scenario, limit_bytes);
 #ifdef OSDP_WITH_SIM
   if (!options.no_timeline) {
     refuse_unless_forced(simulation_work(*scenario), options.scenario.force);

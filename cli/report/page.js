@@ -381,6 +381,139 @@
            categories.map((category) => [category.replace(/_/g, " "), MEMORY_COLOURS[category] || "#999"]));
   }
 
+  function layoutModes(plan) {
+    const zdp = plan.zdp_layers_per_stage.reduce((a, b) => a + b, 0);
+    return zdp > 0 ? `${plan.base_mode} + ${zdp} zdp layers` : plan.base_mode;
+  }
+  function layoutSchedule(plan) {
+    if (plan.pipeline_parallelism === 1) return "-";
+    return plan.schedule === "interleaved" ? `interleaved v=${plan.chunks_per_stage}` : plan.schedule;
+  }
+
+  function drawLayouts(data) {
+    const section = document.getElementById("layouts-section");
+    const layouts = data.layouts;
+    if (!layouts) {
+      section.style.display = "none";  // an operator list: no layers to split
+      return;
+    }
+    const table = html("table", undefined, { id: "layouts" });
+    const head = html("tr");
+    for (const title of ["strategy", "tp x pp x dp", "schedule", "micro-batch x m", "ckpt",
+                         "data-parallel modes", "throughput", "iteration", "peak", "bubble"]) {
+      head.appendChild(html("th", title));
+    }
+    table.appendChild(head);
+    for (const plan of layouts.strategies) {
+      const row = html("tr", undefined, plan.strategy === "3d_osdp" && plan.fits ? { class: "chosen" } : {});
+      row.appendChild(html("td", plan.strategy));
+      if (!plan.fits) {
+        const cell = html("td", "does not fit", { colspan: 9, class: "oom" });
+        row.appendChild(cell);
+        table.appendChild(row);
+        continue;
+      }
+      for (const value of [`${plan.tensor_parallelism} x ${plan.pipeline_parallelism} x ${plan.data_parallelism}`,
+                           layoutSchedule(plan), `${plan.micro_batch} x ${plan.micro_batches}`,
+                           plan.checkpoint ? "yes" : "no", layoutModes(plan),
+                           `${plan.throughput_samples_per_s.toFixed(1)} samples/s`,
+                           seconds(plan.iteration_time_s), bytes(plan.peak_memory_bytes),
+                           `${(100 * plan.bubble_fraction).toFixed(1)} %`]) {
+        row.appendChild(html("td", value));
+      }
+      table.appendChild(row);
+    }
+    document.getElementById("layouts-table").appendChild(table);
+    const lesson = document.getElementById("layouts-lesson");
+    const best = layouts.strategies[0];
+    if (!best.fits) {
+      lesson.textContent += ` No layout fits in ${bytes(data.memory_limit_bytes)}: the least ` +
+        `any needs is ${bytes(layouts.least_memory_needed_bytes)}.`;
+      return;
+    }
+    const planRate = data.plan.throughput_samples_per_s;
+    const ratio = best.throughput_samples_per_s / planRate;
+    lesson.textContent += ` Here the best layout, tp x pp x dp = ${best.tensor_parallelism} x ` +
+      `${best.pipeline_parallelism} x ${best.data_parallelism}, trains ` +
+      `${best.throughput_samples_per_s.toFixed(1)} samples/s against the data-parallel plan's ` +
+      `${planRate.toFixed(1)} (${ratio >= 1 ? "+" : ""}${(100 * (ratio - 1)).toFixed(1)} %, ` +
+      `the 3D model's figure beside the per-operator search's).`;
+
+    // Each stage's peak: model states + activations in flight + the largest transient buffer.
+    const stages = layouts.stages;
+    const limit = data.memory_limit_bytes;
+    const parts = [["model_state_bytes", "model states", "#4e79a7"],
+                   ["activation_bytes", "activations in flight", "#f28e2b"],
+                   ["transient_bytes", "transient", "#e15759"]];
+    const max = Math.max(limit, ...stages.map((s) => s.peak_memory_bytes)) * 1.05;
+    const left = 110, width = 1000, barHeight = 18, gap = 6;
+    const memory = svg(left + width + 130, stages.length * (barHeight + gap) + 30);
+    memory.id = "layout-memory-svg";
+    stages.forEach((stage, row) => {
+      const y = row * (barHeight + gap);
+      text(memory, 0, y + 13, `stage ${row} (${stage.layers} layers)`, { "font-size": 11 });
+      let x = left;
+      for (const [key, label, colour] of parts) {
+        const w = (stage[key] / max) * width;
+        if (w <= 0) continue;
+        const rect = element("rect", { class: "stage-memory", x: x, y: y, width: w, height: barHeight, fill: colour }, memory);
+        element("title", {}, rect).textContent = `stage ${row}: ${label} ${bytes(stage[key])}` +
+          (key === "activation_bytes" ? ` (${stage.micro_batches_in_flight} micro-batches)` : "");
+        x += w;
+      }
+      text(memory, x + 6, y + 13, bytes(stage.peak_memory_bytes), { "font-size": 11 });
+    });
+    const limitX = left + (limit / max) * width;
+    element("line", { x1: limitX, x2: limitX, y1: 0, y2: stages.length * (barHeight + gap),
+                      stroke: "#1d232b", "stroke-dasharray": "5 4" }, memory);
+    text(memory, limitX + 4, stages.length * (barHeight + gap) + 14, `limit ${bytes(limit)}`, { "font-size": 11 });
+    document.getElementById("layout-memory").appendChild(memory);
+    legend(document.getElementById("layout-memory-legend"), parts.map(([, label, colour]) => [label, colour]));
+
+    // The pipeline: each stage's passes, then its gradient reductions.
+    const plot = document.getElementById("pipeline-plot");
+    if (!layouts.passes) {
+      plot.appendChild(html("p", `The timeline has ${layouts.timeline_left_out} passes, more ` +
+                                 "than this page draws (osdp layout --trace writes it).", { class: "lesson" }));
+      return;
+    }
+    const end = Math.max(layouts.iteration_time_s,
+                         ...stages.map((s) => s.finish_s + s.gradient_reduce_s));
+    const laneHeight = 18;
+    const picture = svg(left + width + 10, stages.length * (laneHeight + 6) + 30);
+    picture.id = "pipeline-svg";
+    const sx = (t) => left + (t / end) * width;
+    const colours = { forward: "#4e79a7", backward: "#59a14f", reductions: "#79706e" };
+    stages.forEach((stage, row) => {
+      const y = row * (laneHeight + 6);
+      text(picture, 0, y + 13, `stage ${row}`, { "font-size": 11 });
+      element("rect", { x: left, y: y, width: width, height: laneHeight, fill: "#f5f7f9" }, picture);
+      if (stage.gradient_reduce_s > 0) {
+        const rect = element("rect", { class: "reduction", x: sx(stage.finish_s), y: y + 2,
+                                       width: Math.max(0.5, sx(stage.finish_s + stage.gradient_reduce_s) - sx(stage.finish_s)),
+                                       height: laneHeight - 4, fill: colours.reductions }, picture);
+        element("title", {}, rect).textContent = `stage ${row}: gradient reductions ${seconds(stage.gradient_reduce_s)}`;
+      }
+    });
+    for (const [stage, chunk, micro, pass, start, finish] of layouts.passes) {
+      const y = stage * (laneHeight + 6);
+      const kind = pass === 0 ? "forward" : "backward";
+      const rect = element("rect", { class: "pass", x: sx(start), y: y + 2,
+                                     width: Math.max(0.4, sx(finish) - sx(start) - 0.3),
+                                     height: laneHeight - 4, fill: colours[kind] }, picture);
+      element("title", {}, rect).textContent =
+        `stage ${stage}: ${kind} of micro-batch ${micro} (chunk ${chunk}), ${seconds(finish - start)}`;
+    }
+    const axisY = stages.length * (laneHeight + 6) + 14;
+    for (const value of ticks(end * 1e3, 10)) {
+      text(picture, sx(value / 1e3), axisY, `${value} ms`, { "text-anchor": "middle", "font-size": 11 });
+    }
+    plot.appendChild(picture);
+    legend(document.getElementById("pipeline-legend"),
+           [["forward", colours.forward], ["backward", colours.backward],
+            ["gradient reductions", colours.reductions]]);
+  }
+
   function drawWhy(data) {
     const container = document.getElementById("why");
     for (const group of data.operator_classes) {
@@ -423,6 +556,7 @@
     drawMemoryBars(data);
     drawThroughput(data);
     drawTimeline(data);
+    drawLayouts(data);
     drawWhy(data);
   } catch (error) {
     recordError(`${error.name}: ${error.message}`);

@@ -108,7 +108,7 @@ def main():
         dom = Dom()
         dom.feed(dumped.stdout)
         shot = run_browser(browser, profile,
-                           ["--window-size=1280,5200", f"--screenshot={screenshot}"], page)
+                           ["--window-size=1280,6000", f"--screenshot={screenshot}"], page)
     if dumped.returncode != 0:
         failures.append(f"chromium --dump-dom exited {dumped.returncode}: {dumped.stderr[-2000:]}")
     if dom.body.get("data-rendered") != "yes":
@@ -127,6 +127,9 @@ def main():
         ("throughput plot: points", dom.count("throughput-svg", "circle"), 8),
         ("timeline: spans", dom.count("timeline-svg", "rect", "span"), 10),
         ("memory timeline: areas", dom.count("memory-timeline-svg", "polygon", "memory-area"), 2),
+        ("3D layouts: the strategies' rows", dom.count("layouts", "tr"), 6),
+        ("3D layouts: each stage's memory parts", dom.count("layout-memory-svg", "rect", "stage-memory"), 2),
+        ("3D layouts: the pipeline's passes", dom.count("pipeline-svg", "rect", "pass"), 2),
         ("why: operator classes", dom.count("why", "div", "class"), 1),
         ("why: reasons", dom.count("why", "p", "why"), 1),
     ]

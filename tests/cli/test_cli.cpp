@@ -1242,6 +1242,16 @@ TEST_CASE("report writes one self-contained page whose figures agree with plan a
   CHECK(osdp_curve["name"] == "osdp");
   CHECK(osdp_curve["throughput_samples_per_s"][1].get<double>() ==
         Approx(planned["throughput_samples_per_s"].get<double>()));
+  // The 3D layouts at the same limit are `osdp layout`'s; each stage's parts add up to its peak.
+  const Run layout = run_osdp({"layout", scenarios + "default.json", "--json"});
+  REQUIRE(layout.exit_code == 0);
+  CHECK(data["layouts"]["strategies"] == osdp::Json::parse(layout.out)["strategies"]);
+  for (const auto& stage : data["layouts"]["stages"]) {
+    CHECK(stage["model_state_bytes"].get<double>() + stage["activation_bytes"].get<double>() +
+              stage["transient_bytes"].get<double>() ==
+          Approx(stage["peak_memory_bytes"].get<double>()));
+  }
+  CHECK(data["layouts"]["passes"].size() >= 2);
 #ifdef OSDP_CLI_HAS_SIM
   REQUIRE(data.contains("timeline"));
   CHECK(data["timeline"]["spans"].size() > 100);
