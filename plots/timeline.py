@@ -28,6 +28,7 @@ COLOURS = {
     "ag_recompute": "#da8bc3",
     "reduce_scatter": "#8c8c8c",
     "all_reduce": "#ccb974",
+    "reduce": "#ccb974",  # a pipeline stage's gradient reductions (osdp simulate --pp --trace)
 }
 
 
