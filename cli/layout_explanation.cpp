@@ -55,14 +55,6 @@ std::vector<Alternative> alternatives(const Scenario& scenario, const LayoutSear
   return found;
 }
 
-int stage_layers(const ParallelIterationCost& cost, int stage) {
-  int layers = 0;
-  for (const ChunkCost& chunk : cost.chunks) {
-    if (chunk.stage == stage) layers += chunk.layers;
-  }
-  return layers;
-}
-
 double tensor_communication_s(const ParallelIterationCost& cost) {
   double seconds = 0;
   for (const ChunkCost& chunk : cost.chunks) {
@@ -117,7 +109,7 @@ std::string stages_table(const ParallelIterationCost& cost, const LayoutPlan& pl
                {"zdp layers", Table::Align::right}});
   for (std::size_t r = 0; r < cost.stages.size(); ++r) {
     const StageCost& stage = cost.stages[r];
-    table.add_row({std::to_string(r), std::to_string(stage_layers(cost, static_cast<int>(r))),
+    table.add_row({std::to_string(r), std::to_string(stage_layer_count(cost, static_cast<int>(r))),
                    format_count(stage.parameters), units::format_bytes(stage.model_state_bytes),
                    fmt::format("{} ({} in flight)", units::format_bytes(stage.activation_bytes),
                                stage.peak_in_flight),
@@ -175,27 +167,6 @@ std::string axes_text(const ParallelIterationCost& cost, const LayoutPlan& plan)
   return text;
 }
 
-Json stages_json(const ParallelIterationCost& cost, const LayoutPlan& plan) {
-  Json stages = Json::array();
-  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
-    const StageCost& stage = cost.stages[r];
-    stages.push_back({{"stage", r},
-                      {"layers", stage_layers(cost, static_cast<int>(r))},
-                      {"parameters", stage.parameters},
-                      {"model_state_bytes", stage.model_state_bytes},
-                      {"activation_bytes", stage.activation_bytes},
-                      {"micro_batches_in_flight", stage.peak_in_flight},
-                      {"transient_bytes", stage.transient_bytes},
-                      {"peak_memory_bytes", stage.peak_memory_bytes},
-                      {"busy_s", cost.timeline.busy_s[r]},
-                      {"idle_s", cost.pipeline_s - cost.timeline.busy_s[r]},
-                      {"gradient_reduce_s", stage.gradient_reduce_s},
-                      {"optimizer_step_s", stage.optimizer_step_s},
-                      {"zdp_layers", plan.zdp_layers_per_stage[r]}});
-  }
-  return stages;
-}
-
 }  // namespace
 
 int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options, bool json) {
@@ -230,7 +201,7 @@ int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options,
                      {"transfer_bytes", cost.transfer_bytes},
                      {"tensor_communication_s", tensor_communication_s(cost)},
                      {"iteration_time_s", cost.iteration_time_s},
-                     {"stages", stages_json(cost, *best)},
+                     {"stages", layout_stages_json(cost, *best)},
                      {"alternatives", alternatives_json}};
     fmt::print("{}\n", document.dump(2));
     return exit_ok;

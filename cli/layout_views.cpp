@@ -198,21 +198,48 @@ Json layout_search_json(const Scenario& scenario, const LayoutSearchRun& run,
   return document;
 }
 
+int stage_layer_count(const ParallelIterationCost& cost, int stage) {
+  int layers = 0;
+  for (const ChunkCost& chunk : cost.chunks) {
+    if (chunk.stage == stage) layers += chunk.layers;
+  }
+  return layers;
+}
+
+Json layout_stages_json(const ParallelIterationCost& cost, const LayoutPlan& plan) {
+  Json stages = Json::array();
+  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
+    const StageCost& stage = cost.stages[r];
+    stages.push_back({{"stage", r},
+                      {"layers", stage_layer_count(cost, static_cast<int>(r))},
+                      {"parameters", stage.parameters},
+                      {"model_state_bytes", stage.model_state_bytes},
+                      {"activation_bytes", stage.activation_bytes},
+                      {"micro_batches_in_flight", stage.peak_in_flight},
+                      {"transient_bytes", stage.transient_bytes},
+                      {"peak_memory_bytes", stage.peak_memory_bytes},
+                      {"busy_s", cost.timeline.busy_s[r]},
+                      {"idle_s", cost.pipeline_s - cost.timeline.busy_s[r]},
+                      {"finish_s", cost.timeline.finish_s[r]},
+                      {"gradient_reduce_s", stage.gradient_reduce_s},
+                      {"optimizer_step_s", stage.optimizer_step_s},
+                      {"zdp_layers", plan.zdp_layers_per_stage[r]}});
+  }
+  return stages;
+}
+
 std::string stage_table(const Scenario& scenario, const LayoutPlan& plan) {
   const ParallelIterationCost cost = layout_cost(scenario, plan);
   std::string text =
       fmt::format("\n{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", "stage", "layers",
                   "parameters", "states", "in flight", "peak memory", "busy", "zdp layers");
   for (std::size_t r = 0; r < cost.stages.size(); ++r) {
-    int layers = 0;
-    for (const ChunkCost& chunk : cost.chunks) {
-      if (chunk.stage == static_cast<int>(r)) layers += chunk.layers;
-    }
     const StageCost& stage = cost.stages[r];
     text +=
-        fmt::format("{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", r, layers,
-                    format_count(stage.parameters), units::format_bytes(stage.model_state_bytes),
-                    stage.peak_in_flight, units::format_bytes(stage.peak_memory_bytes),
+        fmt::format("{:>5} {:>6} {:>11} {:>12} {:>9} {:>12} {:>11} {:>10}\n", r,
+                    stage_layer_count(cost, static_cast<int>(r)), format_count(stage.parameters),
+                    units::format_bytes(stage.model_state_bytes), stage.peak_in_flight,
+                    units::format_bytes(stage.peak_memory_bytes),
                     units::format_seconds(cost.timeline.busy_s[r]), plan.zdp_layers_per_stage[r]);
   }
   text += fmt::format(

@@ -91,6 +91,14 @@ std::string layout_search_report(const Scenario& scenario, const LayoutSearchRun
 // "nothing fits" on stderr with the least memory any layout needs; returns exit_infeasible.
 int report_no_layout_fits(const LayoutSearchRun& run);
 
+// The transformer layers of a stage (over its chunks).
+int stage_layer_count(const ParallelIterationCost& cost, int stage);
+
+// Each stage of a plan: layers, parameters, memory by part (model states + activations of the
+// micro-batches in flight + the largest transient buffer = peak), time (busy, idle in the
+// pipeline, last pass, gradient reductions, optimizer step) and zdp layers.
+Json layout_stages_json(const ParallelIterationCost& cost, const LayoutPlan& plan);
+
 // The stages of a plan: layers, parameters, memory and time each.
 std::string stage_table(const Scenario& scenario, const LayoutPlan& plan);
 

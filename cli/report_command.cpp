@@ -207,24 +207,7 @@ Json layouts_json(const Scenario& scenario, double limit_bytes) {
     return layouts;
   }
   const ParallelIterationCost cost = layout_cost(scenario, *best);
-  Json stages = Json::array();
-  for (std::size_t r = 0; r < cost.stages.size(); ++r) {
-    const StageCost& stage = cost.stages[r];
-    int layers = 0;
-    for (const ChunkCost& chunk : cost.chunks) {
-      if (chunk.stage == static_cast<int>(r)) layers += chunk.layers;
-    }
-    stages.push_back({{"layers", layers},
-                      {"model_state_bytes", stage.model_state_bytes},
-                      {"activation_bytes", stage.activation_bytes},
-                      {"micro_batches_in_flight", stage.peak_in_flight},
-                      {"transient_bytes", stage.transient_bytes},
-                      {"peak_memory_bytes", stage.peak_memory_bytes},
-                      {"busy_s", cost.timeline.busy_s[r]},
-                      {"finish_s", cost.timeline.finish_s[r]},
-                      {"gradient_reduce_s", stage.gradient_reduce_s}});
-  }
-  layouts["stages"] = stages;
+  layouts["stages"] = layout_stages_json(cost, *best);
   layouts["pipeline_s"] = cost.pipeline_s;
   layouts["iteration_time_s"] = cost.iteration_time_s;
   constexpr std::size_t max_passes = 6000;

@@ -28,6 +28,23 @@ ParallelRun run_of(int tensor, int pipeline, int data, int micro_batches,
   return run;
 }
 
+// The run on `ranks` GPUs of the scenario's cluster: the 3D model's cost and the simulation.
+struct Simulated {
+  ParallelIterationCost cost;
+  sim::PipelineSimulation simulation;
+};
+
+Simulated simulate_on(const Scenario& scenario, const GptSpec& spec, const ParallelRun& run,
+                      int ranks) {
+  Scenario on = scenario;
+  on.cluster = cluster_with_ranks(scenario, ranks);
+  ParallelIterationCost cost =
+      parallel_iteration_cost(spec, scenario.training, on.cluster, scenario.cost, run, "test");
+  sim::PipelineSimulation simulation =
+      sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
+  return {std::move(cost), std::move(simulation)};
+}
+
 }  // namespace
 
 TEST_CASE("the simulated 3D iteration is the model's where nothing contends", "[sim][pipeline]") {
@@ -44,13 +61,7 @@ TEST_CASE("the simulated 3D iteration is the model's where nothing contends", "[
         Case{1, 2, 4, 4, PipelineSchedule::interleaved},
         Case{8, 1, 1, 3, PipelineSchedule::one_f_one_b}}) {
     const ParallelRun run = run_of(c.tensor, c.pipeline, c.data, c.micro_batches, c.schedule);
-    const Cluster cluster = cluster_with_ranks(scenario, c.tensor * c.pipeline * c.data);
-    Scenario on = scenario;
-    on.cluster = cluster;
-    const ParallelIterationCost cost =
-        parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
-    const sim::PipelineSimulation simulated =
-        sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
+    const auto [cost, simulated] = simulate_on(scenario, spec, run, c.tensor * c.pipeline * c.data);
     CAPTURE(c.tensor, c.pipeline, c.data, c.micro_batches, pipeline_schedule_name(c.schedule));
     CHECK(simulated.pipeline_s == Approx(cost.pipeline_s).epsilon(1e-6));
     CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(1e-6));
@@ -68,13 +79,7 @@ TEST_CASE("data-parallel rings of several stages meet on the NICs in the simulat
   Scenario scenario = vtrain();
   const GptSpec spec = testing::gpt_spec(8, 1024, 16, 512, 128);
   const ParallelRun run = run_of(2, 2, 4, 4, PipelineSchedule::one_f_one_b);
-  const Cluster cluster = cluster_with_ranks(scenario, 16);
-  Scenario on = scenario;
-  on.cluster = cluster;
-  const ParallelIterationCost cost =
-      parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
-  const sim::PipelineSimulation simulated =
-      sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
+  const auto [cost, simulated] = simulate_on(scenario, spec, run, 16);
   CHECK(simulated.pipeline_s == Approx(cost.pipeline_s).epsilon(1e-6));
   CHECK(simulated.iteration_time_s >= simulated.pipeline_s);
   CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.05));
@@ -107,13 +112,8 @@ TEST_CASE("the sharded modes' per-pass collectives run as flows beside the compu
       const Cluster cluster = cluster_with_ranks(scenario, 8);
       const ParallelRun run = with_modes(
           spec, scenario, cluster, run_of(1, 1, 8, 3, PipelineSchedule::one_f_one_b), mode, mode);
-      Scenario on = scenario;
-      on.cluster = cluster;
-      const ParallelIterationCost cost =
-          parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
+      const auto [cost, simulated] = simulate_on(scenario, spec, run, 8);
       REQUIRE(!cost.chunks.front().backward_collectives.empty());
-      const sim::PipelineSimulation simulated =
-          sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
       CAPTURE(mode_name(mode));
       CHECK(simulated.pipeline_s == Approx(cost.pipeline_s).epsilon(1e-6));
       CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(1e-6));
@@ -131,12 +131,7 @@ TEST_CASE("the sharded modes' per-pass collectives run as flows beside the compu
     const ParallelRun run =
         with_modes(spec, scenario, cluster, run_of(1, 2, 8, 4, PipelineSchedule::one_f_one_b),
                    Mode::zdp, Mode::dp);
-    Scenario on = scenario;
-    on.cluster = cluster;
-    const ParallelIterationCost cost =
-        parallel_iteration_cost(spec, scenario.training, cluster, scenario.cost, run, "test");
-    const sim::PipelineSimulation simulated =
-        sim::simulate_pipeline(on, run, cost, sim::Granularity::step);
+    const auto [cost, simulated] = simulate_on(scenario, spec, run, 16);
     CHECK(simulated.pipeline_s >= cost.pipeline_s * (1 - 1e-6));
     CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.1));
   }
