@@ -64,7 +64,7 @@ int run_layout(const LayoutOptions& options) {
     fmt::print("{}\n", layout_search_json(scenario, run, simulated).dump(2));
     return best ? exit_ok : exit_infeasible;
   }
-  if (!best) return report_no_layout_fits(run);
+  if (!best) return report_no_layout_fits(scenario, run);
   fmt::print("{}", layout_search_report(scenario, run, simulated));
   return exit_ok;
 }

@@ -177,7 +177,7 @@ int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options,
       fmt::print("{}\n", layout_search_json(scenario, run, {}).dump(2));
       return exit_infeasible;
     }
-    return report_no_layout_fits(run);
+    return report_no_layout_fits(scenario, run);
   }
   const ParallelIterationCost cost = layout_cost(scenario, *best);
   const std::vector<Alternative> found = alternatives(scenario, options);

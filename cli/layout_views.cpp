@@ -296,13 +296,33 @@ std::string layout_search_report(const Scenario& scenario, const LayoutSearchRun
   return text;
 }
 
-int report_no_layout_fits(const LayoutSearchRun& run) {
-  fmt::print(stderr,
-             "osdp: nothing fits: no 3D layout fits in {} per GPU; the least memory any needs "
-             "is {}\n  try --memory-limit {} or more\n",
-             units::format_bytes(run.memory_limit_bytes),
-             units::format_bytes(run.result.least_memory_needed_bytes),
-             memory_limit_flag_value(run.result.least_memory_needed_bytes));
+std::string no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run) {
+  const double needed = run.result.least_memory_needed_bytes;
+  const std::string intro = fmt::format("nothing fits: no 3D layout fits in {} per GPU",
+                                        units::format_bytes(run.memory_limit_bytes));
+  if (needed <= 0) {
+    // Nothing was costed: no micro-batch of the range divides the global batch over any
+    // data-parallel degree the axes allow.
+    return intro +
+           "; no layout can run this batch (the global batch over micro-batch x data-parallel "
+           "degree): change --global-batch, --micro-batch or the fixed axes";
+  }
+  std::string message =
+      fmt::format("{}; the least memory any needs is {}", intro, units::format_bytes(needed));
+  const std::optional<double>& gpu_memory = scenario.cluster.gpu.memory_bytes;
+  if (gpu_memory && needed > *gpu_memory) {
+    return message +
+           fmt::format(
+               "\n  that is more than the GPU's {}: more GPUs, a smaller micro-batch or a "
+               "shorter sequence (the search already tries checkpointing)",
+               units::format_bytes(*gpu_memory));
+  }
+  return message +
+         fmt::format("\n  try --memory-limit {} or more", memory_limit_flag_value(needed));
+}
+
+int report_no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run) {
+  fmt::print(stderr, "osdp: {}\n", no_layout_fits(scenario, run));
   return exit_infeasible;
 }
 

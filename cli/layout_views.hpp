@@ -88,8 +88,12 @@ Json layout_search_json(const Scenario& scenario, const LayoutSearchRun& run,
 std::string layout_search_report(const Scenario& scenario, const LayoutSearchRun& run,
                                  const std::map<std::string, SimulatedLayout>& simulated);
 
-// "nothing fits" on stderr with the least memory any layout needs; returns exit_infeasible.
-int report_no_layout_fits(const LayoutSearchRun& run);
+// Why no layout fits and what to change: the least memory any layout needs and a --memory-limit
+// that would fit, never one above the GPU's memory (refused), nor a limit when no layout could
+// run the batch at all.
+std::string no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run);
+// That on stderr, after "osdp: "; returns exit_infeasible.
+int report_no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run);
 
 // The transformer layers of a stage (over its chunks).
 int stage_layer_count(const ParallelIterationCost& cost, int stage);

@@ -368,7 +368,7 @@ int run_layout_plan(const PlanOptions& options) {
     fmt::print("{}\n", layout_search_json(*scenario, run, simulated).dump(2));
     return fits ? exit_ok : exit_infeasible;
   }
-  if (!fits) return report_no_layout_fits(run);
+  if (!fits) return report_no_layout_fits(*scenario, run);
   fmt::print("{}", layout_search_report(*scenario, run, simulated));
   return exit_ok;
 }

@@ -190,14 +190,12 @@ int run_layout(const SimulateOptions& options) {
       std::find_if(search_run.result.strategies.begin(), search_run.result.strategies.end(),
                    [&](const auto& entry) { return entry.first == strategy; });
   if (!chosen->second) {
-    throw InfeasibleError(fmt::format(
-        "no 3D layout of {} fits in {} per GPU{}", strategy,
-        units::format_bytes(search_run.memory_limit_bytes),
-        search_run.result.strategies.front().second
-            ? ""
-            : fmt::format(" (the least memory any layout needs is {}: try --memory-limit {})",
-                          units::format_bytes(search_run.result.least_memory_needed_bytes),
-                          memory_limit_flag_value(search_run.result.least_memory_needed_bytes))));
+    if (!search_run.result.strategies.front().second) {
+      throw InfeasibleError(no_layout_fits(*scenario, search_run));
+    }
+    throw InfeasibleError(
+        fmt::format("no 3D layout of {} fits in {} per GPU (3d_osdp's does: --strategy 3d_osdp)",
+                    strategy, units::format_bytes(search_run.memory_limit_bytes)));
   }
   const LayoutPlan& plan = *chosen->second;
   const ParallelIterationCost cost = layout_cost(*scenario, plan);

@@ -787,6 +787,12 @@ TEST_CASE("plan, explain and sweep plan 3D layouts with --tp, --pp and --schedul
   const Run tight = run_osdp({"plan", scenario, "--pp", "2", "--memory-limit", "64MiB"});
   CHECK(tight.exit_code == 3);
   CHECK(contains(tight.err, "try --memory-limit"));
+  // Past the GPU's memory, no --memory-limit is advised (it would be refused).
+  const Run huge = run_osdp(
+      {"plan", scenario, "--tp", "auto", "--micro-batch", "512", "--global-batch", "4096"});
+  CHECK(huge.exit_code == 3);
+  CHECK(contains(huge.err, "more than the GPU's"));
+  CHECK(!contains(huge.err, "try --memory-limit"));
 }
 
 #ifdef OSDP_CLI_HAS_SIM
