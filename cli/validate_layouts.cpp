@@ -63,10 +63,40 @@ bool parse_axes(const std::string& text, Axes& axes) {
 // The error for a layout item: `why`, or (empty) what an item looks like.
 InputError layout_error(const std::string& flag, const std::string& item, const std::string& why) {
   return InputError("command line", flag, item,
-                    why.empty() ? "a layout such as tp2, pp2:gpipe:m4 or tp2xdp2:z1 (axes tp<N>, "
-                                  "pp<N>, dp<N> joined by x, then :gpipe or :1f1b, "
-                                  ":m<micro-batches> and :z1 for ZeRO-1 in the data-parallel group)"
+                    why.empty() ? "a layout such as tp2, pp2:gpipe:m4, pp2:interleaved:v2:m4 or "
+                                  "tp2xdp2:z1 (axes tp<N>, pp<N>, dp<N> joined by x, then "
+                                  ":gpipe, :1f1b or :interleaved with :v<chunks per stage>, "
+                                  ":m<micro-batches>, and :z1 or :z2 for ZeRO-1 or ZeRO-2 in "
+                                  "the data-parallel group)"
                                 : why);
+}
+
+// v: the stated chunks per stage (0: none stated), 2 by default when interleaved and 1
+// otherwise; refused where the interleaved schedule cannot run (`refuse` makes the error).
+template <typename Refuse>
+int chunks_per_stage_of(const Refuse& refuse, const ParallelRun& run, int stated, int layers) {
+  const int pipeline = run.degrees.pipeline;
+  if (run.schedule != PipelineSchedule::interleaved) {
+    if (stated > 0) throw refuse("v<chunks per stage> with :interleaved only");
+    return 1;
+  }
+  const int v = stated > 0 ? stated : 2;
+  if (pipeline < 2 || v < 2) {
+    throw refuse(
+        "an interleaved schedule of at least 2 pipeline stages and v2 or more chunks "
+        "per stage (v1 is 1f1b)");
+  }
+  if (run.micro_batches % pipeline != 0) {
+    throw refuse(
+        fmt::format("micro-batches that are a multiple of the {} pipeline stages under "
+                    "the interleaved schedule (here m{})",
+                    pipeline, run.micro_batches));
+  }
+  if (pipeline * v > layers) {
+    throw refuse(fmt::format("at most {} model chunks (pp x v, here {}) for the model's {} layers",
+                             layers, pipeline * v, layers));
+  }
+  return v;
 }
 
 ParallelRun parse_layout(const std::string& flag, const std::string& item, int ranks,
@@ -79,16 +109,20 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   const int tensor = axes.tensor;
   const int pipeline = axes.pipeline;
   const int data_degree = axes.data > 0 ? axes.data : ranks / std::max(1, tensor * pipeline);
-  int micro_batches = 0;  // 0: the default
+  int micro_batches = 0;     // 0: the default
+  int chunks_per_stage = 0;  // 0: the default
   std::optional<Mode> data_mode;
   for (std::size_t i = 1; i < parts.size(); ++i) {
-    if (parts[i] == "z1" || parts[i] == "dp") {
-      data_mode = parts[i] == "z1" ? Mode::z1 : Mode::dp;
-    } else if (const auto schedule = pipeline_schedule_from_name(parts[i]);
-               schedule && *schedule != PipelineSchedule::interleaved) {
+    const std::string& token = parts[i];
+    const int count = token.size() > 1 ? small_count(token.substr(1)) : 0;
+    if (token == "z1" || token == "z2" || token == "dp") {
+      data_mode = mode_from_name(token);
+    } else if (const auto schedule = pipeline_schedule_from_name(token)) {
       run.schedule = *schedule;
-    } else if (parts[i].size() > 1 && parts[i][0] == 'm' && small_count(parts[i].substr(1)) > 0) {
-      micro_batches = small_count(parts[i].substr(1));
+    } else if (token[0] == 'm' && count > 0) {
+      micro_batches = count;
+    } else if (token[0] == 'v' && count > 0) {
+      chunks_per_stage = count;
     } else {
       throw refuse("");
     }
@@ -109,15 +143,17 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   run.degrees = {tensor, pipeline, data_degree};
   run.micro_batch = micro_batch;
   run.micro_batches = micro_batches > 0 ? micro_batches : (pipeline > 1 ? 2 * pipeline : 1);
-  // The model's split, stated, so that the runtime runs the stages the model costs.
-  run.layers_per_chunk = even_layer_split(layers, pipeline);
+  run.chunks_per_stage = chunks_per_stage_of(refuse, run, chunks_per_stage, layers);
+  // The model's split, stated, so that the runtime runs the chunks the model costs.
+  run.layers_per_chunk = even_layer_split(layers, pipeline * run.chunks_per_stage);
   // As the runtime transfers: each tensor rank sends its whole activation to its peer of the
   // next stage, and a send returns at once (only receives wait).
   run.scatter_gather_transfers = false;
   run.blocking_transfers = false;
-  // ZeRO-1 inside the layout (DeepSpeed 3D): every operator of the tensor-parallel GPT
-  // (embedding, attention and MLP per layer, head) shards its optimizer states.
-  if (data_mode == Mode::z1) run.modes.assign(2 * layers + 2, Mode::z1);
+  // ZeRO-1 (DeepSpeed 3D) or ZeRO-2 (FSDP + PP) inside the layout: every operator of the
+  // tensor-parallel GPT (embedding, attention and MLP per layer, head) in that mode, as the
+  // runtime shards them.
+  if (data_mode == Mode::z1 || data_mode == Mode::z2) run.modes.assign(2 * layers + 2, *data_mode);
   return run;
 }
 
@@ -150,13 +186,17 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
                                           const std::string& source) {
   const ParallelIterationCost cost = parallel_iteration_cost(
       *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, source);
-  // The busiest stage's compute: its chunks' passes without their communication, m times.
+  // The busiest stage's compute: its chunks' passes without their communication (the
+  // operators' compute and each pass's fixed cost), m times. Not forward_s less the
+  // collectives: z2's reduce-scatters overlap the compute, and only what outlasts it is in
+  // backward_s.
+  const double pass_overhead_s =
+      run.degrees.pipeline > 1 ? scenario.cluster.gpu.pipeline_pass_s : 0;
   std::vector<double> compute_by_stage(run.degrees.pipeline, 0.0);
   for (const ChunkCost& chunk : cost.chunks) {
     compute_by_stage[chunk.stage] +=
         run.micro_batches *
-        (chunk.forward_s - chunk.forward_communication_s - chunk.forward_data_parallel_s +
-         chunk.backward_s - chunk.backward_communication_s - chunk.backward_data_parallel_s);
+        (chunk.forward_compute_s + chunk.backward_compute_s + 2 * pass_overhead_s);
   }
   double busiest_s = 0;
   for (std::size_t stage = 0; stage < cost.stages.size(); ++stage) {

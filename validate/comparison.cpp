@@ -47,12 +47,16 @@ std::string describe_plan(const Plan& plan) {
   return text;
 }
 
-// "tp 2 x pp 2 x dp 1, 1f1b, 4 micro-batches of 2".
+// "tp 2 x pp 2 x dp 1, 1f1b, 4 micro-batches of 2"; interleaved with its chunks per stage
+// ("interleaved v2").
 std::string describe_layout(const ParallelRun& run) {
-  return fmt::format("tp {} x pp {} x dp {}{}, {}, {} micro-batch{} of {}", run.degrees.tensor,
+  const std::string chunks = run.schedule == PipelineSchedule::interleaved
+                                 ? fmt::format(" v{}", run.chunks_per_stage)
+                                 : std::string();
+  return fmt::format("tp {} x pp {} x dp {}{}, {}{}, {} micro-batch{} of {}", run.degrees.tensor,
                      run.degrees.pipeline, run.degrees.data,
                      run.modes.empty() ? "" : fmt::format(" ({})", mode_name(run.modes.front())),
-                     pipeline_schedule_name(run.schedule), run.micro_batches,
+                     pipeline_schedule_name(run.schedule), chunks, run.micro_batches,
                      run.micro_batches > 1 ? "es" : "", run.micro_batch);
 }
 

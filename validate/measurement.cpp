@@ -171,14 +171,15 @@ Json layout_to_json(const ParallelRun& run) {
           {"micro_batch", run.micro_batch},
           {"micro_batches", run.micro_batches},
           {"schedule", std::string(pipeline_schedule_name(run.schedule))},
-          {"layers_per_stage", run.layers_per_chunk},
+          {"chunks_per_stage", run.chunks_per_stage},
+          {"layers_per_chunk", run.layers_per_chunk},
           {"data_parallel_mode",
            std::string(mode_name(run.modes.empty() ? Mode::dp : run.modes.front()))}};
 }
 
 ParallelRun layout_from_json(const JsonReader& reader) {
   reader.require_only({"tensor", "pipeline", "data", "order", "micro_batch", "micro_batches",
-                       "schedule", "layers_per_stage", "data_parallel_mode"});
+                       "schedule", "chunks_per_stage", "layers_per_chunk", "data_parallel_mode"});
   ParallelRun run;
   run.degrees.tensor = static_cast<int>(reader.integer("tensor", 1, 1 << 16));
   run.degrees.pipeline = static_cast<int>(reader.integer("pipeline", 1, 1 << 16));
@@ -190,7 +191,8 @@ ParallelRun layout_from_json(const JsonReader& reader) {
   const auto parsed = pipeline_schedule_from_name(schedule);
   if (!parsed) reader.fail_value("schedule", schedule, "gpipe, 1f1b or interleaved");
   run.schedule = *parsed;
-  run.layers_per_chunk = read_counts(reader, "layers_per_stage", 0, "layers per pipeline stage");
+  run.chunks_per_stage = static_cast<int>(reader.integer("chunks_per_stage", 1, 1 << 16));
+  run.layers_per_chunk = read_counts(reader, "layers_per_chunk", 0, "layers per model chunk");
   if (reader.has("data_parallel_mode")) {
     const std::string name = reader.string("data_parallel_mode");
     const auto mode = mode_from_name(name);

@@ -1,16 +1,19 @@
 #include "validate/parallel_gpt.hpp"
 
+#include <c10/util/accumulate.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <map>
+#include <memory>
 
 #include "model/input_error.hpp"
 #include "validate/attention_kernels.hpp"
 #include "validate/counting_allocator.hpp"
 #include "validate/gpt_operators.hpp"
 #include "validate/optimizer_step.hpp"
+#include "validate/stage_transfers.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -118,25 +121,27 @@ struct SumInForward : torch::autograd::Function<SumInForward> {
 
 }  // namespace
 
-std::vector<StageLayers> split_layers(const GptShape& shape, int stages,
-                                      const std::vector<int>& layers_per_stage) {
-  std::vector<StageLayers> split;
-  if (layers_per_stage.empty()) {
+std::vector<ChunkLayers> split_layers(const GptShape& shape, int chunks,
+                                      const std::vector<int>& layers_per_chunk) {
+  std::vector<ChunkLayers> split;
+  if (layers_per_chunk.empty()) {
     int first = 0;
-    for (int stage = 0; stage < stages; ++stage) {
-      const int count = shape.layers / stages + (stage < shape.layers % stages ? 1 : 0);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int count = shape.layers / chunks + (chunk < shape.layers % chunks ? 1 : 0);
       split.push_back({first, count});
       first += count;
     }
   } else {
-    if (static_cast<int>(layers_per_stage.size()) != stages) {
-      throw InputError("plan", "$.layers_per_stage", std::to_string(layers_per_stage.size()),
-                       fmt::format("one layer count per pipeline stage ({})", stages));
+    if (static_cast<int>(layers_per_chunk.size()) != chunks) {
+      throw InputError("plan", "$.layers_per_chunk", std::to_string(layers_per_chunk.size()),
+                       fmt::format("one layer count per model chunk ({}: pipeline stages x "
+                                   "chunks per stage)",
+                                   chunks));
     }
     int first = 0;
-    for (int count : layers_per_stage) {
+    for (int count : layers_per_chunk) {
       if (count < 0) {
-        throw InputError("plan", "$.layers_per_stage", std::to_string(count),
+        throw InputError("plan", "$.layers_per_chunk", std::to_string(count),
                          "layer counts of at least 0");
       }
       split.push_back({first, count});
@@ -144,20 +149,66 @@ std::vector<StageLayers> split_layers(const GptShape& shape, int stages,
     }
     if (first != shape.layers) {
       throw InputError(
-          "plan", "$.layers_per_stage", std::to_string(first),
+          "plan", "$.layers_per_chunk", std::to_string(first),
           fmt::format("layer counts that add up to the model's {} layers", shape.layers));
     }
   }
-  for (int stage = 1; stage + 1 < stages; ++stage) {
-    if (split[stage].count == 0) {
-      throw InputError("plan", "$.layers_per_stage", "0",
-                       fmt::format("at least one layer on stage {} (it holds neither the "
+  for (int chunk = 1; chunk + 1 < chunks; ++chunk) {
+    if (split[chunk].count == 0) {
+      throw InputError("plan", "$.layers_per_chunk", "0",
+                       fmt::format("at least one layer in model chunk {} (it holds neither the "
                                    "embedding nor the head)",
-                                   stage));
+                                   chunk));
     }
   }
   return split;
 }
+
+namespace {
+
+// One operator of the GPT as the 3D model counts them (the embedding, a layer's attention, its
+// MLP, the head with the loss): the unit a pass runs through, and under z2 the unit whose
+// parameters are sharded, gathered and whose gradients are reduce-scattered together.
+struct OperatorUnit {
+  enum class Kind { embedding, attention, mlp, head } kind = Kind::embedding;
+  int layer = -1;
+  std::string prefix;       // of its parameters' names: "embedding.", "layer2.mlp.", ...
+  std::vector<int> leaves;  // its parameters: indices into the rank's local tensors
+  // z2 only. The flat parameters, padded to a multiple of d: this rank's 1/d, what the optimizer
+  // updates (its gradient the reduce-scattered accumulator); while gathered a view of the whole.
+  int64_t padded_numel = 0;
+  at::Tensor shard;
+  at::Tensor gathered;       // whole, from before the first micro-batch to the last backward
+  at::Tensor gradient_flat;  // one micro-batch's whole gradient, until it is reduce-scattered
+};
+
+OperatorUnit unit_of(const std::string& name) {
+  OperatorUnit unit;
+  if (name.rfind("embedding.", 0) == 0) {
+    unit.prefix = "embedding.";
+  } else if (name.rfind("head.", 0) == 0) {
+    unit.kind = OperatorUnit::Kind::head;
+    unit.prefix = "head.";
+  } else {
+    // "layer<L>.attention.<tensor>" or "layer<L>.mlp.<tensor>"
+    const std::size_t layer_end = name.find('.');
+    unit.layer = std::stoi(name.substr(5, layer_end - 5));
+    unit.prefix = name.substr(0, name.find('.', layer_end + 1) + 1);
+    unit.kind =
+        unit.prefix.ends_with(".mlp.") ? OperatorUnit::Kind::mlp : OperatorUnit::Kind::attention;
+  }
+  return unit;
+}
+
+// A pass through one operator, kept from its forward to its backward: its input as a leaf (the
+// gradient the previous operator's backward needs lands in it) and its output.
+struct OperatorPass {
+  int unit = 0;
+  at::Tensor input;   // none for the embedding
+  at::Tensor output;  // activations, or the loss
+};
+
+}  // namespace
 
 struct ParallelGpt::Impl {
   GptShape shape;
@@ -168,18 +219,23 @@ struct ParallelGpt::Impl {
   int tensor_ranks = 1;
   int stages = 1;
   int stage = 0;
-  std::vector<StageLayers> stage_layers;
+  int chunks_per_stage = 1;               // v
+  std::vector<ChunkLayers> chunk_layers;  // of every model chunk, in model order
   std::vector<int> tensor_group;
   std::vector<int> data_group;
   double communication_wait_s = 0;  // of the step running
   TimedGroup tensor_sums;
   std::vector<int> pipeline_group;  // one rank per stage, in stage order
-  // The canonical parameters' names and shapes, in order; this rank's shards of its stage's.
+  // The canonical parameters' names and shapes, in order; this rank's shards of its chunks'.
   std::vector<std::pair<std::string, std::vector<int64_t>>> canonical;
   NamedTensors local;
-  at::Tensor gradient_bucket;   // data parallel: every local gradient, flat
+  std::vector<std::vector<int64_t>> local_sizes;  // of each (z2 releases them between steps)
+  std::vector<OperatorUnit> units;                // this rank's operators, in model order
+  std::vector<std::vector<int>> units_of_chunk;   // per local chunk (c / p), in model order
+  at::Tensor gradient_bucket;                     // dp and z1: every local gradient, flat
   at::Tensor parameter_buffer;  // z1: every local parameter, flat (the leaves are views of it)
   at::Tensor optimizer_shard;   // z1: this rank's chunk of it, what the optimizer updates
+  std::vector<CommHandle> gradient_reductions;  // z2: the step's reduce-scatters in flight
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 
   Impl(const GptShape& shape_in, const ParallelLayout& layout_in, Communicator& comm_in,
@@ -190,41 +246,98 @@ struct ParallelGpt::Impl {
     tensor_ranks = layout.degrees().tensor;
     stages = layout.degrees().pipeline;
     stage = coordinates.pipeline;
-    stage_layers = split_layers(shape, stages, options.layers_per_stage);
+    chunks_per_stage = options.chunks_per_stage;
+    chunk_layers = split_layers(shape, chunks(), options.layers_per_chunk);
     tensor_group = layout.group_of(GroupAxis::tensor, comm.rank()).ranks;
     data_group = layout.group_of(GroupAxis::data, comm.rank()).ranks;
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
     tensor_sums = {&comm, tensor_group, &communication_wait_s};
-    std::vector<at::Tensor> leaves;
+    take_local_parameters(initial);
+    if (sharded_parameters()) {
+      shard_operator_parameters();
+    } else if (sharded_optimizer()) {
+      share_flat_parameters();
+    } else {
+      std::vector<at::Tensor> leaves;
+      for (const auto& [name, tensor] : local) leaves.push_back(tensor);
+      optimizer = make_torch_optimizer(leaves, options.adam);
+    }
+  }
+
+  int chunks() const { return stages * chunks_per_stage; }
+
+  // This rank's tensor-parallel shards of its chunks' parameters, grouped by operator.
+  void take_local_parameters(const NamedTensors& initial) {
+    units_of_chunk.resize(chunks_per_stage);
     for (const auto& [name, tensor] : initial) {
       canonical.emplace_back(name, tensor.sizes().vec());
-      if (stage_of(name) != stage) continue;
+      const int chunk = chunk_of(name);
+      if (chunk % stages != stage) continue;
       at::Tensor leaf = shard_of(tensor, split_of(name), coordinates.tensor, tensor_ranks)
                             .detach()
                             .clone()
                             .set_requires_grad(true);
-      local.emplace_back(name, leaf);
-      leaves.push_back(leaf);
-    }
-    if (sharded_optimizer()) {
-      // The parameters live in one flat buffer (the bucket's layout), and the optimizer sees
-      // only this rank's chunk of it: its update lands in the parameters, and the all-gather
-      // of the chunks fills the buffer in place (no copy of the parameters).
-      parameter_buffer = flat_parameters();
-      int64_t offset = 0;
-      for (auto& [name, tensor] : local) {
-        tensor = parameter_buffer.narrow(0, offset, tensor.numel())
-                     .view(tensor.sizes())
-                     .set_requires_grad(true);
-        offset += tensor.numel();
+      OperatorUnit unit = unit_of(name);
+      if (units.empty() || units.back().prefix != unit.prefix) {
+        units_of_chunk[chunk / stages].push_back(static_cast<int>(units.size()));
+        units.push_back(std::move(unit));
       }
-      const int64_t chunk = parameter_buffer.numel() / static_cast<int64_t>(data_group.size());
-      optimizer_shard =
-          parameter_buffer.narrow(0, data_index() * chunk, chunk).set_requires_grad(true);
-      optimizer = make_torch_optimizer({optimizer_shard}, options.adam);
-    } else {
-      optimizer = make_torch_optimizer(leaves, options.adam);
+      units.back().leaves.push_back(static_cast<int>(local.size()));
+      local_sizes.push_back(leaf.sizes().vec());
+      local.emplace_back(name, leaf);
     }
+  }
+
+  // z1: the parameters live in one flat buffer (the bucket's layout), and the optimizer sees
+  // only this rank's chunk of it: its update lands in the parameters, and the all-gather of the
+  // chunks fills the buffer in place (no copy of the parameters).
+  void share_flat_parameters() {
+    parameter_buffer = flat_parameters();
+    int64_t offset = 0;
+    for (auto& [name, tensor] : local) {
+      tensor = parameter_buffer.narrow(0, offset, tensor.numel())
+                   .view(tensor.sizes())
+                   .set_requires_grad(true);
+      offset += tensor.numel();
+    }
+    const int64_t chunk = parameter_buffer.numel() / static_cast<int64_t>(data_group.size());
+    optimizer_shard =
+        parameter_buffer.narrow(0, data_index() * chunk, chunk).set_requires_grad(true);
+    optimizer = make_torch_optimizer({optimizer_shard}, options.adam);
+  }
+
+  // z2: each operator keeps this rank's 1/d of its flat parameters and a gradient accumulator
+  // of that size; the whole parameters exist only while gathered.
+  void shard_operator_parameters() {
+    const int64_t ranks = static_cast<int64_t>(data_group.size());
+    std::vector<at::Tensor> shards;
+    for (OperatorUnit& unit : units) {
+      int64_t numel = 0;
+      for (int leaf : unit.leaves) numel += local[leaf].second.numel();
+      unit.padded_numel = (numel + ranks - 1) / ranks * ranks;
+      at::Tensor flat = at::zeros({unit.padded_numel});
+      int64_t offset = 0;
+      for (int leaf : unit.leaves) {
+        at::Tensor& tensor = local[leaf].second;
+        flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
+        offset += tensor.numel();
+        tensor = at::Tensor();  // gathered before each step's first micro-batch
+      }
+      const int64_t chunk = unit.padded_numel / ranks;
+      unit.shard = flat.narrow(0, data_index() * chunk, chunk).clone().set_requires_grad(true);
+      unit.shard.mutable_grad() = at::zeros_like(unit.shard);
+      shards.push_back(unit.shard);
+    }
+    optimizer = make_torch_optimizer(shards, options.adam);
+  }
+
+  // The layout as an error message names it.
+  std::string layout_description() const {
+    const ParallelDegrees& degrees = layout.degrees();
+    return fmt::format("tp {} x pp {} x dp {}, {}, {} chunk(s) per stage, {} micro-batches",
+                       degrees.tensor, degrees.pipeline, degrees.data,
+                       pipeline_schedule_name(options.schedule), options.chunks_per_stage,
+                       options.micro_batches);
   }
 
   void check_fits() const {
@@ -240,33 +353,58 @@ struct ParallelGpt::Impl {
                                    "vocabulary of {} and the MLP's {} hidden units",
                                    shape.heads, shape.vocabulary, 4 * shape.hidden));
     }
-    if (options.data_parallel_mode != Mode::dp && options.data_parallel_mode != Mode::z1) {
-      throw InputError("plan", "$.layout.data_parallel_mode",
-                       std::string(mode_name(options.data_parallel_mode)),
-                       "dp or z1 (the runtime shards nothing else inside a layout yet)");
+    const Mode mode = options.data_parallel_mode;
+    if (mode != Mode::dp && mode != Mode::z1 && mode != Mode::z2) {
+      throw InputError("plan", "$.layout.data_parallel_mode", std::string(mode_name(mode)),
+                       "dp, z1 or z2 (the runtime shards nothing else inside a layout yet)");
     }
-    if (options.schedule == PipelineSchedule::interleaved) {
-      throw InputError("plan", "$.layout.schedule", "interleaved",
-                       "gpipe or 1f1b (the runtime has no interleaved stages)");
-    }
-    if (degrees.pipeline > shape.layers + 2) {
+    check_pipeline_fits();
+  }
+
+  void check_pipeline_fits() const {
+    const int p = layout.degrees().pipeline;
+    const int v = options.chunks_per_stage;
+    const bool interleaved = options.schedule == PipelineSchedule::interleaved;
+    if (v < 1 || (!interleaved && v != 1)) {
       throw InputError(
-          "plan", "$.layout.pipeline", std::to_string(degrees.pipeline),
-          fmt::format("at most {} stages (layers + embedding + head)", shape.layers + 2));
+          "plan", "$.layout.chunks_per_stage", std::to_string(v),
+          fmt::format("{} (layout {})",
+                      interleaved ? std::string("at least 1")
+                                  : fmt::format("1 under {}: more chunks per stage only under the "
+                                                "interleaved schedule",
+                                                pipeline_schedule_name(options.schedule)),
+                      layout_description()));
+    }
+    if (options.micro_batches < 1 || (interleaved && options.micro_batches % p != 0)) {
+      throw InputError(
+          "plan", "$.layout.micro_batches", std::to_string(options.micro_batches),
+          fmt::format("{} (layout {})",
+                      interleaved ? fmt::format("a multiple of the {} pipeline stages: Megatron's "
+                                                "interleaved schedule runs them in groups of p",
+                                                p)
+                                  : std::string("at least 1 micro-batch"),
+                      layout_description()));
+    }
+    if (p * v > shape.layers + 2) {
+      throw InputError("plan", "$.layout.pipeline", std::to_string(p * v),
+                       fmt::format("at most {} model chunks, pipeline stages x chunks per stage "
+                                   "(layers + embedding + head; layout {})",
+                                   shape.layers + 2, layout_description()));
     }
   }
 
-  // The stage that holds a canonical parameter.
-  int stage_of(const std::string& name) const {
+  // The model chunk (virtual stage) that holds a canonical parameter.
+  int chunk_of(const std::string& name) const {
     if (name.rfind("embedding.", 0) == 0) return 0;
-    if (name.rfind("head.", 0) == 0) return stages - 1;
+    if (name.rfind("head.", 0) == 0) return chunks() - 1;
     const int layer = std::stoi(name.substr(5, name.find('.') - 5));  // "layer<L>."
-    for (int s = 0; s < stages; ++s) {
-      if (layer >= stage_layers[s].first && layer < stage_layers[s].first + stage_layers[s].count)
-        return s;
+    for (int c = 0; c < chunks(); ++c) {
+      if (layer >= chunk_layers[c].first && layer < chunk_layers[c].first + chunk_layers[c].count)
+        return c;
     }
-    return stages - 1;
+    return chunks() - 1;
   }
+  int stage_of(const std::string& name) const { return chunk_of(name) % stages; }
 
   const at::Tensor& parameter(const std::string& name) const { return find_tensor(local, name); }
 
@@ -358,94 +496,136 @@ struct ParallelGpt::Impl {
     return (normaliser.log() - target_logit).mean();
   }
 
-  // The stage's part of the model on one micro-batch: from tokens (first stage) or the previous
-  // stage's activations, to activations or (last stage) the loss.
-  at::Tensor stage_forward(const TokenBatch& batch, const at::Tensor& input) {
-    at::Tensor x = stage == 0 ? embed(batch.inputs) : input;
-    const StageLayers& layers = stage_layers[stage];
-    for (int layer = layers.first; layer < layers.first + layers.count; ++layer) {
-      x = mlp(attention(x, layer), layer);
+  // One operator's forward on one micro-batch: the embedding from the tokens, a layer's
+  // attention or MLP from the activations, the head to the loss.
+  at::Tensor operator_forward(const OperatorUnit& unit, const TokenBatch& batch,
+                              const at::Tensor& x) {
+    switch (unit.kind) {
+      case OperatorUnit::Kind::embedding:
+        return embed(batch.inputs);
+      case OperatorUnit::Kind::attention:
+        return attention(x, unit.layer);
+      case OperatorUnit::Kind::mlp:
+        return mlp(x, unit.layer);
+      case OperatorUnit::Kind::head:
+        return loss(x, batch.targets);
     }
-    return stage == stages - 1 ? loss(x, batch.targets) : x;
+    return x;
   }
 
-  struct InFlight {
-    at::Tensor input;   // received activations (a leaf whose gradient goes back); stage 0: none
-    at::Tensor output;  // activations sent on, or the loss
-  };
-
-  int previous_rank() const { return pipeline_group[stage - 1]; }
-  int next_rank() const { return pipeline_group[stage + 1]; }
-
-  void forward(int micro, const TokenBatch& batch, std::map<int, InFlight>& in_flight,
-               std::vector<CommHandle>& sends, ParallelStepMetrics& metrics) {
-    InFlight held;
-    if (stage > 0) {
-      held.input = at::empty({batch.inputs.size(0), shape.sequence_length, shape.hidden});
-      const auto start = std::chrono::steady_clock::now();
-      comm.receive(held.input, previous_rank());
-      communication_wait_s += seconds_since(start);
-      held.input.set_requires_grad(true);
+  // A chunk's forward on one micro-batch, operator by operator: each operator's input is a leaf
+  // of its own, so that its backward ends where its parameters' gradients are complete (z2
+  // reduce-scatters them there); the chain rule across the cut is the backward's loop.
+  std::vector<OperatorPass> chunk_forward(int chunk, const TokenBatch& batch,
+                                          const at::Tensor& received) {
+    std::vector<OperatorPass> passes;
+    at::Tensor x = received;
+    for (int u : units_of_chunk[chunk / stages]) {
+      OperatorPass pass;
+      pass.unit = u;
+      if (x.defined()) pass.input = x.detach().set_requires_grad(true);
+      pass.output = operator_forward(units[u], batch, pass.input);
+      x = pass.output;
+      passes.push_back(std::move(pass));
     }
-    held.output = stage_forward(batch, held.input);
-    if (stage < stages - 1)
-      sends.push_back(comm.send(held.output.detach().contiguous(), next_rank()));
-    in_flight.emplace(micro, std::move(held));
+    return passes;
+  }
+
+  std::string pass_label(const PipelineStep& step) const {
+    const char pass = step.pass == Pass::forward ? 'F' : 'B';
+    if (chunks_per_stage == 1) return fmt::format("{}{}", pass, step.micro_batch);
+    return fmt::format("{}{}:{}", pass, step.micro_batch, step.chunk / stages);
+  }
+
+  // The chunk's micro-batches between their forward and their backward.
+  using InFlight = std::map<std::pair<int, int>, std::vector<OperatorPass>>;
+
+  void forward(const PipelineStep& step, const TokenBatch& batch, StageTransfers& transfers,
+               InFlight& in_flight, ParallelStepMetrics& metrics) {
+    const at::Tensor received = step.chunk > 0 ? transfers.receive(step) : at::Tensor();
+    std::vector<OperatorPass> passes = chunk_forward(step.chunk, batch, received);
+    transfers.send(step, passes.back().output);
+    in_flight.emplace(std::pair{step.chunk, step.micro_batch}, std::move(passes));
     metrics.most_micro_batches_in_flight =
         std::max(metrics.most_micro_batches_in_flight, static_cast<int>(in_flight.size()));
-    metrics.schedule.push_back(fmt::format("F{}", micro));
+    metrics.schedule.push_back(pass_label(step));
   }
 
-  void backward(int micro, std::map<int, InFlight>& in_flight, std::vector<CommHandle>& sends,
+  void backward(const PipelineStep& step, StageTransfers& transfers, InFlight& in_flight,
                 ParallelStepMetrics& metrics) {
-    InFlight held = std::move(in_flight.at(micro));
-    in_flight.erase(micro);
-    if (stage == stages - 1) {
-      metrics.loss += held.output.item<double>() / options.micro_batches;
-      (held.output / options.micro_batches).backward();
-    } else {
-      at::Tensor gradient = at::empty_like(held.output);
-      const auto start = std::chrono::steady_clock::now();
-      comm.receive(gradient, next_rank());
-      communication_wait_s += seconds_since(start);
-      torch::autograd::backward({held.output}, {gradient});
+    const auto held = in_flight.find({step.chunk, step.micro_batch});
+    std::vector<OperatorPass> passes = std::move(held->second);
+    in_flight.erase(held);
+    // The gradient of the chunk's output: received from the next chunk, or (the last chunk)
+    // none: its output is the loss.
+    at::Tensor gradient = step.chunk + 1 < chunks() ? transfers.receive(step) : at::Tensor();
+    for (auto pass = passes.rbegin(); pass != passes.rend(); ++pass) {
+      begin_operator_backward(units[pass->unit]);
+      if (gradient.defined()) {
+        torch::autograd::backward({pass->output}, {gradient});
+      } else {
+        metrics.loss += pass->output.item<double>() / options.micro_batches;
+        (pass->output / options.micro_batches).backward();
+      }
+      end_operator_backward(units[pass->unit]);
+      gradient = pass->input.defined() ? pass->input.grad() : at::Tensor();
+      *pass = {};  // its activations are no longer needed
     }
-    if (stage > 0) sends.push_back(comm.send(held.input.grad().contiguous(), previous_rank()));
-    metrics.schedule.push_back(fmt::format("B{}", micro));
+    if (step.chunk > 0) transfers.send(step, gradient);
+    metrics.schedule.push_back(pass_label(step));
   }
 
-  // The micro-batches' forwards and backwards in the schedule's order.
+  // The micro-batches' forwards and backwards in the order model/pipeline_schedule gives.
   void run_schedule(const std::vector<TokenBatch>& micro, ParallelStepMetrics& metrics) {
     const int m = static_cast<int>(micro.size());
-    std::map<int, InFlight> in_flight;
-    std::vector<CommHandle> sends;
-    if (options.schedule == PipelineSchedule::gpipe) {
-      for (int i = 0; i < m; ++i) forward(i, micro[i], in_flight, sends, metrics);
-      for (int i = 0; i < m; ++i) backward(i, in_flight, sends, metrics);
-    } else {
-      const int warm_up = std::min(stages - stage - 1, m);
-      int next_forward = 0;
-      int next_backward = 0;
-      for (; next_forward < warm_up; ++next_forward) {
-        forward(next_forward, micro[next_forward], in_flight, sends, metrics);
+    StageTransferSetup setup;
+    setup.schedule = options.schedule;
+    setup.stages = stages;
+    setup.chunks_per_stage = chunks_per_stage;
+    setup.micro_batches = m;
+    setup.stage = stage;
+    setup.pipeline_group = pipeline_group;
+    setup.message_shape = {micro.front().inputs.size(0), shape.sequence_length, shape.hidden};
+    StageTransfers transfers(comm, setup, communication_wait_s);
+    InFlight in_flight;
+    for (const PipelineStep& step :
+         stage_order(options.schedule, stages, chunks_per_stage, m, stage)) {
+      if (step.pass == Pass::forward) {
+        forward(step, micro[step.micro_batch], transfers, in_flight, metrics);
+      } else {
+        backward(step, transfers, in_flight, metrics);
       }
-      while (next_forward < m) {
-        forward(next_forward, micro[next_forward], in_flight, sends, metrics);
-        ++next_forward;
-        backward(next_backward++, in_flight, sends, metrics);
-      }
-      while (next_backward < m) backward(next_backward++, in_flight, sends, metrics);
     }
-    const auto start = std::chrono::steady_clock::now();
-    for (const CommHandle& send : sends) send.wait();
-    communication_wait_s += seconds_since(start);
+    transfers.wait_for_sends();
   }
 
-  // DDP's reduction: every local gradient summed over the data-parallel group in one bucket,
-  // then averaged.
-  // Every local gradient, zeroed for the step: with data parallelism, views of one flat bucket
-  // (DDP's, larger than the model) that the backward accumulates into and the reduction sums
-  // in place, so that no gradient is copied.
+  bool sharded_optimizer() const {
+    return options.data_parallel_mode == Mode::z1 && data_group.size() > 1;
+  }
+  bool sharded_parameters() const {
+    return options.data_parallel_mode == Mode::z2 && data_group.size() > 1;
+  }
+  int data_index() const { return group_index(data_group, comm.rank()); }
+  int64_t padded_parameter_count() const {
+    const int64_t ranks = static_cast<int64_t>(data_group.size());
+    int64_t total = 0;
+    for (const auto& [name, tensor] : local) total += tensor.numel();
+    return (total + ranks - 1) / ranks * ranks;
+  }
+  // The local parameters flat, in the bucket's order, padded as it is.
+  at::Tensor flat_parameters() const {
+    at::Tensor flat = at::zeros({padded_parameter_count()});
+    int64_t offset = 0;
+    for (const auto& [name, tensor] : local) {
+      flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
+      offset += tensor.numel();
+    }
+    return flat;
+  }
+
+  // dp and z1: every local gradient, zeroed for the step. With data parallelism, views of one
+  // flat bucket (DDP's, larger than the model) that the backward accumulates into and the
+  // reduction sums in place, so that no gradient is copied.
   void fresh_gradients() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) {
@@ -473,31 +653,92 @@ struct ParallelGpt::Impl {
     }
   }
 
-  bool sharded_optimizer() const {
-    return options.data_parallel_mode == Mode::z1 && data_group.size() > 1;
-  }
-  int data_index() const { return group_index(data_group, comm.rank()); }
-  int64_t padded_parameter_count() const {
-    const int64_t ranks = static_cast<int64_t>(data_group.size());
-    int64_t total = 0;
-    for (const auto& [name, tensor] : local) total += tensor.numel();
-    return (total + ranks - 1) / ranks * ranks;
-  }
-  // The local parameters flat, in the bucket's order, padded as it is.
-  at::Tensor flat_parameters() const {
-    at::Tensor flat = at::zeros({padded_parameter_count()});
+  // z2: before an operator's backward, its parameters' gradients become views of one flat
+  // buffer of one micro-batch (the reduce-scatter's, so that nothing is copied into it).
+  void begin_operator_backward(OperatorUnit& unit) {
+    if (!sharded_parameters()) return;
+    unit.gradient_flat = at::zeros({unit.padded_numel});
     int64_t offset = 0;
-    for (const auto& [name, tensor] : local) {
-      flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
+    for (int leaf : unit.leaves) {
+      at::Tensor& tensor = local[leaf].second;
+      tensor.mutable_grad() =
+          unit.gradient_flat.narrow(0, offset, tensor.numel()).view(tensor.sizes());
       offset += tensor.numel();
     }
-    return flat;
+  }
+
+  // z2: the operator's gradients of this micro-batch reduce-scattered in the data-parallel group
+  // beside the compute; this rank's chunk of the sum is added to its accumulator and the whole
+  // buffer dropped as soon as the reduction ends (on the communication thread).
+  void end_operator_backward(OperatorUnit& unit) {
+    if (!sharded_parameters()) return;
+    for (int leaf : unit.leaves) local[leaf].second.mutable_grad() = at::Tensor();
+    const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
+    const int64_t mine = data_index() * chunk;
+    auto flat = std::make_shared<at::Tensor>(std::move(unit.gradient_flat));
+    at::Tensor accumulator = unit.shard.grad();
+    gradient_reductions.push_back(comm.start(CollectiveKind::reduce_scatter, *flat, data_group,
+                                             [flat, accumulator, mine, chunk]() mutable {
+                                               accumulator.add_(flat->narrow(0, mine, chunk));
+                                               *flat = at::Tensor();
+                                             }));
+  }
+
+  // z2: every operator's whole parameters, all-gathered from the shards (each shard becomes
+  // its own chunk of the whole, so the shard is not held twice), the leaves views of them.
+  void gather_parameters() {
+    const int64_t ranks = static_cast<int64_t>(data_group.size());
+    std::vector<CommHandle> gathers;
+    for (OperatorUnit& unit : units) {
+      const int64_t chunk = unit.padded_numel / ranks;
+      unit.gathered = at::empty({unit.padded_numel});
+      at::Tensor slot = unit.gathered.narrow(0, data_index() * chunk, chunk);
+      slot.copy_(unit.shard.detach());
+      {
+        torch::NoGradGuard no_grad;
+        unit.shard.set_(slot);
+      }
+      gathers.push_back(comm.start(CollectiveKind::all_gather, unit.gathered, data_group));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (const CommHandle& gather : gathers) gather.wait();
+    communication_wait_s += seconds_since(start);
+    for (OperatorUnit& unit : units) {
+      int64_t offset = 0;
+      for (int leaf : unit.leaves) {
+        at::Tensor& tensor = local[leaf].second;
+        const std::vector<int64_t>& sizes = local_sizes[leaf];
+        const int64_t numel = c10::multiply_integers(sizes);
+        tensor = unit.gathered.narrow(0, offset, numel).view(sizes).set_requires_grad(true);
+        offset += numel;
+      }
+    }
+  }
+
+  // z2: the shards move out of the whole parameters into storage of their own, and the whole
+  // parameters are freed.
+  void release_parameters() {
+    for (OperatorUnit& unit : units) {
+      {
+        torch::NoGradGuard no_grad;
+        unit.shard.set_(unit.shard.detach().clone());
+      }
+      for (int leaf : unit.leaves) local[leaf].second = at::Tensor();
+      unit.gathered = at::Tensor();
+    }
   }
 
   void average_gradients_over_data_parallel() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) return;
     const auto start = std::chrono::steady_clock::now();
+    if (sharded_parameters()) {
+      for (const CommHandle& reduction : gradient_reductions) reduction.wait();
+      gradient_reductions.clear();
+      communication_wait_s += seconds_since(start);
+      for (OperatorUnit& unit : units) unit.shard.mutable_grad().div_(ranks);
+      return;
+    }
     if (sharded_optimizer()) {
       // Only this rank's chunk is summed: the optimizer updates that chunk alone.
       comm.run(CollectiveKind::reduce_scatter, gradient_bucket, data_group);
@@ -523,17 +764,24 @@ struct ParallelGpt::Impl {
     const auto start = std::chrono::steady_clock::now();
     const int64_t rows = batch.inputs.size(0);
     const int m = options.micro_batches;
-    if (m < 1 || rows % m != 0) {
+    if (rows % m != 0) {
       throw InputError("plan", "$.micro_batches", std::to_string(m),
                        fmt::format("a count of micro-batches that divides the {} rows", rows));
     }
     communication_wait_s = 0;
     if (counting_allocator_installed()) reset_peak_memory();
-    fresh_gradients();
+    if (sharded_parameters()) {
+      for (OperatorUnit& unit : units) unit.shard.mutable_grad().zero_();
+      gather_parameters();
+    } else {
+      fresh_gradients();
+    }
     std::vector<TokenBatch> micro;
     for (int i = 0; i < m; ++i) micro.push_back(batch.rows(i * (rows / m), rows / m));
     ParallelStepMetrics metrics;
     run_schedule(micro, metrics);
+    // z2 keeps the whole parameters to the last backward only.
+    if (sharded_parameters()) release_parameters();
     average_gradients_over_data_parallel();
     optimizer->step();
     if (sharded_optimizer()) gather_updated_parameters();
@@ -544,6 +792,7 @@ struct ParallelGpt::Impl {
   }
 
   NamedTensors full_parameters() {
+    if (sharded_parameters()) gather_parameters();
     NamedTensors full;
     for (const auto& [name, sizes] : canonical) {
       const int owner = stage_of(name);
@@ -569,6 +818,7 @@ struct ParallelGpt::Impl {
       if (stages > 1) whole = group_sum(comm, whole, pipeline_group);
       full.emplace_back(name, whole);
     }
+    if (sharded_parameters()) release_parameters();
     return full;
   }
 };

@@ -7,13 +7,25 @@
 //             head split by vocabulary, with a vocabulary-parallel cross-entropy (the logits are
 //             never gathered). LayerNorms, biases after a reduction and the position table are
 //             replicated and receive identical gradients on every tensor rank.
-//   pipeline  stages as ranks: the first holds the embedding, the last the head and the loss,
-//             each a run of transformer layers; activations go forward and their gradients back
-//             by point-to-point transfers, per micro-batch, in GPipe order (every forward, then
-//             every backward) or 1F1B (p - s - 1 warm-up forwards on stage s, then one forward
-//             and one backward in turn).
-//   data      every parameter's gradient all-reduced over the data-parallel group after the
-//             last micro-batch (replicated states: DDP), then averaged.
+//   pipeline  the layers split into p v model chunks (virtual stages, in model order): chunk c
+//             runs on stage c mod p, so stage r holds chunks r, p + r, ... (v of them; v = 1
+//             unless interleaved). The first chunk holds the embedding, the last the head and
+//             the loss. Activations go forward and their gradients back between neighbouring
+//             chunks point to point, per micro-batch (validate/stage_transfers); each stage runs
+//             its passes in the order model/pipeline_schedule's stage_order gives: GPipe (every
+//             forward, then every backward), 1F1B (p - s - 1 warm-up forwards on stage s, then
+//             one forward and one backward in turn) or Megatron's interleaved 1F1B (m a
+//             multiple of p).
+//   data      dp: every parameter's gradient all-reduced over the data-parallel group after the
+//             last micro-batch (replicated states: DDP), then averaged. z1 (DeepSpeed's ZeRO-1
+//             in 3D): the gradients reduce-scattered after the last micro-batch, each rank
+//             updating its 1/d of the flat parameters, then all-gathered in place. z2 (FSDP's
+//             SHARD_GRAD_OP under a pipeline, as torchtitan runs it): each operator's parameters
+//             (embedding, a layer's attention, its MLP, the head) stored as this rank's 1/d of a
+//             flat buffer; all-gathered once before the first micro-batch and kept to the last
+//             backward; each micro-batch's gradients of an operator reduce-scattered as soon as
+//             its backward is done, into a 1/d gradient accumulator; the optimizer updates the
+//             shard, and the whole copy is freed after the last backward.
 // The optimizer is torch::optim's, elementwise, so its step on a shard is its step on the whole.
 #pragma once
 
@@ -32,14 +44,15 @@ namespace osdp::validate {
 
 struct ParallelRuntimeOptions {
   AdamSettings adam;
-  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // gpipe or 1f1b (not interleaved)
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  // v: model chunks per stage; more than 1 only under the interleaved schedule.
+  int chunks_per_stage = 1;
   int micro_batches = 1;  // per optimizer step, on every data-parallel rank
-  // Transformer layers per stage, first stage first; empty: as even as possible, earlier stages
-  // taking the remainder.
-  std::vector<int> layers_per_stage;
-  // What the data-parallel group shards: nothing (dp, DDP), or the optimizer states (z1,
-  // DeepSpeed's ZeRO-1 as its 3D runs it: gradients reduce-scattered after the last
-  // micro-batch, each rank updating its 1/d of the parameters, which are then all-gathered).
+  // Transformer layers per model chunk (p v of them, in model order: chunk c runs on stage
+  // c mod p); empty: as even as possible, earlier chunks taking the remainder.
+  std::vector<int> layers_per_chunk;
+  // What the data-parallel group shards: nothing (dp, DDP), the optimizer states (z1) or the
+  // parameters, gradients and optimizer states between steps (z2); see above.
   Mode data_parallel_mode = Mode::dp;
 };
 
@@ -47,33 +60,40 @@ struct ParallelRuntimeOptions {
 struct ParallelStepMetrics {
   double iteration_time_s = 0;
   // Time the compute thread waited for communication: tensor-parallel reductions, receives
-  // from the neighbouring stages, the data-parallel reduction and the sends still in flight.
+  // from the neighbouring stages, the data-parallel collectives and the sends still in flight.
   double communication_wait_s = 0;
   // High-water mark of the counting allocator during the step (0 when it is not installed).
   std::int64_t peak_memory_bytes = 0;
   double loss = 0;  // the data-parallel rank's mean loss (on the last stage; 0 elsewhere)
-  // Micro-batches whose activations this stage held at once: m under GPipe, at most p - s under
-  // 1F1B.
+  // Model chunks' micro-batches whose activations this stage held at once (each one chunk's
+  // activations of one micro-batch), as the 3D model's StageCost::peak_in_flight counts them: m
+  // under GPipe, min(m, p - s) under 1F1B, interleaved min(m v, 2 (p - s - 1) + (v - 1) p + 1)
+  // with m > p (all m v when m = p: Megatron's schedule then runs every forward first).
   int most_micro_batches_in_flight = 0;
-  // The stage's compute, in order: "F3" a forward of micro-batch 3, "B3" its backward.
+  // The stage's compute, in order: "F3" a forward of micro-batch 3, "B3" its backward; with
+  // v > 1 chunks the stage's chunk follows ("F3:1": micro-batch 3's forward through the stage's
+  // second chunk).
   std::vector<std::string> schedule;
 };
 
-// Stage s's transformer layers [first, first + count).
-struct StageLayers {
+// Chunk c's transformer layers [first, first + count).
+struct ChunkLayers {
   int first = 0;
   int count = 0;
 };
-// The layers of every stage; throws InputError (file "plan") when the stated split does not
-// cover the layers once, or a stage would be empty of everything.
-std::vector<StageLayers> split_layers(const GptShape& shape, int stages,
-                                      const std::vector<int>& layers_per_stage);
+// The layers of every model chunk; throws InputError (file "plan") when the stated split does
+// not cover the layers once, or a chunk would be empty of everything (a chunk between the
+// first, which holds the embedding, and the last, which holds the head, without a layer).
+std::vector<ChunkLayers> split_layers(const GptShape& shape, int chunks,
+                                      const std::vector<int>& layers_per_chunk);
 
 class ParallelGpt {
  public:
   // Throws InputError (file "plan") when the layout does not fit the model or the communicator:
   // a tensor degree that does not divide the heads, the vocabulary or the MLP's hidden units, a
-  // world of another size, a bad split of layers.
+  // world of another size, a bad split of layers, chunks per stage other than 1 outside the
+  // interleaved schedule, interleaving with micro-batches that are not a multiple of the stages,
+  // a data-parallel mode other than dp, z1 or z2.
   ParallelGpt(const GptShape& shape, const ParallelLayout& layout, Communicator& communicator,
               const NamedTensors& initial, ParallelRuntimeOptions options);
   ~ParallelGpt();

@@ -121,8 +121,10 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
   ParallelRuntimeOptions runtime;
   runtime.adam.learning_rate = options.learning_rate;
   runtime.schedule = layout.schedule;
+  runtime.chunks_per_stage =
+      layout.schedule == PipelineSchedule::interleaved ? layout.chunks_per_stage : 1;
   runtime.micro_batches = layout.micro_batches;
-  runtime.layers_per_stage = layout.layers_per_chunk;
+  runtime.layers_per_chunk = layout.layers_per_chunk;
   // One data-parallel mode for every operator (the runtime's layouts shard uniformly).
   if (!layout.modes.empty()) {
     runtime.data_parallel_mode = layout.modes.front();
