@@ -338,8 +338,15 @@ double ideal_bubble_ratio(PipelineSchedule schedule, int stages, int chunks_per_
   return schedule == PipelineSchedule::interleaved ? bubble / chunks_per_stage : bubble;
 }
 
-int ideal_in_flight(PipelineSchedule schedule, int stages, int micro_batches, int stage) {
+int ideal_in_flight(PipelineSchedule schedule, int stages, int micro_batches, int stage,
+                    int chunks_per_stage) {
   if (schedule == PipelineSchedule::gpipe) return micro_batches;
+  if (schedule == PipelineSchedule::interleaved && chunks_per_stage > 1) {
+    // With as many micro-batches as stages Megatron runs every forward first.
+    if (micro_batches == stages) return chunks_per_stage * micro_batches;
+    return std::min(chunks_per_stage * micro_batches,
+                    2 * (stages - stage - 1) + (chunks_per_stage - 1) * stages + 1);
+  }
   return std::min(stages - stage, micro_batches);
 }
 

@@ -100,7 +100,10 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
 // m (F + B): (p - 1) / m for GPipe and 1F1B, (p - 1) / (v m) interleaved.
 double ideal_bubble_ratio(PipelineSchedule schedule, int stages, int chunks_per_stage,
                           int micro_batches);
-// The micro-batches stage r holds at most: m (GPipe), min(p - r, m) (1F1B).
-int ideal_in_flight(PipelineSchedule schedule, int stages, int micro_batches, int stage);
+// The micro-batches stage r holds at most (of all its chunks): m (GPipe), min(p - r, m) (1F1B),
+// min(v m, 2 (p - r - 1) + (v - 1) p + 1) interleaved with v chunks a stage (Megatron's warm-up
+// forwards and the first steady-state one; v m when m = p, where every forward runs first).
+int ideal_in_flight(PipelineSchedule schedule, int stages, int micro_batches, int stage,
+                    int chunks_per_stage = 1);
 
 }  // namespace osdp

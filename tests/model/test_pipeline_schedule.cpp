@@ -56,7 +56,8 @@ TEST_CASE("equal stages: GPipe and 1F1B take (m + p - 1)(F + B)", "[pipeline]") 
   }
 }
 
-TEST_CASE("interleaved 1F1B: bubble (p - 1) / (v m)", "[pipeline]") {
+TEST_CASE("interleaved 1F1B: bubble (p - 1) / (v m), Megatron's micro-batches in flight",
+          "[pipeline]") {
   for (int p : {2, 4}) {
     for (int v : {1, 2, 3}) {
       for (int m : {p, 2 * p, 4 * p}) {
@@ -66,6 +67,12 @@ TEST_CASE("interleaved 1F1B: bubble (p - 1) / (v m)", "[pipeline]") {
         CHECK((timeline.makespan_s - m * 3.0) / (m * 3.0) ==
               Approx(ideal_bubble_ratio(PipelineSchedule::interleaved, p, v, m)));
         CHECK(critical_path_s(work, timeline) == Approx(timeline.makespan_s));
+        if (v > 1) {
+          for (int r = 0; r < p; ++r) {
+            CHECK(timeline.peak_in_flight[r] ==
+                  ideal_in_flight(PipelineSchedule::interleaved, p, m, r, v));
+          }
+        }
       }
     }
   }
