@@ -167,12 +167,17 @@ TEST_CASE("backward prefetch: pre, post and none issue the next gather where FSD
     REQUIRE(backward.size() == static_cast<std::size_t>(2 * n));
     std::vector<K> expected;
     if (policy == BackwardPrefetch::none) {
-      for (int i = 0; i < n; ++i)
-        expected.insert(expected.end(), {K::all_gather, K::reduce_scatter});
+      for (int i = 0; i < n; ++i) {
+        expected.push_back(K::all_gather);
+        expected.push_back(K::reduce_scatter);
+      }
     } else {
       expected = {K::all_gather};
-      for (int i = 0; i + 1 < n; ++i)
-        expected.insert(expected.end(), {K::all_gather, K::reduce_scatter});
+      for (int i = 0; i + 1 < n; ++i) {
+        // push_back, not insert of a list: GCC 12 warns falsely (-Wstringop-overflow) on that.
+        expected.push_back(K::all_gather);
+        expected.push_back(K::reduce_scatter);
+      }
       expected.push_back(K::reduce_scatter);
     }
     CHECK(names(backward) == names(expected));
