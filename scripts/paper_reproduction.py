@@ -946,11 +946,8 @@ def published(e, which):
     return float(m.group(1)) if m else None
 
 
-def fixed_gain(H, s, cm, v, mk, b):
-    """(gain or None, cell text) of OSDP over FSDP, both at micro-batch b (H7)."""
-    pair = H.get(("fixed", s, cm, v, mk, b))
-    if pair is None:
-        return None, "-"
+def gain_over_fsdp(pair):
+    """(gain or None, cell text) of OSDP over FSDP in one pair of runs (analytic figures)."""
     a, f = fig_osdp(pair, False), fig_base(pair, "fsdp", False)
     if a is None or a.oom:
         return None, "no plan fits"
@@ -958,6 +955,14 @@ def fixed_gain(H, s, cm, v, mk, b):
         return None, "FSDP OOM"
     g = pct(a.thr, f.thr)
     return g, fmt_pct(g)
+
+
+def fixed_gain(H, s, cm, v, mk, b):
+    """(gain or None, cell text) of OSDP over FSDP, both at micro-batch b (H7)."""
+    pair = H.get(("fixed", s, cm, v, mk, b))
+    if pair is None:
+        return None, "-"
+    return gain_over_fsdp(pair)
 
 
 def gains_cell(gains, n):
@@ -1188,21 +1193,13 @@ def fairscale_section(H, R, scens):
     w("|---|---|%s---|%s" % ("---|" * len(FAIRSCALE), "---|" * len(FAIRSCALE)))
     cols = {}  # column -> gains
 
-    def g_of(pair):
-        a, f = fig_osdp(pair, False), fig_base(pair, "fsdp", False)
-        if a is None or a.oom:
-            return None, "no plan fits"
-        if f is None or f.oom:
-            return None, "FSDP OOM"
-        g = pct(a.thr, f.thr)
-        return g, fmt_pct(g)
     for s in sc:
         cells = []
         for tag in [None] + [t for t, _ in FAIRSCALE]:
             texts = []
             for v in ("split4", "split1"):
                 pair = R[(s, "extended", v)] if tag is None else H[("fairscale", s, tag, v)]
-                g, t = g_of(pair)
+                g, t = gain_over_fsdp(pair)
                 texts.append(t)
                 if g is not None:
                     cols.setdefault((tag, v), []).append(g)
@@ -1210,7 +1207,7 @@ def fairscale_section(H, R, scens):
         for tag in [None] + [t for t, _ in FAIRSCALE]:
             pair = (H[("fixed", s, "extended", "split4", "dp", 1)] if tag is None
                     else H[("fairscale", s, tag, "b1")])
-            g, t = g_of(pair)
+            g, t = gain_over_fsdp(pair)
             if g is not None:
                 cols.setdefault((tag, "b1"), []).append(g)
             cells.append(t)
@@ -1439,11 +1436,9 @@ def findings_text(H, R, scens):
         top = None
         for name, _ in a100_models(scens):
             pair = H.get(("e5-model", name, "free", "extended"))
-            a, f = (fig_osdp(pair, False), fig_base(pair, "fsdp", False)) if pair else (None, None)
-            if a is not None and f is not None and not a.oom and not f.oom:
-                gm = pct(a.thr, f.thr)
-                if top is None or gm > top[0]:
-                    top = (gm, name)
+            gm = gain_over_fsdp(pair)[0] if pair else None
+            if gm is not None and (top is None or gm > top[0]):
+                top = (gm, name)
         text += ("; E5 stays partly unexplained (H9): with the reference code's ZeRO-2-like DP at "
                  "batch 1 OSDP gains %s on its model, and %s gains %s at the free batch "
                  "(extended model)" % (fmt_pct(g) if g is not None else "-",
