@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 namespace osdp {
@@ -294,6 +295,86 @@ AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int 
   return ring_across_nodes(node_ring, nodes, {latency_s, std::min(nic_share_Bps, to_nic_Bps)},
                            leaf_crossings(topology, nodes), uplinks_latency_s)
       .alpha_beta();
+}
+
+namespace {
+
+// A directed link of a PCIe tree: the kind of link, which one, and the direction crossed.
+enum class TreeLink { gpu_port, switch_uplink, inter_socket };
+struct TreeHop {
+  TreeLink link;
+  int index;
+  bool upward;  // towards the root complex (inter-socket: towards the higher socket)
+  auto operator<=>(const TreeHop&) const = default;
+};
+
+// The links the route from local GPU `from` to local GPU `to` crosses in a PCIe tree: its GPU
+// port, then (other switch) its switch's uplink, (other socket) the chain of sockets, the other
+// switch's uplink, the other GPU's port.
+std::vector<TreeHop> tree_route(const PcieTree& tree, int from, int to) {
+  const int switch_from = from / tree.gpus_per_switch;
+  const int switch_to = to / tree.gpus_per_switch;
+  const int socket_from = switch_from / tree.switches_per_socket;
+  const int socket_to = switch_to / tree.switches_per_socket;
+  std::vector<TreeHop> route{{TreeLink::gpu_port, from, true}};
+  if (switch_from != switch_to) {
+    route.push_back({TreeLink::switch_uplink, switch_from, true});
+    const int step = socket_to > socket_from ? 1 : -1;
+    for (int socket = socket_from; socket != socket_to; socket += step) {
+      route.push_back({TreeLink::inter_socket, std::min(socket, socket + step), step > 0});
+    }
+    route.push_back({TreeLink::switch_uplink, switch_to, false});
+  }
+  route.push_back({TreeLink::gpu_port, to, false});
+  return route;
+}
+
+const Link& tree_link(const PcieTree& tree, TreeLink link) {
+  switch (link) {
+    case TreeLink::gpu_port:
+      return tree.gpu_link;
+    case TreeLink::switch_uplink:
+      return tree.switch_uplink;
+    case TreeLink::inter_socket:
+      return tree.inter_socket;
+  }
+  return tree.gpu_link;
+}
+
+// Consecutive members' edges of a ring over `members`, and its closing edge when asked.
+std::vector<std::pair<int, int>> ring_edges(const std::vector<int>& members, bool closes) {
+  std::vector<std::pair<int, int>> edges;
+  for (std::size_t i = 0; i + 1 < members.size(); ++i)
+    edges.push_back({members[i], members[i + 1]});
+  if (closes && members.size() > 1) edges.push_back({members.back(), members.front()});
+  return edges;
+}
+
+}  // namespace
+
+double shared_ring_bandwidth_Bps(const Topology& topology,
+                                 const std::vector<std::vector<int>>& groups, std::size_t which,
+                                 bool closes_in_node) {
+  double narrowest_Bps = std::numeric_limits<double>::infinity();
+  if (topology.node.kind != NodeKind::pcie || which >= groups.size()) return narrowest_Bps;
+  const PcieTree& tree = topology.node.pcie;
+  auto key = [&](TreeHop hop) {
+    if (!topology.split_duplex) hop.upward = true;  // one link for both directions
+    return hop;
+  };
+  std::map<TreeHop, int> edges_on;
+  for (const auto& group : groups) {
+    for (const auto& [from, to] : ring_edges(group, closes_in_node)) {
+      for (const TreeHop& hop : tree_route(tree, from, to)) ++edges_on[key(hop)];
+    }
+  }
+  for (const auto& [from, to] : ring_edges(groups[which], closes_in_node)) {
+    for (const TreeHop& hop : tree_route(tree, from, to)) {
+      narrowest_Bps =
+          std::min(narrowest_Bps, tree_link(tree, hop.link).bandwidth_Bps / edges_on.at(key(hop)));
+    }
+  }
+  return narrowest_Bps;
 }
 
 AlphaBeta point_to_point_timing(const Topology& topology, bool across_nodes, int senders_per_node) {

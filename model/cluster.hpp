@@ -241,6 +241,18 @@ DerivedTimings derive_timings(const Topology& topology);
 // a node share its NICs (NCCL spreads a ring's channels over several NICs when it has them
 // alone). One node: the intra-node timing.
 AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int nodes);
+// The narrowest bandwidth the ring of group `which` gets inside one node while the rings of every
+// group in `groups` run at once (the groups of one kind of a 3D layout: each a list of the local
+// GPUs, 0 to gpus - 1, it holds on that node, ascending). Each ring edge takes its route through
+// the node's fabric and every link it crosses is shared equally by the edges that cross it in
+// the same direction (both directions on half-duplex links). `closes_in_node`: the ring returns
+// from its last GPU to its first inside the node (false: it leaves and re-enters through the
+// NICs, which group_ring_timing times). Only a PCIe tree's switch uplinks and inter-socket links
+// are shared by different GPUs' edges; NVLink and NVSwitch nodes give every GPU its own links,
+// so there it is group_ring_timing's bandwidth (infinity when no edge crosses a link).
+double shared_ring_bandwidth_Bps(const Topology& topology,
+                                 const std::vector<std::vector<int>>& groups, std::size_t which,
+                                 bool closes_in_node);
 // One point-to-point transfer between two GPUs of different nodes while `senders_per_node` GPUs
 // of the node send one at once (a pipeline stage's ranks on that node; 0: every GPU of the
 // node): latency and the bandwidth each gets of its NICs. Same node: the node's GPU link.

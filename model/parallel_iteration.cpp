@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "model/input_error.hpp"
@@ -29,12 +31,43 @@ bool recomputes(const ParallelRun& run, const Operator& op) {
              run.checkpointed_kinds.end();
 }
 
-// Ring timing of a layout group as it falls on the cluster's nodes.
-AlphaBeta timing_of(const Cluster& cluster, const RankGroup& group) {
+// `timing` of a ring over `group`, slowed to the bandwidth its edges get inside its first node
+// while every group of its kind runs its ring at once (they share a PCIe tree's uplinks).
+// A group that is not one of the layout's (the tied embedding's pair) keeps `timing`.
+AlphaBeta sharing_node_links(const Topology& topology, const ParallelLayout& layout,
+                             const RankGroup& group, int nodes, AlphaBeta timing) {
+  const int gpus_per_node = topology.node.gpus;
+  const int node = group.ranks.front() / gpus_per_node;
+  std::vector<std::vector<int>> on_node;
+  std::optional<std::size_t> which;
+  for (const RankGroup& other : layout.groups(group.kind)) {
+    std::vector<int> local;
+    for (int rank : other.ranks) {
+      if (rank / gpus_per_node == node) local.push_back(rank % gpus_per_node);
+    }
+    if (local.empty()) continue;
+    if (other.ranks == group.ranks) which = on_node.size();
+    on_node.push_back(std::move(local));
+  }
+  if (!which) return timing;
+  const double shared_Bps = shared_ring_bandwidth_Bps(topology, on_node, *which, nodes <= 1);
+  if (!std::isfinite(shared_Bps)) return timing;
+  // Inside one node the routes are the whole ring: their narrowest share is its bandwidth (not
+  // the bottleneck of a ring over every GPU of the tree). Across nodes the NICs may be narrower.
+  timing.beta_s_per_byte =
+      nodes <= 1 ? 1.0 / shared_Bps : std::max(timing.beta_s_per_byte, 1.0 / shared_Bps);
+  return timing;
+}
+
+// Ring timing of a layout group as it falls on the cluster's nodes, beside the other groups of
+// its kind.
+AlphaBeta timing_of(const Cluster& cluster, const ParallelLayout& layout, const RankGroup& group) {
   if (!cluster.topology) return cluster.world.all_reduce.alpha_beta;
   const int gpus_per_node = cluster.topology->node.gpus;
-  return group_ring_timing(*cluster.topology, group.most_ranks_on_one_node(gpus_per_node),
-                           group.nodes_spanned(gpus_per_node));
+  const int nodes = group.nodes_spanned(gpus_per_node);
+  return sharing_node_links(
+      *cluster.topology, layout, group, nodes,
+      group_ring_timing(*cluster.topology, group.most_ranks_on_one_node(gpus_per_node), nodes));
 }
 
 double ring_collective_s(CollectiveKind kind, double bytes, const RankGroup& group,
@@ -139,7 +172,8 @@ DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool re
 
 }  // namespace
 
-Cluster data_group_cluster(const Cluster& cluster, const RankGroup& data) {
+Cluster data_group_cluster(const Cluster& cluster, const ParallelLayout& layout,
+                           const RankGroup& data) {
   Cluster group = cluster;
   group.ranks = data.size();
   if (!cluster.topology) {
@@ -150,8 +184,10 @@ Cluster data_group_cluster(const Cluster& cluster, const RankGroup& data) {
   const int per_node = data.most_ranks_on_one_node(topology.node.gpus);
   const int nodes = data.nodes_spanned(topology.node.gpus);
   group.gpus_per_node = per_node;
-  group.world = GroupTiming::uniform(group_ring_timing(topology, per_node, nodes));
-  group.intra_node = GroupTiming::uniform(group_ring_timing(topology, per_node, 1));
+  group.world = GroupTiming::uniform(sharing_node_links(
+      topology, layout, data, nodes, group_ring_timing(topology, per_node, nodes)));
+  group.intra_node = GroupTiming::uniform(
+      sharing_node_links(topology, layout, data, 1, group_ring_timing(topology, per_node, 1)));
   group.inter_node = GroupTiming::uniform(group_ring_timing(topology, 1, nodes));
   return group;
 }
@@ -190,7 +226,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   }
   auto mode_of = [&](int op) { return run.modes.empty() ? Mode::dp : run.modes[op]; };
   // The data-parallel group every stage's modes shard over (all stages' fall alike).
-  const Cluster data_group = data_group_cluster(cluster, layout.group_of(GroupAxis::data, 0));
+  const Cluster data_group =
+      data_group_cluster(cluster, layout, layout.group_of(GroupAxis::data, 0));
   Training iteration_training = training;
   iteration_training.accumulation_steps = run.micro_batches;
   const CostModel model(workload, data_group, iteration_training, settings);
@@ -199,9 +236,9 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   const double s = spec.sequence_length;
   const int head_op = workload.size() - 1;
 
-  const TensorParallelCollective tensor{layout.group_of(GroupAxis::tensor, 0),
-                                        timing_of(cluster, layout.group_of(GroupAxis::tensor, 0)),
-                                        run.sequence_parallel};
+  const TensorParallelCollective tensor{
+      layout.group_of(GroupAxis::tensor, 0),
+      timing_of(cluster, layout, layout.group_of(GroupAxis::tensor, 0)), run.sequence_parallel};
 
   const std::vector<int> split =
       run.layers_per_chunk.empty() ? even_layer_split(spec.layers, chunks) : run.layers_per_chunk;
@@ -320,8 +357,25 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       int senders = 0;
       for (int rank : layout.stage_ranks(c % p))
         senders += rank / gpus_per_node == from / gpus_per_node;
-      link = point_to_point_timing(*cluster.topology, from / gpus_per_node != to / gpus_per_node,
-                                   senders);
+      const bool across_nodes = from / gpus_per_node != to / gpus_per_node;
+      link = point_to_point_timing(*cluster.topology, across_nodes, senders);
+      if (!across_nodes) {
+        // Inside the node the stage's sends share the links their routes cross (a PCIe tree's
+        // uplinks and sockets): each send as a one-edge route.
+        std::vector<std::vector<int>> sends;
+        std::size_t which = 0;
+        for (int rank : layout.stage_ranks(c % p)) {
+          const int partner = layout.group_of(GroupAxis::pipeline, rank).ranks[(c + 1) % p];
+          if (rank / gpus_per_node != from / gpus_per_node ||
+              partner / gpus_per_node != from / gpus_per_node) {
+            continue;
+          }
+          if (rank == from) which = sends.size();
+          sends.push_back({rank % gpus_per_node, partner % gpus_per_node});
+        }
+        const double shared_Bps = shared_ring_bandwidth_Bps(*cluster.topology, sends, which, false);
+        if (std::isfinite(shared_Bps)) link.beta_s_per_byte = 1.0 / shared_Bps;
+      }
     }
     cost.work.transfer_s.push_back(link.step_time_s(transfer_bytes) + regather_s);
   }
@@ -389,7 +443,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       stage.tied_embedding_bytes = table * reduce_bytes_per_parameter;
       // Every rank of the first stage runs its pair's all-reduce at once: across nodes they
       // share the NICs of the node (not every GPU of it does).
-      AlphaBeta ends_timing = timing_of(cluster, ends);
+      AlphaBeta ends_timing = timing_of(cluster, layout, ends);
       if (cluster.topology && ends.nodes_spanned(cluster.topology->node.gpus) > 1) {
         const int gpus_per_node = cluster.topology->node.gpus;
         int senders = 0;

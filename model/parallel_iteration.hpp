@@ -148,7 +148,9 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
 std::vector<int> even_layer_split(int layers, int chunks);
 
 // A data-parallel group of the layout as a cluster of its own: its ranks, its ring timing on
-// the topology, the ranks it has on one node. What the data-parallel modes shard over.
-Cluster data_group_cluster(const Cluster& cluster, const RankGroup& data);
+// the topology (beside the layout's other data-parallel groups, which run their rings at the
+// same time), the ranks it has on one node. What the data-parallel modes shard over.
+Cluster data_group_cluster(const Cluster& cluster, const ParallelLayout& layout,
+                           const RankGroup& data);
 
 }  // namespace osdp

@@ -1,6 +1,7 @@
 // The leaf-spine fabric of a multi-node cluster: read strictly from the cluster JSON, and the
 // ring timings derived from it (the busiest spine uplink bounds the rings crossing leaves).
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "model/scenario.hpp"
 #include "tests/support/cluster_json.hpp"
@@ -159,4 +160,42 @@ TEST_CASE("a ring pays each hop's latency once a lap, not its slowest hop's ever
   CHECK(group_ring_timing(*cluster.topology, 1, 64).alpha_s == Approx(12e-6));
   CHECK(group_ring_timing(*cluster.topology, 8, 1).alpha_s == Approx(2e-6));
   CHECK(group_ring_timing(*cluster.topology, 8, 64).alpha_s == Approx(step_latency_s));
+}
+
+namespace {
+
+// 8 GPUs on a PCIe tree: 2 sockets x 2 switches x 2 GPUs, GPU ports 16 GB/s, switch uplinks
+// 12 GB/s, the socket link 10 GB/s (the TITAN RTX server's shape).
+Topology pcie_tree(bool split_duplex = true) {
+  Topology topology;
+  topology.node.kind = NodeKind::pcie;
+  topology.node.gpus = 8;
+  topology.node.pcie = {2, 2, 2, {16e9, 1e-6}, {12e9, 1e-6}, {10e9, 2e-6}};
+  topology.split_duplex = split_duplex;
+  return topology;
+}
+
+}  // namespace
+
+TEST_CASE("rings that run at once share a PCIe tree's uplinks and socket link",
+          "[model][cluster]") {
+  const Topology tree = pcie_tree();
+  // Alone, a ring over two switches of a socket is as fast as the narrower of port and uplink.
+  CHECK(shared_ring_bandwidth_Bps(tree, {{0, 2}}, 0, true) == Approx(12e9));
+  // Two such rings (the data-parallel groups of tensor ranks 0 and 1) cross each uplink twice in
+  // each direction: half of it each.
+  CHECK(shared_ring_bandwidth_Bps(tree, {{0, 2}, {1, 3}}, 1, true) == Approx(6e9));
+  // Rings inside a switch cross only their GPUs' ports.
+  CHECK(shared_ring_bandwidth_Bps(tree, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, 2, true) == Approx(16e9));
+  // Four rings across the sockets: the socket link carries four edges each way.
+  CHECK(shared_ring_bandwidth_Bps(tree, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}, 0, true) ==
+        Approx(10e9 / 4));
+  // A ring that leaves through the NICs has no closing edge inside the node: 0 -> 4 alone.
+  CHECK(shared_ring_bandwidth_Bps(tree, {{0, 4}, {1, 5}}, 0, false) == Approx(10e9 / 2));
+  // Half duplex: a ring's two directions share each link.
+  CHECK(shared_ring_bandwidth_Bps(pcie_tree(false), {{0, 2}}, 0, true) == Approx(6e9));
+  // NVSwitch: every GPU has its own link; nothing shared.
+  Topology nvswitch = tree;
+  nvswitch.node.kind = NodeKind::nvswitch;
+  CHECK(std::isinf(shared_ring_bandwidth_Bps(nvswitch, {{0, 2}, {1, 3}}, 0, true)));
 }

@@ -136,3 +136,28 @@ TEST_CASE("the sharded modes' per-pass collectives run as flows beside the compu
     CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.1));
   }
 }
+
+TEST_CASE("data-parallel groups that share a PCIe tree's uplinks: the model divides them too",
+          "[sim][pipeline]") {
+  // 8 TITAN RTX on 2 sockets x 2 switches x 2 GPUs. With tensor parallelism 2 the groups of
+  // tensor ranks 0 and 1 each hold one GPU of two switches, so their rings cross the same
+  // uplinks at the same time; the simulation routes them there, the model divides the uplink.
+  Scenario scenario =
+      load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/paper-titan-8g-nd-48l-1536h.json");
+  const GptSpec spec = testing::gpt_spec(8, 1024, 16, 512, 128);
+  const Cluster cluster = cluster_with_ranks(scenario, 8);
+  struct Case {
+    int tensor, pipeline, data;
+    Mode layers_mode;
+  };
+  for (const Case& c :
+       {Case{2, 2, 2, Mode::zdp}, Case{4, 1, 2, Mode::dp}, Case{2, 1, 4, Mode::z2}}) {
+    const ParallelRun run =
+        with_modes(spec, scenario, cluster,
+                   run_of(c.tensor, c.pipeline, c.data, 4, PipelineSchedule::one_f_one_b),
+                   c.layers_mode, Mode::dp);
+    const auto [cost, simulated] = simulate_on(scenario, spec, run, 8);
+    CAPTURE(c.tensor, c.pipeline, c.data, mode_name(c.layers_mode));
+    CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.01));
+  }
+}
