@@ -13,6 +13,7 @@
 #include "cli/command.hpp"
 #include "cli/format.hpp"
 #include "cli/foundry_commands.hpp"
+#include "cli/kernel_commands.hpp"
 #include "cli/scenario_options.hpp"
 #include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
@@ -100,6 +101,9 @@ ErrorSummary summarise(const std::vector<double>& errors_percent) {
 
 int run_predict(const MeasuredOptions& options) {
   const Scenario scenario = load_checked_scenario(options.scenario_path);
+  if (const std::optional<KernelTable> kernels = kernel_table_in(options.table_paths)) {
+    return run_kernel_predict(scenario, *kernels, options.json);
+  }
   if (describes_foundry_runs(scenario)) {
     return run_foundry_predict(scenario, options.table_paths, options.json);
   }
@@ -167,6 +171,9 @@ int run_predict(const MeasuredOptions& options) {
 int run_fit(const MeasuredOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const Scenario scenario = load_checked_scenario(options.scenario_path);
+  if (const std::optional<KernelTable> kernels = kernel_table_in(options.table_paths)) {
+    return run_kernel_fit(scenario, *kernels, options.out_path, options.json);
+  }
   if (describes_foundry_runs(scenario)) {
     return run_foundry_fit(scenario, options.table_paths, options.out_path, options.json);
   }
@@ -263,12 +270,16 @@ Subcommand add_fit_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "fit", "fit the GPU's compute constants to measured iteration times (least squares)");
   app->add_option("scenario", options->scenario_path, "scenario JSON")->required();
-  app->add_option("--table", options->table_paths,
-                  "measured table(s) (vTrain's CSV format); several are fitted as one")
+  app->add_option(
+         "--table", options->table_paths,
+         "measured table(s) (vTrain's CSV format; llm-foundry's for a scenario of its runs); "
+         "several are fitted as one; or one kernel table (GEMM or attention timings by "
+         "shape, model/kernel_table.hpp)")
       ->required();
   app->add_option("--out", options->out_path,
                   "where to write the fitted cluster JSON (for llm-foundry's table: a directory, "
-                  "one cluster file per GPU type)")
+                  "one cluster file per GPU type; for a kernel table: the scenario's cluster with "
+                  "the fitted laws)")
       ->required();
   app->add_flag("--json", options->json, "print JSON");
   app->add_flag("--no-simulate", options->no_simulate,
@@ -283,8 +294,10 @@ Subcommand add_predict_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "predict", "simulate one iteration per row of a table and compare with its measurements");
   app->add_option("scenario", options->scenario_path, "scenario JSON")->required();
-  app->add_option("--table", options->table_paths,
-                  "configurations (vTrain's CSV format); several are predicted as one")
+  app->add_option(
+         "--table", options->table_paths,
+         "configurations (vTrain's CSV format; llm-foundry's for a scenario of its runs); "
+         "several are predicted as one; or one kernel table, timed with the cluster's laws")
       ->required();
   app->add_flag("--json", options->json, "print JSON");
   app->add_flag("--force", options->force,

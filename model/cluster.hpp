@@ -124,6 +124,11 @@ struct ComputeLaw {
   // score_forward_flops_per_sample), which run in the attention kernel rather than as GEMMs of the
   // hidden size; unset: `flops_per_s` for all of an operator's FLOPs.
   std::optional<double> score_flops_per_s = std::nullopt;
+  // What the score kernel spends per query row and head beside its FLOPs (the softmax, loading
+  // each tile of K and V; Operator::score_rows_per_sample): FlashAttention's rate rises with the
+  // sequence length because this part does not. Unset: none. Fitted on a kernel table
+  // (`osdp fit ... --table h100-sdpa-bf16.csv`).
+  std::optional<double> score_row_s = std::nullopt;
 };
 
 struct OperatorCompute {

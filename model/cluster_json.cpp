@@ -143,8 +143,8 @@ Topology read_topology(const JsonReader& reader) {
 }
 
 ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak_flops_per_s) {
-  reader.require_only(
-      {"fixed", "rate", "score_rate", "host_floor", "extra_slice", "activation_bandwidth"});
+  reader.require_only({"fixed", "rate", "score_rate", "score_row", "host_floor", "extra_slice",
+                       "activation_bandwidth"});
   ComputeLaw law;
   law.fixed_s =
       reader.optional_quantity("fixed", Dimension::seconds, limits::latency_s).value_or(0.0);
@@ -162,6 +162,7 @@ ComputeLaw read_compute_law(const JsonReader& reader, std::optional<double> peak
         "score_rate", fmt::format("{:.6g} FLOP/s", *law.score_flops_per_s),
         fmt::format("at most the GPU's peak_compute ({:.6g} FLOP/s)", *peak_flops_per_s));
   }
+  law.score_row_s = reader.optional_quantity("score_row", Dimension::seconds, limits::latency_s);
   law.host_floor_s =
       reader.optional_quantity("host_floor", Dimension::seconds, limits::latency_s).value_or(0.0);
   law.extra_slice_s =
@@ -392,6 +393,7 @@ Json cluster_to_json(const Cluster& cluster) {
         Json json = {{"fixed", law.fixed_s}};
         if (law.flops_per_s) json["rate"] = *law.flops_per_s;
         if (law.score_flops_per_s) json["score_rate"] = *law.score_flops_per_s;
+        if (law.score_row_s) json["score_row"] = *law.score_row_s;
         if (law.host_floor_s > 0) json["host_floor"] = law.host_floor_s;
         if (law.extra_slice_s) json["extra_slice"] = *law.extra_slice_s;
         if (law.activation_bytes_per_s) json["activation_bandwidth"] = *law.activation_bytes_per_s;

@@ -98,7 +98,9 @@ Linear CostModel::operator_compute_s(const Operator& op, int index, bool backwar
           : 0.0;
   const double flops_time_s =
       flops > 0 ? (flops - score_flops) / *rate + score_flops / law_score_rate(law) : 0.0;
-  Linear call{(law ? law->fixed_s : 0.0) * straggling, flops_time_s * straggling};
+  const double rows_time_s =
+      law && law->score_row_s ? op.score_rows_per_sample * *law->score_row_s : 0.0;
+  Linear call{(law ? law->fixed_s : 0.0) * straggling, (flops_time_s + rows_time_s) * straggling};
   if (law && law->activation_bytes_per_s && settings_.kind == CostModelKind::extended) {
     const double bytes = op.activation_bytes_per_sample * (backward ? 2.0 : 1.0);
     call.per_sample += bytes / *law->activation_bytes_per_s * straggling;

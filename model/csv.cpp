@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
+
+#include "model/input_error.hpp"
 
 namespace osdp {
 
@@ -63,6 +66,28 @@ std::string header_difference(const std::vector<std::string>& got,
 std::string csv_location(int line, const std::string& column) {
   return column.empty() ? fmt::format("row at line {}", line)
                         : fmt::format("row at line {}, column \"{}\"", line, column);
+}
+
+std::optional<double> positive_number(const std::string& text, double most) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size() || !std::isfinite(value) || value <= 0 || value > most) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+const std::string& CsvRow::cell(const std::string& column) const {
+  return cells[std::find(columns.begin(), columns.end(), column) - columns.begin()];
+}
+
+void CsvRow::fail(const std::string& column, const std::string& expected) const {
+  throw InputError(file, csv_location(line, column), fmt::format("\"{}\"", cell(column)), expected);
 }
 
 }  // namespace osdp

@@ -1,6 +1,7 @@
 // The plain CSV the measured tables use: comma-separated cells, no quoting, one row a line.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,20 @@ std::string header_difference(const std::vector<std::string>& got,
                               const std::vector<std::string>& expected);
 // "row at line 7, column \"GPU\"" (or "row at line 7" without a column), for InputErrors.
 std::string csv_location(int line, const std::string& column);
+
+// `text` as a positive finite number at most `most`; nothing when it is not one.
+std::optional<double> positive_number(const std::string& text, double most);
+
+// One data row of a table by column name (the columns as its header names them), and the
+// InputError a bad cell gets: the file, the line, the column, the cell and what was expected.
+struct CsvRow {
+  const std::string& file;
+  int line;
+  const std::vector<std::string>& columns;
+  const std::vector<std::string>& cells;
+
+  const std::string& cell(const std::string& column) const;
+  [[noreturn]] void fail(const std::string& column, const std::string& expected) const;
+};
 
 }  // namespace osdp

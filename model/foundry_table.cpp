@@ -16,20 +16,7 @@ namespace {
 
 constexpr int max_count = 1 << 24;
 
-struct RowReader {
-  const std::string& file;
-  int line;
-  const std::vector<std::string>& columns;
-  const std::vector<std::string>& cells;
-
-  const std::string& cell(const std::string& column) const {
-    const auto at = std::find(columns.begin(), columns.end(), column);
-    return cells[at - columns.begin()];
-  }
-  [[noreturn]] void fail(const std::string& column, const std::string& expected) const {
-    throw InputError(file, csv_location(line, column), fmt::format("\"{}\"", cell(column)),
-                     expected);
-  }
+struct RowReader : CsvRow {
   int count(const std::string& column) const {
     const std::string& text = cell(column);
     long long value = 0;
@@ -44,16 +31,8 @@ struct RowReader {
   std::optional<double> figure(const std::string& column) const {
     const std::string& text = cell(column);
     if (text.empty()) return std::nullopt;
-    std::size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0 || value > 1e30) {
-      fail(column, "a positive number, or nothing where the row was not measured");
-    }
+    const std::optional<double> value = positive_number(text, 1e30);
+    if (!value) fail(column, "a positive number, or nothing where the row was not measured");
     return value;
   }
   std::string choice(const std::string& column, const std::vector<std::string>& choices) const {
@@ -158,7 +137,7 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
           file, csv_location(number, ""), fmt::format("{} cells", cells.size()),
           fmt::format("{} comma-separated cells, one per column", table.columns.size()));
     }
-    const RowReader row{file, number, table.columns, cells};
+    const RowReader row{{file, number, table.columns, cells}};
     FoundryRun run;
     run.file = file;
     run.line = number;

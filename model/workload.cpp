@@ -164,6 +164,7 @@ Workload make_gpt(const GptSpec& spec, const Training& training) {
     attention.score_forward_flops_per_sample = (flash ? 2.0 : 4.0) * s * s * h / t;
     attention.score_backward_flops_per_sample =
         (flash ? 2.5 : 2.0) * attention.score_forward_flops_per_sample;
+    attention.score_rows_per_sample = s * a / t;
     const double projections_forward = 4.0 * (1.0 + g) * s * h * h / t + projection_flops;
     attention.forward_flops_per_sample =
         projections_forward + attention.score_forward_flops_per_sample;

@@ -39,6 +39,9 @@ struct Operator {
   // gradients and FlashAttention's recompute), which a compute law may rate apart.
   double score_forward_flops_per_sample = 0;
   double score_backward_flops_per_sample = 0;
+  // The score kernel's query rows per sample, one per token and attention head (on this
+  // tensor-parallel rank): what a compute law's per-row cost (softmax, tile loads) is paid on.
+  double score_rows_per_sample = 0;
   // gamma_i: measured or given compute seconds per sample (forward + backward). When unset the
   // cost model derives it from the FLOPs and the GPU's sustained compute rate.
   std::optional<double> compute_s_per_sample;

@@ -83,6 +83,7 @@ Operator merge(const Workload& workload, const std::vector<int>& members) {
     unit.backward_flops_per_sample += op.backward_flops_per_sample;
     unit.score_forward_flops_per_sample += op.score_forward_flops_per_sample;
     unit.score_backward_flops_per_sample += op.score_backward_flops_per_sample;
+    unit.score_rows_per_sample += op.score_rows_per_sample;
     checkpointable = checkpointable && op.input_activation_bytes_per_sample.has_value();
     unit.members.push_back(op);
   }

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "model/least_squares.hpp"
 #include "model/measured_table.hpp"
 #include "model/scenario.hpp"
 #include "sim/options.hpp"
@@ -80,10 +81,7 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
 // The scenario's cluster with these constants (theta in the fit's units).
 Cluster cluster_with_constants(const Cluster& cluster, const std::vector<double>& theta);
 
-// min ||A x - b|| subject to x >= 0 (Lawson and Hanson's active-set method). A is row-major,
-// rows x columns.
-std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& a,
-                                               const std::vector<double>& b);
+using osdp::non_negative_least_squares;  // model/least_squares.hpp
 
 double mean_abs_percent_error(const std::vector<double>& predicted,
                               const std::vector<double>& measured);

@@ -1440,3 +1440,44 @@ TEST_CASE("a 3,000-layer model stops at --time-limit with a message, not past it
   CHECK(contains(run.err, "--time-limit"));
   CHECK(took_s < 60);
 }
+
+#ifdef OSDP_CLI_HAS_SIM
+TEST_CASE("fit and predict on kernel tables: the laws by shape, written into the cluster") {
+  TempDir dir;
+  const std::string measurements = std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/";
+  const std::string scenario = scenarios + "h100-1x8-llama3-8b.json";
+  const fs::path out = dir.path() / "h100-sdpa.json";
+  const Run fit = run_osdp({"fit", scenario, "--table", measurements + "h100-sdpa-bf16.csv",
+                            "--out", out.string(), "--json"});
+  REQUIRE(fit.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(fit.out);
+  REQUIRE(document["laws"].size() == 2);
+  for (const auto& law : document["laws"]) {
+    CHECK(law["fit_mape_percent"].get<double>() < 10.0);
+    CHECK(law["cv_mape_percent"].get<double>() >= law["fit_mape_percent"].get<double>() - 1e-9);
+    CHECK(law["law"]["score_row_s"].get<double>() > 0);
+  }
+  const nlohmann::json written = nlohmann::json::parse(read_text(out));
+  CHECK(written["gpu"]["operator_compute"]["attention"]["backward"]["score_row"].get<double>() ==
+        Approx(document["laws"][1]["law"]["score_row_s"].get<double>()).epsilon(1e-9));
+  // The shipped cluster's laws (fitted on training steps) time the 144 GEMMs.
+  const Run predict =
+      run_osdp({"predict", scenario, "--table", measurements + "h100-gemm-bf16.csv", "--json"});
+  REQUIRE(predict.exit_code == 0);
+  const nlohmann::json predicted = nlohmann::json::parse(predict.out);
+  CHECK(predicted["rows"].size() == 144);
+  CHECK(predicted["mape_percent"].get<double>() > 0);
+  // A kernel table beside another table, and a bad cell, are input errors.
+  const Run beside = run_osdp({"predict", scenario, "--table", measurements + "h100-gemm-bf16.csv",
+                               "--table", measurements + "foundry-fsdp-fit.csv"});
+  CHECK(beside.exit_code == 2);
+  CHECK(contains(beside.err, "on its own"));
+  const fs::path bad = dir.path() / "bad.csv";
+  std::ofstream(bad) << "tokens,k,n,what,hidden,median_s,min_s,tflops\n"
+                        "512,768,2304,qkv,768,fast,1e-5,60\n";
+  const Run refused = run_osdp({"fit", scenario, "--table", bad.string(), "--out", out.string()});
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.err, "median_s"));
+  CHECK(contains(refused.err, "line 2"));
+}
+#endif

@@ -1,5 +1,5 @@
-// libFuzzer harness for the JSON loaders, the measured tables' CSV readers (vTrain's and
-// llm-foundry's) and the unit parser. Any input must either load or raise an InputError:
+// libFuzzer harness for the JSON loaders, the measured tables' CSV readers (vTrain's,
+// llm-foundry's and the kernel tables, whose laws are fitted when they load) and the unit parser. Any input must either load or raise an InputError:
 // another exception, a crash, a leak or a sanitizer report is a bug.
 //   cmake --preset fuzz && cmake --build --preset fuzz
 //   ./build/fuzz/tests/fuzz/fuzz_loaders tests/fuzz/corpus -dict=tests/fuzz/loaders.dict \
@@ -10,6 +10,7 @@
 
 #include "model/foundry_table.hpp"
 #include "model/input_error.hpp"
+#include "model/kernel_table.hpp"
 #include "model/measured_table.hpp"
 #include "model/scenario.hpp"
 #include "model/units.hpp"
@@ -67,6 +68,10 @@ void read_tables(const std::string& text) {
   }
   try {
     (void)osdp::parse_foundry_table(text, "fuzz.csv");
+  } catch (const osdp::InputError&) {
+  }
+  try {
+    (void)osdp::fit_kernel_table(osdp::parse_kernel_table(text, "fuzz.csv"));
   } catch (const osdp::InputError&) {
   }
 }
