@@ -70,19 +70,11 @@ LayoutSearchOptions layout_search_options(const LayoutFlags& flags) {
 }
 
 void refuse_data_parallel_flags(const ScenarioOptions& options) {
-  const std::pair<const std::string*, const char*> flags[] = {
-      {&options.modes, "--modes"},           {&options.split, "--split"},
-      {&options.checkpoint, "--checkpoint"}, {&options.units, "--units"},
-      {&options.offload, "--offload"},       {&options.min_unit_params, "--min-unit-params"},
-      {&options.cost_model, "--cost-model"}, {&options.gap, "--gap"},
-      {&options.time_limit, "--time-limit"},
-  };
-  for (const auto& [value, flag] : flags) {
-    if (!value->empty()) {
-      throw InputError(command_line, flag, *value,
-                       "no data-parallel search flag with --tp, --pp or --schedule: a 3D layout "
-                       "search chooses the modes inside each stage and checkpointing itself");
-    }
+  const auto given = overrides_given(options, true);
+  if (!given.empty()) {
+    throw InputError(command_line, given.front().first, given.front().second,
+                     "no data-parallel search flag with --tp, --pp or --schedule: a 3D layout "
+                     "search chooses the modes inside each stage and checkpointing itself");
   }
 }
 

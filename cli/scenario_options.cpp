@@ -349,28 +349,42 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
                "Run even when the estimated work is far beyond a few minutes");
 }
 
+std::vector<std::pair<std::string, std::string>> overrides_given(const ScenarioOptions& options,
+                                                                 bool search_only) {
+  struct Flag {
+    const std::string* value;
+    const char* name;
+    bool search;  // the data-parallel search's own
+  };
+  const Flag flags[] = {{&options.memory_limit, "--memory-limit", false},
+                        {&options.modes, "--modes", true},
+                        {&options.split, "--split", true},
+                        {&options.checkpoint, "--checkpoint", true},
+                        {&options.cost_model, "--cost-model", true},
+                        {&options.gap, "--gap", true},
+                        {&options.time_limit, "--time-limit", true},
+                        {&options.units, "--units", true},
+                        {&options.offload, "--offload", true},
+                        {&options.min_unit_params, "--min-unit-params", true},
+                        {&options.micro_batch, "--micro-batch", false},
+                        {&options.accumulation, "--accumulation", false},
+                        {&options.global_batch, "--global-batch", false},
+                        {&options.precision, "--precision", false},
+                        {&options.seq_len, "--seq-len", false}};
+  std::vector<std::pair<std::string, std::string>> given;
+  for (const Flag& flag : flags) {
+    if (!flag.value->empty() && (flag.search || !search_only)) {
+      given.emplace_back(flag.name, *flag.value);
+    }
+  }
+  return given;
+}
+
 std::optional<std::pair<std::string, std::string>> first_override_given(
     const ScenarioOptions& options) {
-  const std::pair<const std::string*, const char*> flags[] = {
-      {&options.memory_limit, "--memory-limit"},
-      {&options.modes, "--modes"},
-      {&options.split, "--split"},
-      {&options.checkpoint, "--checkpoint"},
-      {&options.cost_model, "--cost-model"},
-      {&options.gap, "--gap"},
-      {&options.time_limit, "--time-limit"},
-      {&options.units, "--units"},
-      {&options.offload, "--offload"},
-      {&options.min_unit_params, "--min-unit-params"},
-      {&options.micro_batch, "--micro-batch"},
-      {&options.accumulation, "--accumulation"},
-      {&options.global_batch, "--global-batch"},
-      {&options.precision, "--precision"},
-      {&options.seq_len, "--seq-len"}};
-  for (const auto& [value, flag] : flags) {
-    if (!value->empty()) return std::make_pair(std::string(flag), *value);
-  }
-  return std::nullopt;
+  const auto given = overrides_given(options);
+  if (given.empty()) return std::nullopt;
+  return given.front();
 }
 
 Scenario load_checked_scenario(const std::string& path) {

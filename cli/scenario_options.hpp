@@ -43,8 +43,12 @@ struct ScenarioOptions {
 void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_memory_limit = true,
                           bool scenario_required = true);
 
-// The first override flag given and its value ({"--modes", "dp,zdp"}), or nothing: for commands
-// that refuse them in a mode that reads no scenario.
+// The override flags given and their values ({"--modes", "dp,zdp"}), in --help's order;
+// `search_only`: only the data-parallel search's own (modes, split, checkpointing, units,
+// offload, cost model, gap, time limit), which a 3D layout search refuses.
+std::vector<std::pair<std::string, std::string>> overrides_given(const ScenarioOptions& options,
+                                                                 bool search_only = false);
+// The first of them, or nothing: for commands that refuse them in a mode that reads no scenario.
 std::optional<std::pair<std::string, std::string>> first_override_given(
     const ScenarioOptions& options);
 
