@@ -138,7 +138,8 @@ struct DataParallelTimes {
   double backward_s = 0;  // every micro-batch: recompute and backward gathers, reductions
   std::vector<PassCollective> forward;  // those collectives, in order
   std::vector<PassCollective> backward;
-  OnceBuckets once_bytes;  // once an iteration
+  OnceBuckets once_bytes;      // once an iteration, after the last backward
+  OnceBuckets prologue_bytes;  // once an iteration, before the first forward (z2's gathers)
 };
 
 DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool recompute,
@@ -155,9 +156,9 @@ DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool re
                               .time_s(collective.kind, bytes, group_ranks(collective.group, group));
     // Kept parameters (z2) are gathered before the first micro-batch only: a pipeline holds
     // several micro-batches between a layer's forward and its backward.
-    const bool every = runs_every_micro_batch(description, collective) &&
-                       !(kept && collective.stage == Stage::forward);
-    if (!every) {
+    if (kept && collective.stage == Stage::forward) {
+      times.prologue_bytes[{collective.kind, collective.group}] += bytes;
+    } else if (!runs_every_micro_batch(description, collective)) {
       times.once_bytes[{collective.kind, collective.group}] += bytes;
     } else if (collective.stage == Stage::forward) {
       times.forward_s += time_s;
@@ -245,6 +246,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   int first_layer = 0;
   // Each chunk's data-parallel collectives that run once an iteration (bucketed per stage below).
   std::vector<OnceBuckets> chunk_once;
+  std::vector<OnceBuckets> chunk_prologue;  // and before the first micro-batch
   for (int c = 0; c < chunks; ++c) {
     ChunkCost chunk;
     chunk.stage = c % p;
@@ -300,6 +302,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       chunk.backward_s += model.backward_compute_s(*it).at_real(b);
     }
     OnceBuckets& once = chunk_once.emplace_back();
+    OnceBuckets& prologue = chunk_prologue.emplace_back();
     for (int op : chunk.ops) {
       const Operator& o = workload.op(op);
       const DataParallelTimes times =
@@ -312,6 +315,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       chunk.backward_collectives.insert(chunk.backward_collectives.end(), times.backward.begin(),
                                         times.backward.end());
       for (const auto& [key, bytes] : times.once_bytes) once[key] += bytes;
+      for (const auto& [key, bytes] : times.prologue_bytes) prologue[key] += bytes;
     }
     // The data-parallel stream runs beside the compute: what it does not hide delays the pass.
     chunk.forward_compute_s = chunk.forward_s;
@@ -382,6 +386,21 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   cost.transfer_s = cost.work.transfer_s.empty() ? 0.0 : cost.work.transfer_s.front();
   cost.transfer_bytes = transfer_bytes;
   cost.regather_s = regather_s;
+  // Parameters kept whole across micro-batches (z2) are gathered before the stage's first
+  // micro-batch: the stage's passes start once its gathers are done (a later stage's gathers
+  // run while it waits for its first input).
+  cost.stages.resize(p);
+  cost.work.stage_ready_s.assign(p, 0.0);
+  for (int c = 0; c < chunks; ++c) {
+    for (const auto& [key, bytes] : chunk_prologue[c]) {
+      const auto [kind, group] = key;
+      StageCost& stage = cost.stages[c % p];
+      stage.prologue_s +=
+          group_timing(group, data_group).time_s(kind, bytes, group_ranks(group, data_group));
+      stage.prologue.push_back({kind, group, bytes});
+    }
+  }
+  for (int r = 0; r < p; ++r) cost.work.stage_ready_s[r] = cost.stages[r].prologue_s;
   try {
     cost.timeline = run_pipeline(run.schedule, cost.work);
   } catch (const std::invalid_argument& error) {
@@ -395,7 +414,6 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       reduce_element_bytes(training.precision, training.gradient_reduce);
   double synchronised_s = 0;
   double optimizer_s = 0;
-  cost.stages.resize(p);
   for (int r = 0; r < p; ++r) {
     StageCost& stage = cost.stages[r];
     double activation_bytes = 0;

@@ -111,6 +111,11 @@ struct StageCost {
     double bytes = 0;
   };
   std::vector<Reduction> reductions;
+  // Before its first pass: the gathers of the parameters it keeps whole across micro-batches
+  // (z2), which delay its first pass (PipelineWork::stage_ready_s) and are not in
+  // gradient_reduce_s.
+  std::vector<Reduction> prologue;
+  double prologue_s = 0;
   double tied_embedding_bytes = 0;
   double optimizer_step_s = 0;
   int peak_in_flight = 0;

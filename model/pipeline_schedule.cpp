@@ -107,8 +107,9 @@ std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int
 }
 
 double PipelineTimeline::bubble_fraction() const {
-  if (makespan_s <= 0 || busy_s.empty()) return 0.0;
-  return 1.0 - *std::max_element(busy_s.begin(), busy_s.end()) / makespan_s;
+  const double span_s = makespan_s - first_start_s;
+  if (span_s <= 0 || busy_s.empty()) return 0.0;
+  return 1.0 - *std::max_element(busy_s.begin(), busy_s.end()) / span_s;
 }
 
 namespace {
@@ -152,6 +153,10 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
   PipelineTimeline timeline;
   timeline.stages.resize(p);
   timeline.finish_s.assign(p, 0.0);
+  // A stage is free from when it is ready (its first pass may start no earlier).
+  for (int stage = 0; stage < p && stage < static_cast<int>(work.stage_ready_s.size()); ++stage) {
+    timeline.finish_s[stage] = work.stage_ready_s[stage];
+  }
   timeline.busy_s.assign(p, 0.0);
   timeline.peak_in_flight.assign(p, 0);
   std::vector<std::vector<Binding>> bindings(p);
@@ -222,6 +227,11 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     }
   }
   timeline.makespan_s = *std::max_element(timeline.finish_s.begin(), timeline.finish_s.end());
+  timeline.first_start_s = timeline.makespan_s;
+  for (const auto& passes : timeline.stages) {
+    if (!passes.empty())
+      timeline.first_start_s = std::min(timeline.first_start_s, passes.front().start_s);
+  }
 
   // Walk the critical path back from the pass that ends last.
   timeline.critical_forwards.assign(chunks, 0);

@@ -41,6 +41,9 @@ struct PipelineWork {
   // (the transfer counts in the pass's time, and the receiver may start as soon as it ends), as
   // blocking send/recv pairs behave. Otherwise a transfer is a delay off both stages' streams.
   bool blocking_transfers = false;
+  // Per stage (empty: all 0), the earliest its first pass may start: what it gathers before the
+  // first micro-batch (parameters kept whole across micro-batches, z2) delays it.
+  std::vector<double> stage_ready_s;
 
   int chunks() const { return stages * chunks_per_stage; }
 };
@@ -65,7 +68,8 @@ struct TimedStep {
 
 struct PipelineTimeline {
   std::vector<std::vector<TimedStep>> stages;  // each stage's passes in the order it ran them
-  double makespan_s = 0;                       // first forward's start to the last backward's end
+  double makespan_s = 0;                       // from 0 (stages' prologues) to the last end
+  double first_start_s = 0;                    // the first pass's start (after its prologue)
   std::vector<double> finish_s;                // per stage: the end of its last pass
   std::vector<double> busy_s;                  // per stage: time spent in passes
   // Per stage: the most micro-batches (of all its chunks) whose forward ran and backward did not.
@@ -77,7 +81,8 @@ struct PipelineTimeline {
   std::vector<int> critical_backwards;  // per chunk
   std::vector<int> critical_transfers;  // per boundary
 
-  // The busiest stage's idle share of the makespan (the bubble as measured).
+  // The busiest stage's idle share of the makespan from the first pass on (the bubble as
+  // measured; a wait for gathers before the first pass is not a bubble).
   double bubble_fraction() const;
 };
 

@@ -336,11 +336,18 @@ class LayoutSearch {
     // More zdp layers than needed can still be faster: their gathers and reductions run beside
     // the compute every pass, where the base mode's reduction (dp, z1) waits after the
     // pipeline. Pass times only grow with the counts, so this layout can beat the best found only
-    // if its pipeline alone does (a bound); then each stage's count is improved in turn until
-    // none improves (coordinate descent: not proven optimal, see the tests against brute force).
+    // if its passes alone do (a bound: the pipeline less the longest wait for z2's gathers before
+    // the first pass, which shrink as layers turn zdp); then each stage's count is improved in
+    // turn until none improves (coordinate descent: not proven optimal, see the tests against
+    // brute force).
     const std::optional<LayoutPlan>& leader = result_.strategies.front().second;
+    double longest_prologue_s = 0;
+    for (const StageCost& stage : best.stages) {
+      longest_prologue_s = std::max(longest_prologue_s, stage.prologue_s);
+    }
+    const double passes_s = best.pipeline_s - longest_prologue_s;
     const bool promising =
-        !leader || best.samples_per_iteration / best.pipeline_s > leader->throughput_samples_per_s;
+        !leader || best.samples_per_iteration / passes_s > leader->throughput_samples_per_s;
     // The counts tried per stage: all of them for a few layers; for more, the ends and the knee
     // where the stage's zdp traffic stops hiding behind its compute (its passes' time is flat
     // up to it, found by binary search), beside which the time turns from falling to rising.

@@ -21,6 +21,7 @@ struct Layout {
   std::vector<Group> groups;
   std::map<std::vector<int>, int> ring_of_members;
   std::vector<std::vector<int>> reduction_ring;  // [rank][reduction]
+  std::vector<std::vector<int>> prologue_ring;   // [rank][gather before the first pass]
   std::vector<int> tied_ring;                    // [rank]: -1 none
   // [rank]: the ring of each group its passes' data-parallel collectives run in
   std::vector<std::map<GroupAxis, int>> pass_ring;
@@ -44,6 +45,7 @@ Layout lay_out(const ParallelLayout& layout, const ParallelIterationCost& cost) 
   const int p = layout.degrees().pipeline;
   const int chunks = cost.work.chunks();
   out.reduction_ring.resize(layout.world());
+  out.prologue_ring.resize(layout.world());
   out.tied_ring.assign(layout.world(), -1);
   out.pass_ring.resize(layout.world());
   for (int rank = 0; rank < layout.world(); ++rank) {
@@ -55,6 +57,9 @@ Layout lay_out(const ParallelLayout& layout, const ParallelIterationCost& cost) 
     for (const StageCost::Reduction& reduction : cost.stages[stage].reductions) {
       out.reduction_ring[rank].push_back(
           out.ring_for(layout.group_of(reduction.group, rank).ranks));
+    }
+    for (const StageCost::Reduction& gather : cost.stages[stage].prologue) {
+      out.prologue_ring[rank].push_back(out.ring_for(layout.group_of(gather.group, rank).ranks));
     }
     for (const ChunkCost& chunk : cost.chunks) {
       if (chunk.stage != stage) continue;
@@ -80,6 +85,8 @@ struct RankState {
   int stage = 0;
   std::vector<PipelineStep> order;
   std::size_t next = 0;
+  std::size_t prologue = 0;  // the next of its stage's gathers before the first pass
+  bool ready = false;        // they are done: its passes may run
   bool busy = false;
   std::set<std::tuple<int, int, int>> arrived;  // (chunk, micro-batch, pass) inputs here
   double busy_s = 0;
@@ -112,7 +119,7 @@ class PipelineRun {
   }
 
   void start() {
-    for (int rank = 0; rank < static_cast<int>(states_.size()); ++rank) advance(rank);
+    for (int rank = 0; rank < static_cast<int>(states_.size()); ++rank) gather_first(rank);
   }
 
   const std::vector<RankState>& states() const { return states_; }
@@ -121,10 +128,29 @@ class PipelineRun {
  private:
   static constexpr int forward = 0;
   static constexpr int backward = 1;
+  // join's ids beside a reduction's index: the tied embedding, and gather k before the first
+  // pass as first_gather - k.
+  static constexpr int tied_embedding = -1;
+  static constexpr int first_gather = -2;
+
+  // The stage's gathers before its first pass, in order, each once every member of its group is
+  // there; then its passes.
+  void gather_first(int rank) {
+    RankState& state = states_[rank];
+    const StageCost& stage = cost_.stages[state.stage];
+    if (state.prologue < stage.prologue.size()) {
+      const StageCost::Reduction& gather = stage.prologue[state.prologue];
+      join(rings_.prologue_ring[rank][state.prologue],
+           first_gather - static_cast<int>(state.prologue), gather.kind, gather.bytes, rank);
+      return;
+    }
+    state.ready = true;
+    advance(rank);
+  }
 
   void advance(int rank) {
     RankState& state = states_[rank];
-    if (state.busy || state.next == state.order.size()) return;
+    if (!state.ready || state.busy || state.next == state.order.size()) return;
     const PipelineStep step = state.order[state.next];
     const int last_chunk = cost_.work.chunks() - 1;
     const bool is_forward = step.pass == Pass::forward;
@@ -266,15 +292,17 @@ class PipelineRun {
       return;
     }
     if (rings_.tied_ring[rank] >= 0 && !state.tied_done) {
-      join(rings_.tied_ring[rank], -1, CollectiveKind::all_reduce, stage.tied_embedding_bytes,
-           rank);
+      join(rings_.tied_ring[rank], tied_embedding, CollectiveKind::all_reduce,
+           stage.tied_embedding_bytes, rank);
       return;
     }
     state.synchronised_s = kernel_.now();
   }
 
-  void join(int ring_index, int reduction, CollectiveKind kind, double bytes, int rank) {
-    const auto key = std::make_pair(ring_index, reduction);
+  // Rank `rank` reaches collective `id` (a reduction's index, tied_embedding, or a gather before
+  // the first pass) of the group whose ring is `ring_index`; the last member starts it.
+  void join(int ring_index, int id, CollectiveKind kind, double bytes, int rank) {
+    const auto key = std::make_pair(ring_index, id);
     std::vector<int>& waiting = waiting_[key];
     waiting.push_back(rank);
     const GroupRing& ring = plan_.rings.at(ring_index);
@@ -282,14 +310,18 @@ class PipelineRun {
     std::vector<int> members = std::move(waiting);
     waiting_.erase(key);
     ++collectives_;
-    start_ring_collective(kernel_, ring, kind, bytes, granularity_, [this, members, reduction] {
+    start_ring_collective(kernel_, ring, kind, bytes, granularity_, [this, members, id] {
       for (int member : members) {
-        if (reduction < 0) {
+        if (id <= first_gather) {
+          ++states_[member].prologue;
+          gather_first(member);
+        } else if (id == tied_embedding) {
           states_[member].tied_done = true;
+          reduce(member);
         } else {
           ++states_[member].reduction;
+          reduce(member);
         }
-        reduce(member);
       }
     });
   }
@@ -408,7 +440,13 @@ PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun
     result.iteration_time_s = synchronised_s + optimizer_s;
     const double busiest_s =
         *std::max_element(result.stage_busy_s.begin(), result.stage_busy_s.end());
-    result.bubble_fraction = result.pipeline_s > 0 ? 1.0 - busiest_s / result.pipeline_s : 0.0;
+    // From the first pass on, as the model counts it (gathers before it are no bubble).
+    double first_start_s = result.pipeline_s;
+    for (const auto& passes : result.stage_passes) {
+      if (!passes.empty()) first_start_s = std::min(first_start_s, passes.front().start_s);
+    }
+    const double span_s = result.pipeline_s - first_start_s;
+    result.bubble_fraction = span_s > 0 ? 1.0 - busiest_s / span_s : 0.0;
     result.flows = kernel.flows();
     result.collectives = pipeline.collectives();
     return to_json(result).dump();

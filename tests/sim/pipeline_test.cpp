@@ -161,3 +161,27 @@ TEST_CASE("data-parallel groups that share a PCIe tree's uplinks: the model divi
     CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(0.01));
   }
 }
+
+TEST_CASE("z2's gathers before the first micro-batch delay a stage's first pass, in both",
+          "[sim][pipeline]") {
+  // Two stages of z2 layers on one NVSwitch server: each stage gathers its kept parameters
+  // before its first pass; the second stage's gathers run while it waits for its first input.
+  Scenario scenario = vtrain();
+  const GptSpec spec = testing::gpt_spec(8, 1024, 16, 512, 128);
+  const Cluster cluster = cluster_with_ranks(scenario, 8);
+  const ParallelRun run =
+      with_modes(spec, scenario, cluster, run_of(1, 2, 4, 4, PipelineSchedule::one_f_one_b),
+                 Mode::z2, Mode::z2);
+  const auto [cost, simulated] = simulate_on(scenario, spec, run, 8);
+  for (const StageCost& stage : cost.stages) {
+    REQUIRE(stage.prologue_s > 0);
+    for (const StageCost::Reduction& reduction : stage.reductions) {
+      CHECK(reduction.kind != CollectiveKind::all_gather);  // gathers are the prologue's
+    }
+  }
+  // The first stage starts once its gathers are done; the second when its input arrives.
+  CHECK(cost.timeline.stages[0].front().start_s == Approx(cost.stages[0].prologue_s));
+  CHECK(cost.timeline.stages[1].front().start_s >= cost.timeline.stages[0].front().end_s);
+  CHECK(simulated.pipeline_s == Approx(cost.pipeline_s).epsilon(1e-6));
+  CHECK(simulated.iteration_time_s == Approx(cost.iteration_time_s).epsilon(1e-6));
+}
