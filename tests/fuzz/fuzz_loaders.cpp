@@ -1,6 +1,7 @@
 // libFuzzer harness for the JSON loaders, the measured tables' CSV readers (vTrain's,
-// llm-foundry's and the kernel tables, whose laws are fitted when they load) and the unit parser. Any input must either load or raise an InputError:
-// another exception, a crash, a leak or a sanitizer report is a bug.
+// llm-foundry's and the kernel tables, whose laws are fitted when they load) and the unit parser.
+// Any input must either load or raise an InputError: another exception, a crash, a leak or a
+// sanitizer report is a bug.
 //   cmake --preset fuzz && cmake --build --preset fuzz
 //   ./build/fuzz/tests/fuzz/fuzz_loaders tests/fuzz/corpus -dict=tests/fuzz/loaders.dict \
 //     -max_total_time=60
