@@ -105,6 +105,10 @@ int run_collective(const SimulateOptions& options) {
              units::format_bandwidth(result.algorithm_bandwidth_Bps));
   fmt::print("  bus bandwidth        {}\n", units::format_bandwidth(result.bus_bandwidth_Bps));
   fmt::print("  alpha-beta model     {}\n", units::format_seconds(result.alpha_beta_time_s));
+  if (cluster.collectives == CollectiveLibrary::nccl) {
+    fmt::print("  NCCL's choice        {} {} (the cluster's \"collectives\": \"nccl\")\n",
+               algorithm_name(result.algorithm), protocol_name(result.protocol));
+  }
   return exit_ok;
 }
 

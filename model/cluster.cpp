@@ -37,7 +37,7 @@ AlphaBeta CollectiveTiming::at(double step_bytes) const {
 }
 
 GroupTiming GroupTiming::uniform(AlphaBeta alpha_beta) {
-  return {{alpha_beta, {}}, {alpha_beta, {}}, {alpha_beta, {}}};
+  return {{alpha_beta, {}}, {alpha_beta, {}}, {alpha_beta, {}}, std::nullopt};
 }
 
 const CollectiveTiming& GroupTiming::of(CollectiveKind kind) const {
@@ -54,7 +54,27 @@ const CollectiveTiming& GroupTiming::of(CollectiveKind kind) const {
 
 double GroupTiming::time_s(CollectiveKind kind, double full_bytes, int ranks) const {
   const double step_bytes = ring_step_bytes(full_bytes, ranks);
+  if (nccl) return choice(kind, full_bytes, ranks).time_s;
   return ring_steps(kind, ranks) * of(kind).at(step_bytes).step_time_s(step_bytes);
+}
+
+CollectiveChoice GroupTiming::choice(CollectiveKind kind, double full_bytes, int ranks) const {
+  const double step_bytes = ring_step_bytes(full_bytes, ranks);
+  const AlphaBeta ab = of(kind).at(step_bytes);
+  if (!nccl) {
+    CollectiveChoice simple;
+    simple.step_alpha_s = ab.alpha_s;
+    simple.time_s = ring_steps(kind, ranks) * ab.step_time_s(step_bytes);
+    return simple;
+  }
+  RingShape shape;
+  shape.ranks = ranks;
+  // A group timed for more nodes than it has ranks (a smaller group on the same links).
+  shape.nodes = std::clamp(nccl->nodes, 1, std::max(1, ranks));
+  shape.inter_alpha_s = ab.alpha_s * nccl->inter_alpha_share;
+  shape.intra_alpha_s = ab.alpha_s - shape.inter_alpha_s;
+  shape.beta_s_per_byte = ab.beta_s_per_byte;
+  return choose_collective(nccl->node, kind, full_bytes, shape);
 }
 
 namespace {
@@ -70,6 +90,7 @@ struct RingEdge {
 // narrowest edge's. The simulator charges the same per step (sim/ring_collective).
 struct RingPath {
   double latency_sum_s = 0;
+  double inter_latency_sum_s = 0;  // the cross-node edges' part
   double edges = 0;
   double bandwidth_Bps = std::numeric_limits<double>::infinity();
   void add(const RingEdge& edge, double count = 1) {
@@ -79,6 +100,7 @@ struct RingPath {
     bandwidth_Bps = std::min(bandwidth_Bps, edge.bandwidth_Bps);
   }
   double mean_latency_s() const { return edges > 0 ? latency_sum_s / edges : 0.0; }
+  double inter_share() const { return latency_sum_s > 0 ? inter_latency_sum_s / latency_sum_s : 0; }
   AlphaBeta alpha_beta() const {
     return {mean_latency_s(), std::isfinite(bandwidth_Bps) ? 1.0 / bandwidth_Bps : 0.0};
   }
@@ -187,8 +209,10 @@ RingPath ring_across_nodes(const NodeRing& node_ring, int nodes, const RingEdge&
   ring.latency_sum_s = nodes * (node_ring.path.latency_sum_s - node_ring.closing_latency_s);
   ring.edges = nodes * std::max(0.0, node_ring.path.edges - 1);
   ring.bandwidth_Bps = node_ring.path.bandwidth_Bps;
+  const double before_s = ring.latency_sum_s;
   ring.add(to_next_node, nodes - crossings);
   ring.add({to_next_node.latency_s + uplinks_latency_s, to_next_node.bandwidth_Bps}, crossings);
+  ring.inter_latency_sum_s = ring.latency_sum_s - before_s;
   return ring;
 }
 
@@ -266,21 +290,24 @@ DerivedTimings derive_timings(const Topology& physical) {
         inter_Bps, leaf_spine->uplink.bandwidth_Bps / busiest_spine_flows(*leaf_spine, group_nics));
   }
   const int crossings = leaf_crossings(topology, topology.nodes);
-  timings.world = ring_across_nodes(intra, topology.nodes, {cross_latency_s, world_cross_Bps},
-                                    crossings, uplinks_latency_s)
-                      .alpha_beta();
+  const RingPath world = ring_across_nodes(
+      intra, topology.nodes, {cross_latency_s, world_cross_Bps}, crossings, uplinks_latency_s);
+  timings.world = world.alpha_beta();
+  timings.world_inter_alpha_share = world.inter_share();
   timings.inter_node = ring_across_nodes(NodeRing{}, topology.nodes, {inter_latency_s, inter_Bps},
                                          crossings, uplinks_latency_s)
                            .alpha_beta();
   return timings;
 }
 
-AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int nodes) {
+namespace {
+
+RingPath group_ring_path(const Topology& physical, int members_per_node, int nodes) {
   const Topology topology = with_duplex_sharing(physical);
   NodeTopology members = topology.node;
   members.gpus = std::max(1, members_per_node);
   const NodeRing node_ring = intra_node_ring(members);
-  if (nodes <= 1) return node_ring.path.alpha_beta();
+  if (nodes <= 1) return node_ring.path;
   const double latency_s = 2 * gpu_to_nic_latency_s(topology.node) + 2 * topology.nic.latency_s;
   const double uplinks_latency_s =
       topology.leaf_spine ? 2 * topology.leaf_spine->uplink.latency_s : 0.0;
@@ -293,8 +320,38 @@ AlphaBeta group_ring_timing(const Topology& physical, int members_per_node, int 
                                            topology.node.pcie.switch_uplink.bandwidth_Bps)
                                 : topology.node.gpu_link.bandwidth_Bps;
   return ring_across_nodes(node_ring, nodes, {latency_s, std::min(nic_share_Bps, to_nic_Bps)},
-                           leaf_crossings(topology, nodes), uplinks_latency_s)
-      .alpha_beta();
+                           leaf_crossings(topology, nodes), uplinks_latency_s);
+}
+
+}  // namespace
+
+AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int nodes) {
+  return group_ring_path(topology, members_per_node, nodes).alpha_beta();
+}
+
+double group_ring_inter_alpha_share(const Topology& topology, int members_per_node, int nodes) {
+  return group_ring_path(topology, members_per_node, nodes).inter_share();
+}
+
+GroupTiming group_timing_for(const Cluster& cluster, AlphaBeta alpha_beta, int nodes,
+                             double inter_alpha_share) {
+  GroupTiming timing = GroupTiming::uniform(alpha_beta);
+  if (cluster.collectives == CollectiveLibrary::nccl && cluster.topology) {
+    const NodeKind kind = cluster.topology->node.kind;
+    timing.nccl = NcclGroup{NcclNode{kind != NodeKind::pcie}, std::max(1, nodes),
+                            std::clamp(inter_alpha_share, 0.0, 1.0)};
+  }
+  return timing;
+}
+
+void derive_group_timings(Cluster& cluster) {
+  const Topology& topology = cluster.topology.value();
+  const DerivedTimings derived = derive_timings(topology);
+  cluster.world =
+      group_timing_for(cluster, derived.world, topology.nodes, derived.world_inter_alpha_share);
+  cluster.intra_node = group_timing_for(cluster, derived.intra_node, 1, 0.0);
+  cluster.inter_node =
+      group_timing_for(cluster, derived.inter_node, topology.nodes, topology.nodes > 1 ? 1.0 : 0.0);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/collective_protocols.hpp"
 #include "model/collectives.hpp"
 #include "model/json_reader.hpp"
 
@@ -85,16 +86,28 @@ struct CollectiveTiming {
   AlphaBeta at(double step_bytes) const;
 };
 
+// A group of a cluster whose collectives follow NCCL's choice (model/collective_protocols.hpp):
+// the nodes it spans and the part of its ring's per-step latency alpha that its cross-node
+// edges make up.
+struct NcclGroup {
+  NcclNode node;
+  int nodes = 1;
+  double inter_alpha_share = 0;
+};
+
 // Timings of the three ring collectives within one process group.
 struct GroupTiming {
   CollectiveTiming all_gather;
   CollectiveTiming reduce_scatter;
   CollectiveTiming all_reduce;
+  std::optional<NcclGroup> nccl;  // unset: rings at alpha-beta (CollectiveLibrary::ring)
 
   static GroupTiming uniform(AlphaBeta alpha_beta);
   const CollectiveTiming& of(CollectiveKind kind) const;
-  // Ring collective over `ranks` ranks of a buffer of `full_bytes`.
+  // Ring collective over `ranks` ranks of a buffer of `full_bytes` (NCCL's choice where set).
   double time_s(CollectiveKind kind, double full_bytes, int ranks) const;
+  // What runs: the Simple ring at alpha-beta, or NCCL's choice.
+  CollectiveChoice choice(CollectiveKind kind, double full_bytes, int ranks) const;
 };
 
 // Measured compute time of an operator kind, forward or backward, at batch b:
@@ -210,6 +223,8 @@ struct Cluster {
   GroupTiming world;       // all ranks
   GroupTiming intra_node;  // the ranks of one node
   GroupTiming inter_node;  // one rank per node, all local ranks' groups running at once
+  // `"collectives": "nccl"` (clusters with a topology): NCCL's algorithm and protocol choice.
+  CollectiveLibrary collectives = CollectiveLibrary::ring;
 
   int nodes() const { return ranks / gpus_per_node; }
 };
@@ -236,8 +251,16 @@ struct DerivedTimings {
   AlphaBeta world;
   AlphaBeta intra_node;
   AlphaBeta inter_node;
+  double world_inter_alpha_share = 0;  // of world.alpha_s, the cross-node edges' part
 };
 DerivedTimings derive_timings(const Topology& topology);
+
+// A group's timing at `alpha_beta`, with NCCL's choice on top where the cluster declares it:
+// the group spans `nodes` nodes and `inter_alpha_share` of its alpha is cross-node edges'.
+GroupTiming group_timing_for(const Cluster& cluster, AlphaBeta alpha_beta, int nodes,
+                             double inter_alpha_share);
+// The world, intra-node and inter-node timings of cluster.topology (which it must have).
+void derive_group_timings(Cluster& cluster);
 
 // Ring alpha-beta of one group among many alike that run at once (a tensor-, data- or
 // pipeline-parallel group of a 3D layout, model/parallel_layout.hpp): `members_per_node` of its
@@ -246,6 +269,8 @@ DerivedTimings derive_timings(const Topology& topology);
 // a node share its NICs (NCCL spreads a ring's channels over several NICs when it has them
 // alone). One node: the intra-node timing.
 AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int nodes);
+// Of that ring's per-step latency, the part its cross-node edges make up (0 on one node).
+double group_ring_inter_alpha_share(const Topology& topology, int members_per_node, int nodes);
 // The narrowest bandwidth the ring of group `which` gets inside one node while the rings of every
 // group in `groups` run at once (the groups of one kind of a 3D layout: each a list of the local
 // GPUs, 0 to gpus - 1, it holds on that node, ascending). Each ring edge takes its route through

@@ -291,9 +291,19 @@ void refuse_timings_beside_topology(const JsonReader& reader) {
 
 Cluster load_cluster(const JsonReader& reader) {
   reader.require_only({"name", "ranks", "gpus_per_node", "gpu", "host", "topology", "collective",
-                       "intra_node_collective", "inter_node_collective"});
+                       "intra_node_collective", "inter_node_collective", "collectives"});
   Cluster cluster;
   cluster.name = reader.optional_string("name").value_or("cluster");
+  if (reader.has("collectives")) {
+    if (reader.choice("collectives", {"ring", "nccl"}) == "nccl") {
+      if (!reader.has("topology")) {
+        reader.fail("collectives",
+                    "\"nccl\" only with a \"topology\" (NCCL's choice is made "
+                    "from its links)");
+      }
+      cluster.collectives = CollectiveLibrary::nccl;
+    }
+  }
   if (reader.has("gpu")) cluster.gpu = read_gpu(reader.object("gpu"));
   if (reader.has("topology")) {
     refuse_timings_beside_topology(reader);
@@ -306,10 +316,7 @@ Cluster load_cluster(const JsonReader& reader) {
                                        cluster.ranks));
     }
     if (reader.has("gpus_per_node")) reader.fail("gpus_per_node", "gpus_per_node inside topology");
-    const DerivedTimings derived = derive_timings(topology);
-    cluster.world = GroupTiming::uniform(derived.world);
-    cluster.intra_node = GroupTiming::uniform(derived.intra_node);
-    cluster.inter_node = GroupTiming::uniform(derived.inter_node);
+    derive_group_timings(cluster);
   } else {
     cluster.ranks = static_cast<int>(reader.integer("ranks", 1, 1 << 20));
     cluster.gpus_per_node = static_cast<int>(

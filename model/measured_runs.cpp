@@ -53,10 +53,7 @@ Cluster scaled_out(const Scenario& base, int ranks) {
                      fmt::format("a divisor of the run's {} GPUs", ranks));
   }
   topology.nodes = ranks / topology.node.gpus;
-  const DerivedTimings derived = derive_timings(topology);
-  cluster.world = GroupTiming::uniform(derived.world);
-  cluster.intra_node = GroupTiming::uniform(derived.intra_node);
-  cluster.inter_node = GroupTiming::uniform(derived.inter_node);
+  derive_group_timings(cluster);
   cluster.ranks = ranks;
   cluster.gpus_per_node = topology.node.gpus;
   return cluster;
@@ -80,7 +77,7 @@ Cluster cluster_with_ranks(const Scenario& base, int ranks) {
     }
     topology.node.gpus = ranks;
     const DerivedTimings derived = derive_timings(topology);
-    if (!given_timing) cluster.world = GroupTiming::uniform(derived.world);
+    if (!given_timing) cluster.world = group_timing_for(cluster, derived.world, 1, 0.0);
     cluster.intra_node = cluster.world;
     cluster.inter_node = cluster.world;
   }

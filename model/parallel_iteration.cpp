@@ -185,11 +185,18 @@ Cluster data_group_cluster(const Cluster& cluster, const ParallelLayout& layout,
   const int per_node = data.most_ranks_on_one_node(topology.node.gpus);
   const int nodes = data.nodes_spanned(topology.node.gpus);
   group.gpus_per_node = per_node;
-  group.world = GroupTiming::uniform(sharing_node_links(
-      topology, layout, data, nodes, group_ring_timing(topology, per_node, nodes)));
-  group.intra_node = GroupTiming::uniform(
-      sharing_node_links(topology, layout, data, 1, group_ring_timing(topology, per_node, 1)));
-  group.inter_node = GroupTiming::uniform(group_ring_timing(topology, 1, nodes));
+  // NCCL's choice (clusters that declare it) on the same rings: the nodes each spans and the
+  // cross-node edges' part of its latency.
+  group.world = group_timing_for(cluster,
+                                 sharing_node_links(topology, layout, data, nodes,
+                                                    group_ring_timing(topology, per_node, nodes)),
+                                 nodes, group_ring_inter_alpha_share(topology, per_node, nodes));
+  group.intra_node = group_timing_for(
+      cluster,
+      sharing_node_links(topology, layout, data, 1, group_ring_timing(topology, per_node, 1)), 1,
+      0.0);
+  group.inter_node = group_timing_for(cluster, group_ring_timing(topology, 1, nodes), nodes,
+                                      nodes > 1 ? 1.0 : 0.0);
   return group;
 }
 

@@ -134,8 +134,11 @@ GroupRing fabric_ring(const Fabric& fabric, const Group& group) {
     for (const auto& channel : edge.channels)
       edge_latency_s = std::max(edge_latency_s, channel.latency_s);
     ring.alpha_s += edge_latency_s / n;
+    if (fabric.node_of(a) != fabric.node_of(b)) ring.inter_alpha_s += edge_latency_s / n;
     ring.edges.push_back(std::move(edge));
   }
+  ring.nodes = static_cast<int>(
+      std::count_if(per_node.begin(), per_node.end(), [](int members) { return members > 0; }));
   ring.loads = ring_loads(ring.edges, fabric.links(), topology.split_duplex);
   ring.alone_edge_rate_Bps = alone_edge_rate_Bps(ring.loads, fabric.links());
   return ring;
@@ -269,7 +272,12 @@ NetworkPlan plan_network(const Cluster& cluster, const std::vector<Group>& group
     const Fabric fabric(*cluster.topology);
     plan.links = fabric.links();
     plan.split_duplex = cluster.topology->split_duplex;
-    for (const auto& group : groups) plan.rings.push_back(fabric_ring(fabric, group));
+    for (const auto& group : groups) {
+      plan.rings.push_back(fabric_ring(fabric, group));
+      if (cluster.collectives == CollectiveLibrary::nccl) {
+        plan.rings.back().nccl = NcclNode{cluster.topology->node.kind != NodeKind::pcie};
+      }
+    }
     plan.host_channels = host_channels(cluster, fabric, plan.links);
   } else {
     for (std::size_t g = 0; g < groups.size(); ++g) {

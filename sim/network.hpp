@@ -54,6 +54,11 @@ struct GroupRing {
   std::vector<int> order;       // members in ring order
   std::vector<RingEdge> edges;  // edges[i]: order[i] -> order[i + 1 mod n]
   double alpha_s = 0;           // a step's latency: the mean route latency of the edges
+  double inter_alpha_s = 0;     // of alpha_s, the cross-node edges' part
+  int nodes = 1;                // nodes the members span
+  // Clusters with `"collectives": "nccl"`: each collective runs NCCL's choice for this ring
+  // (model/collective_protocols.hpp), with the same inputs the analytic model gives it.
+  std::optional<NcclNode> nccl;
   // Every link direction each of its flows crosses (constraint_of, ascending), and the edge
   // rate the ring sustains alone: scale mode tells from them whether other rings in flight slow
   // it down.

@@ -13,10 +13,11 @@ struct RingRun {
   Kernel* kernel;
   const GroupRing* ring;
   CollectiveKind kind;
-  double step_bytes;
+  double step_bytes;  // on the wire: the protocol's overhead included
   int steps;
   Granularity granularity;
   std::function<void()> done;
+  double step_alpha_s = 0;  // the ring's alpha, or the chosen protocol's
   int steps_done = 0;
   int steps_in_round = 0;
   int outstanding = 0;
@@ -56,7 +57,7 @@ void advance(const std::shared_ptr<RingRun>& run) {
 // ring's mean hop latency, not its slowest edge's (GroupRing::alpha_s).
 void flow_done(const std::shared_ptr<RingRun>& run) {
   if (--run->outstanding > 0) return;
-  const double latency_s = run->ring->logical ? 0.0 : run->steps_in_round * run->ring->alpha_s;
+  const double latency_s = run->ring->logical ? 0.0 : run->steps_in_round * run->step_alpha_s;
   if (latency_s > 0) {
     run->kernel->after(latency_s, [run]() { advance(run); });
   } else {
@@ -118,6 +119,19 @@ void start_round(const std::shared_ptr<RingRun>& run) {
   }
 }
 
+// The protocol NCCL would run for this collective on this ring (rings of clusters that declare
+// `"collectives": "nccl"`), from the ring's own latencies and its rate alone on the network.
+CollectiveChoice nccl_choice(const GroupRing& ring, CollectiveKind kind, double full_bytes) {
+  RingShape shape;
+  shape.ranks = static_cast<int>(ring.order.size());
+  shape.nodes = ring.nodes;
+  shape.inter_alpha_s = ring.inter_alpha_s;
+  shape.intra_alpha_s = ring.alpha_s - ring.inter_alpha_s;
+  shape.beta_s_per_byte =
+      std::isfinite(ring.alone_edge_rate_Bps) ? 1.0 / ring.alone_edge_rate_Bps : 0.0;
+  return choose_collective(*ring.nccl, kind, full_bytes, shape);
+}
+
 }  // namespace
 
 void start_ring_collective(Kernel& kernel, const GroupRing& ring, CollectiveKind kind,
@@ -129,14 +143,27 @@ void start_ring_collective(Kernel& kernel, const GroupRing& ring, CollectiveKind
     kernel.after(0.0, std::move(done));
     return;
   }
+  double step_alpha_s = ring.alpha_s;
+  double byte_factor = 1.0;
+  if (ring.nccl && !ring.logical) {
+    const CollectiveChoice choice = nccl_choice(ring, kind, full_bytes);
+    if (choice.algorithm == CollectiveAlgorithm::tree) {
+      // NCCL's tree all-reduce (small buffers across nodes): its uncontended time, as a timer.
+      kernel.after(choice.time_s, std::move(done));
+      return;
+    }
+    step_alpha_s = choice.step_alpha_s;
+    byte_factor = choice.byte_factor;
+  }
+  const double step_bytes = ring_step_bytes(full_bytes, n) * byte_factor;
   if (alone && granularity == Granularity::scale && !ring.logical &&
       std::isfinite(ring.alone_edge_rate_Bps)) {
-    const double step_bytes = ring_step_bytes(full_bytes, n);
-    kernel.after(steps * (ring.alpha_s + step_bytes / ring.alone_edge_rate_Bps), std::move(done));
+    kernel.after(steps * (step_alpha_s + step_bytes / ring.alone_edge_rate_Bps), std::move(done));
     return;
   }
-  auto run = std::make_shared<RingRun>(RingRun{&kernel, &ring, kind, ring_step_bytes(full_bytes, n),
-                                               steps, granularity, std::move(done)});
+  auto run = std::make_shared<RingRun>(
+      RingRun{&kernel, &ring, kind, step_bytes, steps, granularity, std::move(done)});
+  run->step_alpha_s = step_alpha_s;
   kernel.rings_in_flight().begin(ring);
   // The first round is laid out once every ring starting at this date is in flight.
   kernel.after(0.0, [run]() { start_round(run); });

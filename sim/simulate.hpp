@@ -30,6 +30,9 @@ struct CollectiveResult {
   double algorithm_bandwidth_Bps = 0;  // bytes / time (nccl-tests)
   double bus_bandwidth_Bps = 0;        // algorithm bandwidth x bus_bandwidth_factor
   double alpha_beta_time_s = 0;        // the cluster's world timing for the same collective
+  // What runs: "ring" / "Simple" unless the cluster declares `"collectives": "nccl"`.
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  CollectiveProtocol protocol = CollectiveProtocol::simple;
   std::vector<int> ring_order;
 };
 

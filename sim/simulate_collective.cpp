@@ -63,6 +63,9 @@ std::vector<CollectiveResult> simulate_collectives(const Cluster& cluster,
           result.algorithm_bandwidth_Bps * bus_bandwidth_factor(result.kind, result.ranks);
     }
     result.alpha_beta_time_s = cluster.world.time_s(result.kind, result.bytes, result.ranks);
+    const CollectiveChoice choice = cluster.world.choice(result.kind, result.bytes, result.ranks);
+    result.algorithm = choice.algorithm;
+    result.protocol = choice.protocol;
     results.push_back(std::move(result));
   }
   return results;
@@ -81,6 +84,8 @@ Json to_json(const CollectiveResult& result) {
           {"algorithm_bandwidth_Bps", result.algorithm_bandwidth_Bps},
           {"bus_bandwidth_Bps", result.bus_bandwidth_Bps},
           {"alpha_beta_time_s", result.alpha_beta_time_s},
+          {"algorithm", std::string(algorithm_name(result.algorithm))},
+          {"protocol", std::string(protocol_name(result.protocol))},
           {"ring_order", result.ring_order}};
 }
 

@@ -10,10 +10,14 @@ inline Cluster with_topology(const Topology& topology) {
   cluster.topology = topology;
   cluster.ranks = topology.ranks();
   cluster.gpus_per_node = topology.node.gpus;
-  const DerivedTimings derived = derive_timings(topology);
-  cluster.world = GroupTiming::uniform(derived.world);
-  cluster.intra_node = GroupTiming::uniform(derived.intra_node);
-  cluster.inter_node = GroupTiming::uniform(derived.inter_node);
+  derive_group_timings(cluster);
+  return cluster;
+}
+
+// The same cluster with `"collectives": "nccl"`.
+inline Cluster with_nccl(Cluster cluster) {
+  cluster.collectives = CollectiveLibrary::nccl;
+  derive_group_timings(cluster);
   return cluster;
 }
 

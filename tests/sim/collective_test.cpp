@@ -261,3 +261,41 @@ TEST_CASE("half-duplex links halve a ring's bandwidth", "[sim][collective]") {
     CHECK(simulated == Approx(formula).epsilon(0.15));
   }
 }
+
+TEST_CASE("NCCL's choice simulates as the model times it, in step and scale mode",
+          "[sim][collective]") {
+  // Each protocol's ring runs its steps at the protocol's latency with its wire bytes; a tree
+  // all-reduce is its uncontended time. Alone on the network, the simulation equals the model.
+  const std::vector<std::pair<std::string, Cluster>> clusters = {
+      {"two NVSwitch nodes, two NICs", with_nccl(nvswitch_cluster(2, 2))},
+      {"four NVSwitch nodes", with_nccl(nvswitch_cluster(4, 1))},
+      {"two PCIe nodes (no LL128)", with_nccl(pcie_cluster(2, 2, 2, 2))},
+      {"one NVSwitch node", with_nccl(nvswitch_cluster())}};
+  for (const auto& [name, cluster] : clusters) {
+    for (CollectiveKind kind :
+         {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+      for (double bytes : {8.0, 64.0 * 1024, 4 * mib, 256 * mib}) {
+        for (Granularity granularity : {Granularity::step, Granularity::scale}) {
+          SimOptions options;
+          options.granularity = granularity;
+          const CollectiveResult result = simulate_collective(cluster, kind, bytes, options);
+          const double model_s = cluster.world.time_s(kind, bytes, cluster.ranks);
+          INFO(name << ", " << collective_name(kind) << " of " << bytes << " bytes, "
+                    << granularity_name(granularity) << ": " << algorithm_name(result.algorithm)
+                    << " " << protocol_name(result.protocol));
+          // Step mode's flows end within SimGrid's nanosecond timing precision of the formula.
+          CHECK(result.time_s == Approx(model_s).epsilon(1e-6).margin(1e-8));
+          CHECK(result.alpha_beta_time_s == Approx(model_s).epsilon(1e-12));
+          if (cluster.topology->node.kind == NodeKind::pcie) {
+            CHECK(result.protocol != CollectiveProtocol::ll128);
+          }
+        }
+      }
+    }
+  }
+  // The small ones are far below the Simple ring's latency.
+  const Cluster nccl = with_nccl(nvswitch_cluster(4, 1));
+  const Cluster ring = nvswitch_cluster(4, 1);
+  CHECK(simulate_collective(nccl, CollectiveKind::all_gather, 8, SimOptions{}).time_s <
+        0.5 * simulate_collective(ring, CollectiveKind::all_gather, 8, SimOptions{}).time_s);
+}
