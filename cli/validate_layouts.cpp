@@ -9,6 +9,7 @@
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
 #include "model/parallel_iteration.hpp"
+#include "search/layout_search.hpp"
 
 namespace osdp::cli {
 namespace {
@@ -66,8 +67,9 @@ InputError layout_error(const std::string& flag, const std::string& item, const 
                     why.empty() ? "a layout such as tp2, pp2:gpipe:m4, pp2:interleaved:v2:m4 or "
                                   "tp2xdp2:z1 (axes tp<N>, pp<N>, dp<N> joined by x, then "
                                   ":gpipe, :1f1b or :interleaved with :v<chunks per stage>, "
-                                  ":m<micro-batches>, and :z1 or :z2 for ZeRO-1 or ZeRO-2 in "
-                                  "the data-parallel group)"
+                                  ":m<micro-batches>, :z1 or :z2 for ZeRO-1 or ZeRO-2 in "
+                                  "the data-parallel group, and :zdp<K> for 3D + OSDP: the "
+                                  "first K layers of every stage ZDP, the rest z2)"
                                 : why);
 }
 
@@ -100,7 +102,8 @@ int chunks_per_stage_of(const Refuse& refuse, const ParallelRun& run, int stated
 }
 
 ParallelRun parse_layout(const std::string& flag, const std::string& item, int ranks,
-                         int micro_batch, int layers) {
+                         int micro_batch, const Scenario& scenario) {
+  const int layers = scenario.gpt->layers;
   auto refuse = [&flag, &item](const std::string& why) { return layout_error(flag, item, why); };
   const std::vector<std::string> parts = split_on(item, ':');
   ParallelRun run;
@@ -112,11 +115,14 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   int micro_batches = 0;     // 0: the default
   int chunks_per_stage = 0;  // 0: the default
   std::optional<Mode> data_mode;
+  int zdp_layers_per_stage = 0;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string& token = parts[i];
     const int count = token.size() > 1 ? small_count(token.substr(1)) : 0;
     if (token == "z1" || token == "z2" || token == "dp") {
       data_mode = mode_from_name(token);
+    } else if (token.rfind("zdp", 0) == 0 && token.size() > 3 && small_count(token.substr(3)) > 0) {
+      zdp_layers_per_stage = small_count(token.substr(3));
     } else if (const auto schedule = pipeline_schedule_from_name(token)) {
       run.schedule = *schedule;
     } else if (token[0] == 'm' && count > 0) {
@@ -154,6 +160,20 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   // tensor-parallel GPT (embedding, attention and MLP per layer, head) in that mode, as the
   // runtime shards them.
   if (data_mode == Mode::z1 || data_mode == Mode::z2) run.modes.assign(2 * layers + 2, *data_mode);
+  // 3D + OSDP as the layout search writes it: z2 for the embedding, the head and the other
+  // layers, ZDP for the first K layers of every stage (a stage with fewer: all of them).
+  if (zdp_layers_per_stage > 0) {
+    if (data_mode && *data_mode != Mode::z2) {
+      throw refuse(
+          fmt::format(":zdp{} with z2 for the other operators (the runtime mixes no "
+                      "other modes), not :{}",
+                      zdp_layers_per_stage, mode_name(*data_mode)));
+    }
+    if (data_degree < 2) throw refuse(":zdp<K> with a data-parallel degree of 2 or more");
+    const ParallelIterationCost shape = parallel_iteration_cost(
+        *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, flag);
+    run.modes = stage_modes(shape, Mode::z2, std::vector<int>(pipeline, zdp_layers_per_stage));
+  }
   return run;
 }
 
@@ -175,7 +195,7 @@ std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std:
     if (item.empty()) throw InputError("command line", flag, text, "no empty layout in the list");
     validate::PlanRun run;
     run.name = run_name(item);
-    run.layout = parse_layout(flag, item, ranks, micro_batch, scenario.gpt->layers);
+    run.layout = parse_layout(flag, item, ranks, micro_batch, scenario);
     run.plan.batch_size = micro_batch;
     runs.push_back(std::move(run));
   }

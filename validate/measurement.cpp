@@ -163,6 +163,16 @@ std::vector<int> read_counts(const JsonReader& reader, const std::string& key, i
   return counts;
 }
 
+// Every operator's mode where they differ (3D + OSDP); none where one mode stands for all.
+Json modes_json(const std::vector<Mode>& modes) {
+  Json names = Json::array();
+  const bool uniform =
+      std::all_of(modes.begin(), modes.end(), [&](Mode mode) { return mode == modes.front(); });
+  if (uniform) return names;
+  for (Mode mode : modes) names.push_back(std::string(mode_name(mode)));
+  return names;
+}
+
 Json layout_to_json(const ParallelRun& run) {
   return {{"tensor", run.degrees.tensor},
           {"pipeline", run.degrees.pipeline},
@@ -174,12 +184,14 @@ Json layout_to_json(const ParallelRun& run) {
           {"chunks_per_stage", run.chunks_per_stage},
           {"layers_per_chunk", run.layers_per_chunk},
           {"data_parallel_mode",
-           std::string(mode_name(run.modes.empty() ? Mode::dp : run.modes.front()))}};
+           std::string(mode_name(run.modes.empty() ? Mode::dp : run.modes.front()))},
+          {"modes", modes_json(run.modes)}};
 }
 
 ParallelRun layout_from_json(const JsonReader& reader) {
   reader.require_only({"tensor", "pipeline", "data", "order", "micro_batch", "micro_batches",
-                       "schedule", "chunks_per_stage", "layers_per_chunk", "data_parallel_mode"});
+                       "schedule", "chunks_per_stage", "layers_per_chunk", "data_parallel_mode",
+                       "modes"});
   ParallelRun run;
   run.degrees.tensor = static_cast<int>(reader.integer("tensor", 1, 1 << 16));
   run.degrees.pipeline = static_cast<int>(reader.integer("pipeline", 1, 1 << 16));
@@ -201,6 +213,17 @@ ParallelRun layout_from_json(const JsonReader& reader) {
     // The runtime shards uniformly: one mode stands for every operator's (the front end's run
     // has one per operator for the 3D model).
     if (*mode != Mode::dp) run.modes.assign(1, *mode);
+  }
+  // Per operator, where they differ (the runtime checks the count against the model).
+  if (reader.has("modes") && !reader.raw("modes").empty()) {
+    const Json& names = reader.raw("modes");
+    if (!names.is_array()) reader.fail("modes", "an array of mode names");
+    run.modes.clear();
+    for (const Json& name : names) {
+      const auto mode = name.is_string() ? mode_from_name(name.get<std::string>()) : std::nullopt;
+      if (!mode) reader.fail_value("modes", name.dump(), "mode names (" + mode_names() + ")");
+      run.modes.push_back(*mode);
+    }
   }
   return run;
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "validate/gpt_operators.hpp"
 #include "validate/optimizer_step.hpp"
 #include "validate/stage_transfers.hpp"
+#include "validate/tensor_storage.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -178,7 +180,12 @@ struct OperatorUnit {
   // updates (its gradient the reduce-scattered accumulator); while gathered a view of the whole.
   int64_t padded_numel = 0;
   at::Tensor shard;
-  at::Tensor gathered;       // whole, from before the first micro-batch to the last backward
+  // Whole: z2 from before the first micro-batch to the last backward; a ZDP unit (every_pass)
+  // only during each pass, its storage freed between passes (the leaves, views of it, stay the
+  // same objects, which autograd's saved tensors share).
+  at::Tensor gathered;
+  bool every_pass = false;
+  CommHandle pass_gather;    // a ZDP unit's all-gather for its next pass, in flight
   at::Tensor gradient_flat;  // one micro-batch's whole gradient, until it is reduce-scattered
 };
 
@@ -324,6 +331,9 @@ struct ParallelGpt::Impl {
         tensor = at::Tensor();  // gathered before each step's first micro-batch
       }
       const int64_t chunk = unit.padded_numel / ranks;
+      unit.every_pass =
+          unit.layer >= 0 && std::find(options.zdp_layers.begin(), options.zdp_layers.end(),
+                                       unit.layer) != options.zdp_layers.end();
       unit.shard = flat.narrow(0, data_index() * chunk, chunk).clone().set_requires_grad(true);
       unit.shard.mutable_grad() = at::zeros_like(unit.shard);
       shards.push_back(unit.shard);
@@ -357,6 +367,19 @@ struct ParallelGpt::Impl {
     if (mode != Mode::dp && mode != Mode::z1 && mode != Mode::z2) {
       throw InputError("plan", "$.layout.data_parallel_mode", std::string(mode_name(mode)),
                        "dp, z1 or z2 (the runtime shards nothing else inside a layout yet)");
+    }
+    if (!options.zdp_layers.empty() && mode != Mode::z2) {
+      throw InputError("plan", "$.layout.modes",
+                       "zdp layers beside " + std::string(mode_name(mode)),
+                       "zdp layers with z2 for the other operators (the runtime mixes no other "
+                       "modes inside a layout)");
+    }
+    for (int layer : options.zdp_layers) {
+      if (layer < 0 || layer >= shape.layers) {
+        throw InputError(
+            "plan", "$.layout.zdp_layers", std::to_string(layer),
+            fmt::format("a layer of the model's {} (0 to {})", shape.layers, shape.layers - 1));
+      }
     }
     check_pipeline_fits();
   }
@@ -520,11 +543,15 @@ struct ParallelGpt::Impl {
                                           const at::Tensor& received) {
     std::vector<OperatorPass> passes;
     at::Tensor x = received;
-    for (int u : units_of_chunk[chunk / stages]) {
+    const std::vector<int>& chunk_units = units_of_chunk[chunk / stages];
+    for (std::size_t k = 0; k < chunk_units.size(); ++k) {
+      const int u = chunk_units[k];
       OperatorPass pass;
       pass.unit = u;
       if (x.defined()) pass.input = x.detach().set_requires_grad(true);
+      gather_for_pass(u, k + 1 < chunk_units.size() ? chunk_units[k + 1] : -1);
       pass.output = operator_forward(units[u], batch, pass.input);
+      free_after_pass(units[u]);
       x = pass.output;
       passes.push_back(std::move(pass));
     }
@@ -560,6 +587,7 @@ struct ParallelGpt::Impl {
     // none: its output is the loss.
     at::Tensor gradient = step.chunk + 1 < chunks() ? transfers.receive(step) : at::Tensor();
     for (auto pass = passes.rbegin(); pass != passes.rend(); ++pass) {
+      gather_for_pass(pass->unit, pass + 1 != passes.rend() ? (pass + 1)->unit : -1);
       begin_operator_backward(units[pass->unit]);
       if (gradient.defined()) {
         torch::autograd::backward({pass->output}, {gradient});
@@ -568,6 +596,7 @@ struct ParallelGpt::Impl {
         (pass->output / options.micro_batches).backward();
       }
       end_operator_backward(units[pass->unit]);
+      free_after_pass(units[pass->unit]);
       gradient = pass->input.defined() ? pass->input.grad() : at::Tensor();
       *pass = {};  // its activations are no longer needed
     }
@@ -685,15 +714,28 @@ struct ParallelGpt::Impl {
   }
 
   // z2: every operator's whole parameters, all-gathered from the shards (each shard becomes
-  // its own chunk of the whole, so the shard is not held twice), the leaves views of them.
-  void gather_parameters() {
+  // its own chunk of the whole, so the shard is not held twice), the leaves views of them. ZDP
+  // units get their buffer and leaves but no data: each pass gathers them (gather_for_pass);
+  // `with_zdp` gathers them too (to read the whole parameters).
+  void gather_parameters(bool with_zdp = false) {
     const int64_t ranks = static_cast<int64_t>(data_group.size());
     std::vector<CommHandle> gathers;
     for (OperatorUnit& unit : units) {
       const int64_t chunk = unit.padded_numel / ranks;
       unit.gathered = at::empty({unit.padded_numel});
+      if (unit.every_pass && !with_zdp) {
+        // Its buffer and leaves only, the storage freed at once (one unit's at a time); its
+        // shard keeps storage of its own.
+        make_leaves(unit);
+        free_storage(unit.gathered);
+        continue;
+      }
       at::Tensor slot = unit.gathered.narrow(0, data_index() * chunk, chunk);
       slot.copy_(unit.shard.detach());
+      if (unit.every_pass) {
+        gathers.push_back(comm.start(CollectiveKind::all_gather, unit.gathered, data_group));
+        continue;
+      }
       {
         torch::NoGradGuard no_grad;
         unit.shard.set_(slot);
@@ -704,15 +746,55 @@ struct ParallelGpt::Impl {
     for (const CommHandle& gather : gathers) gather.wait();
     communication_wait_s += seconds_since(start);
     for (OperatorUnit& unit : units) {
-      int64_t offset = 0;
-      for (int leaf : unit.leaves) {
-        at::Tensor& tensor = local[leaf].second;
-        const std::vector<int64_t>& sizes = local_sizes[leaf];
-        const int64_t numel = c10::multiply_integers(sizes);
-        tensor = unit.gathered.narrow(0, offset, numel).view(sizes).set_requires_grad(true);
-        offset += numel;
-      }
+      if (!unit.every_pass || with_zdp) make_leaves(unit);
     }
+  }
+
+  // The unit's parameters as views of its whole buffer.
+  void make_leaves(OperatorUnit& unit) {
+    int64_t offset = 0;
+    for (int leaf : unit.leaves) {
+      at::Tensor& tensor = local[leaf].second;
+      const std::vector<int64_t>& sizes = local_sizes[leaf];
+      const int64_t numel = c10::multiply_integers(sizes);
+      tensor = unit.gathered.narrow(0, offset, numel).view(sizes).set_requires_grad(true);
+      offset += numel;
+    }
+  }
+
+  // Starts a ZDP unit's all-gather for its next pass: its buffer's storage allocated again and
+  // filled from the shards (the leaves, views of the buffer, see the data again). Issued one
+  // operator ahead of the compute (FSDP's prefetch; at most two whole buffers at once).
+  void start_pass_gather(OperatorUnit& unit) {
+    if (!unit.every_pass || !sharded_parameters() || unit.pass_gather.valid()) return;
+    allocate_storage(unit.gathered);
+    const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
+    // Unversioned: autograd's saved views of the buffer (this micro-batch's forward) check
+    // that nothing wrote to it since; the refill brings back the same values.
+    copy_unversioned(unit.gathered.narrow(0, data_index() * chunk, chunk), unit.shard.detach());
+    unit.pass_gather = comm.start(CollectiveKind::all_gather, unit.gathered, data_group);
+  }
+
+  // Before a pass through `units[u]`: its gather done (started now if not yet), and the next
+  // operator's (`next`, -1: none) started.
+  void gather_for_pass(int u, int next) {
+    OperatorUnit& unit = units[u];
+    if (!unit.every_pass || !sharded_parameters()) {
+      if (next >= 0) start_pass_gather(units[next]);
+      return;
+    }
+    start_pass_gather(unit);
+    if (next >= 0) start_pass_gather(units[next]);
+    const auto start = std::chrono::steady_clock::now();
+    unit.pass_gather.wait();
+    communication_wait_s += seconds_since(start);
+    unit.pass_gather = CommHandle();
+  }
+
+  // After a ZDP unit's pass: its whole parameters' memory returned.
+  void free_after_pass(OperatorUnit& unit) {
+    if (!unit.every_pass || !sharded_parameters()) return;
+    free_storage(unit.gathered);
   }
 
   // z2: the shards move out of the whole parameters into storage of their own, and the whole
@@ -792,7 +874,7 @@ struct ParallelGpt::Impl {
   }
 
   NamedTensors full_parameters() {
-    if (sharded_parameters()) gather_parameters();
+    if (sharded_parameters()) gather_parameters(/*with_zdp=*/true);
     NamedTensors full;
     for (const auto& [name, sizes] : canonical) {
       const int owner = stage_of(name);

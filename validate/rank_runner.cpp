@@ -111,6 +111,36 @@ struct StepFigures {
   double loss = 0;
 };
 
+// The layers whose attention and MLP are ZDP where every other operator has the first's mode;
+// refuses any other mix (InputError naming the operator).
+std::vector<int> zdp_layers_of(const std::vector<Mode>& modes) {
+  const Mode base = modes.front();
+  std::vector<int> layers;
+  const int count = static_cast<int>(modes.size());
+  for (int op = 0; op < count; ++op) {
+    const Mode mode = modes[op];
+    const bool layer_operator = op > 0 && op + 1 < count;
+    if (mode == base) continue;
+    const int layer = (op - 1) / 2;
+    const bool attention = (op - 1) % 2 == 0;
+    if (mode != Mode::zdp || !layer_operator || base == Mode::zdp) {
+      throw InputError("plan", fmt::format("$.layout.modes[{}]", op), std::string(mode_name(mode)),
+                       fmt::format("{} as the other operators, or zdp for a layer's attention and "
+                                   "MLP",
+                                   mode_name(base)));
+    }
+    if (attention) {
+      if (op + 1 >= count - 1 || modes[op + 1] != Mode::zdp) {
+        throw InputError("plan", fmt::format("$.layout.modes[{}]", op + 1),
+                         std::string(mode_name(modes[op + 1])),
+                         fmt::format("zdp, as layer {}'s attention", layer));
+      }
+      layers.push_back(layer);
+    }
+  }
+  return layers;
+}
+
 // `steps` steps of a tensor x pipeline x data layout (CPU ranks only); `steps_done` numbers the
 // batches across the plan's turns.
 std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun& layout,
@@ -125,15 +155,11 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
       layout.schedule == PipelineSchedule::interleaved ? layout.chunks_per_stage : 1;
   runtime.micro_batches = layout.micro_batches;
   runtime.layers_per_chunk = layout.layers_per_chunk;
-  // One data-parallel mode for every operator (the runtime's layouts shard uniformly).
+  // One data-parallel mode for every operator, or (3D + OSDP) z2 with some layers ZDP: the
+  // modes in the 3D model's order (embedding, each layer's attention and MLP, head).
   if (!layout.modes.empty()) {
     runtime.data_parallel_mode = layout.modes.front();
-    for (Mode mode : layout.modes) {
-      if (mode != runtime.data_parallel_mode) {
-        throw InputError("plan", "$.layout.modes", std::string(mode_name(mode)),
-                         "one data-parallel mode for every operator in a runtime layout");
-      }
-    }
+    runtime.zdp_layers = zdp_layers_of(layout.modes);
   }
   ParallelGpt model(shape, ranks, communicator, initial_gpt_parameters(shape, options.seed),
                     runtime);

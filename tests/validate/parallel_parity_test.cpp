@@ -207,6 +207,34 @@ TEST_CASE("ZeRO-2 inside a layout (FSDP + PP, parameters kept gathered) trains w
   CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
 }
 
+TEST_CASE("OSDP inside 3D (z2 with ZDP layers gathered every pass) trains what DDP trains") {
+  ParallelRuntimeOptions options;
+  options.data_parallel_mode = Mode::z2;
+  options.zdp_layers = {0};
+  options.micro_batches = 2;
+  CHECK(parity(two_layers, {1, 1, 2}, options, 4) < 2e-4);
+  CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
+  // Under a pipeline: stage 0 holds layer 0 (ZDP), stage 1 layer 1 (z2); both ZDP.
+  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
+  options.zdp_layers = {0, 1};
+  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
+  options.schedule = PipelineSchedule::gpipe;
+  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
+  options.schedule = PipelineSchedule::interleaved;
+  options.chunks_per_stage = 2;
+  options.micro_batches = 4;
+  options.zdp_layers = {1, 2};
+  CHECK(parity(four_layers, {1, 2, 2}, options, 4) < 2e-4);
+  // Under SGD the gradients' scale shows (Adam normalises it away).
+  options = {};
+  options.data_parallel_mode = Mode::z2;
+  options.zdp_layers = {1};
+  options.micro_batches = 2;
+  options.adam.kind = AdamSettings::Kind::sgd;
+  options.adam.learning_rate = 0.1;
+  CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
+}
+
 TEST_CASE("layouts the model cannot take are refused with the value and what was expected") {
   CHECK_THROWS_AS(split_layers(four_layers, 3, {1, 1}), InputError);
   CHECK_THROWS_AS(split_layers(four_layers, 2, {1, 2}), InputError);
@@ -250,6 +278,14 @@ TEST_CASE("layouts the model cannot take are refused with the value and what was
   // Tensor degree 3 divides neither 4 heads nor the vocabulary.
   CHECK(refused({3, 1, 1}, {}).find("$.layout.tensor: 3") == 0);
   CHECK(refused({1, 2, 1}, {}).empty());
+  // ZDP layers only beside z2, and only the model's layers.
+  ParallelRuntimeOptions zdp_beside_dp;
+  zdp_beside_dp.zdp_layers = {0};
+  CHECK(refused({1, 1, 2}, zdp_beside_dp).find("$.layout.modes: zdp layers beside dp") == 0);
+  ParallelRuntimeOptions zdp_layer_9;
+  zdp_layer_9.data_parallel_mode = Mode::z2;
+  zdp_layer_9.zdp_layers = {9};
+  CHECK(refused({1, 1, 2}, zdp_layer_9).find("$.layout.zdp_layers: 9") == 0);
 }
 
 }  // namespace osdp::validate
