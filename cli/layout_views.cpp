@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/format.hpp"
+#include "cli/validate_layouts.hpp"
 #include "model/atomic_file.hpp"
 #include "model/input_error.hpp"
 #include "model/units.hpp"
@@ -284,7 +285,18 @@ std::string layout_search_report(const Scenario& scenario, const LayoutSearchRun
     }
   }
   text += "\nBest (3d_osdp), stage by stage:";
-  text += stage_table(scenario, *run.result.strategies.front().second);
+  const LayoutPlan& best = *run.result.strategies.front().second;
+  text += stage_table(scenario, best);
+  // On CPU ranks the runtime can train the best layout for real.
+  if (scenario.cluster.host_cores) {
+    const RuntimeLayoutItem runtime = runtime_layout_item(scenario, best);
+    text += runtime.item.empty()
+                ? fmt::format("not run by `osdp validate --layouts` yet: {}\n", runtime.why_not)
+                : fmt::format(
+                      "train it for real on CPU ranks: osdp validate {} --layouts {} "
+                      "--batch {}\n",
+                      scenario.file, runtime.item, best.run.micro_batch);
+  }
   return text;
 }
 

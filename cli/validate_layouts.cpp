@@ -229,4 +229,55 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
   return figures;
 }
 
+RuntimeLayoutItem runtime_layout_item(const Scenario& scenario, const LayoutPlan& plan) {
+  const ParallelRun& run = plan.run;
+  RuntimeLayoutItem result;
+  if (!scenario.gpt) return {"", "an operator-list model (the runtime trains generated GPTs)"};
+  if (!run.checkpointed_kinds.empty()) return {"", "checkpointing inside a layout"};
+  const int layers = scenario.gpt->layers;
+  const int chunks = run.degrees.pipeline * run.chunks_per_stage;
+  if (!run.layers_per_chunk.empty() && run.layers_per_chunk != even_layer_split(layers, chunks)) {
+    return {"", "an uneven split of the layers over the stages"};
+  }
+  std::string token;
+  const bool uniform =
+      run.modes.empty() || std::all_of(run.modes.begin(), run.modes.end(),
+                                       [&](Mode mode) { return mode == run.modes.front(); });
+  if (uniform) {
+    const Mode mode = run.modes.empty() ? Mode::dp : run.modes.front();
+    if (mode == Mode::z1 || mode == Mode::z2) token = fmt::format(":{}", mode_name(mode));
+    if (mode == Mode::zdp) {
+      return {"", "every operator ZDP (the runtime keeps the embedding and the head z2)"};
+    }
+  } else {
+    const std::vector<int>& counts = plan.zdp_layers_per_stage;
+    const bool same_count =
+        !counts.empty() && std::all_of(counts.begin(), counts.end(),
+                                       [&](int count) { return count == counts.front(); });
+    if (plan.base_mode != Mode::z2) {
+      return {"", fmt::format("ZDP layers beside {} (the runtime mixes them with z2 only)",
+                              mode_name(plan.base_mode))};
+    }
+    if (!same_count || counts.front() < 1) return {"", "different ZDP layer counts per stage"};
+    token = fmt::format(":zdp{}", counts.front());
+  }
+  std::string axes;
+  for (const auto& [name, degree] :
+       {std::pair{"tp", run.degrees.tensor}, std::pair{"pp", run.degrees.pipeline},
+        std::pair{"dp", run.degrees.data}}) {
+    if (degree == 1) continue;
+    axes += fmt::format("{}{}{}", axes.empty() ? "" : "x", name, degree);
+  }
+  if (axes.empty()) axes = "dp1";
+  std::string schedule;
+  if (run.degrees.pipeline > 1) {
+    schedule = fmt::format(":{}", pipeline_schedule_name(run.schedule));
+    if (run.schedule == PipelineSchedule::interleaved) {
+      schedule += fmt::format(":v{}", run.chunks_per_stage);
+    }
+  }
+  result.item = fmt::format("{}{}:m{}{}", axes, schedule, run.micro_batches, token);
+  return result;
+}
+
 }  // namespace osdp::cli

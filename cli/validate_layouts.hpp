@@ -7,17 +7,20 @@
 #include <vector>
 
 #include "model/scenario.hpp"
+#include "search/layout_search.hpp"
 #include "validate/comparison.hpp"
 #include "validate/measurement.hpp"
 
 namespace osdp::cli {
 
 // One layout per comma-separated item: axes joined by 'x' (tp<N>, pp<N>, dp<N>; the data degree
-// defaults to the ranks left), then ":gpipe" or ":1f1b" (default 1f1b) and ":m<N>" micro-batches
-// (default 2 x pp with a pipeline, else 1) and ":z1" (ZeRO-1 in the data-parallel group, as
-// DeepSpeed 3D runs it; default replicated, DDP). Each micro-batch has `micro_batch` samples per
-// data-parallel rank. The run is named after the item ("pp2-gpipe-m4"). InputError naming
-// `flag` and the item when it is malformed or its degrees do not multiply to `ranks`.
+// defaults to the ranks left), then ":gpipe", ":1f1b" or ":interleaved" (default 1f1b; ":v<N>"
+// chunks per stage), ":m<N>" micro-batches (default 2 x pp with a pipeline, else 1), ":z1" or
+// ":z2" (ZeRO-1 or ZeRO-2 in the data-parallel group; default replicated, DDP) and ":zdp<K>"
+// (3D + OSDP: the first K layers of every stage ZDP, the rest z2). Each micro-batch has
+// `micro_batch` samples per data-parallel rank. The run is named after the item ("pp2-gpipe-m4").
+// InputError naming `flag` and the item when it is malformed or its degrees do not multiply to
+// `ranks`.
 std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std::string& text,
                                              const Scenario& scenario, int ranks, int micro_batch);
 
@@ -25,5 +28,14 @@ std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std:
 // the time the busiest stage does not compute (communication it waits for and the bubble).
 validate::SimulatedFigures predict_layout(const Scenario& scenario, const ParallelRun& run,
                                           const std::string& source);
+
+// The `--layouts` item that trains `plan` in the runtime as the 3D model costs it (at the plan's
+// micro-batch, `--batch`), or, in `why_not`, what the runtime does not run (checkpointing, an
+// uneven layer split, ZDP layers beside dp or z1, different ZDP counts per stage).
+struct RuntimeLayoutItem {
+  std::string item;
+  std::string why_not;
+};
+RuntimeLayoutItem runtime_layout_item(const Scenario& scenario, const LayoutPlan& plan);
 
 }  // namespace osdp::cli
