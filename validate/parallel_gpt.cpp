@@ -698,9 +698,17 @@ struct ParallelGpt::Impl {
 
   // z2: the operator's gradients of this micro-batch reduce-scattered in the data-parallel group
   // beside the compute; this rank's chunk of the sum is added to its accumulator and the whole
-  // buffer dropped as soon as the reduction ends (on the communication thread).
+  // buffer dropped as soon as the reduction ends (on the communication thread). One reduction in
+  // flight at a time: the previous one is waited for first, so that buffers do not pile up
+  // while the communication thread is busy with the pipeline's transfers (they did: a
+  // pp 2 x dp 2 step peaked 26 % above the model, and z2's peak varied 9 % from run to run).
   void end_operator_backward(OperatorUnit& unit) {
     if (!sharded_parameters()) return;
+    if (!gradient_reductions.empty()) {
+      const auto start = std::chrono::steady_clock::now();
+      gradient_reductions.back().wait();
+      communication_wait_s += seconds_since(start);
+    }
     for (int leaf : unit.leaves) local[leaf].second.mutable_grad() = at::Tensor();
     const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
     const int64_t mine = data_index() * chunk;
