@@ -8,6 +8,7 @@
 
 #include "model/cluster_json.hpp"
 #include "model/input_error.hpp"
+#include "model/least_squares.hpp"
 
 namespace osdp {
 namespace {
@@ -194,10 +195,13 @@ std::vector<double> levenberg_marquardt(const std::vector<PreparedRow>& rows,
 
 double mape(const std::vector<double>& predicted, const std::vector<PreparedRow>& rows,
             const std::vector<int>& use) {
-  if (use.empty()) return 0.0;
-  double sum = 0;
-  for (int i : use) sum += std::abs(predicted[i] - rows[i].measured_s) / rows[i].measured_s;
-  return 100.0 * sum / use.size();
+  std::vector<double> predicted_used;
+  std::vector<double> measured_used;
+  for (int i : use) {
+    predicted_used.push_back(predicted[i]);
+    measured_used.push_back(rows[i].measured_s);
+  }
+  return mean_abs_percent_error(predicted_used, measured_used);
 }
 
 std::vector<double> starting_point(const Layout& layout) {

@@ -43,19 +43,6 @@ double positive(const CsvRow& row, const std::string& column, double most = 1e9)
   return *value;
 }
 
-double mean_abs_percent(const std::vector<double>& predicted, const std::vector<double>& measured,
-                        double* max_percent = nullptr) {
-  double sum = 0;
-  double most = 0;
-  for (std::size_t i = 0; i < measured.size(); ++i) {
-    const double error = 100.0 * std::abs(predicted[i] - measured[i]) / measured[i];
-    sum += error;
-    most = std::max(most, error);
-  }
-  if (max_percent) *max_percent = most;
-  return measured.empty() ? 0.0 : sum / static_cast<double>(measured.size());
-}
-
 // A law linear in its constants: time = features . constants. Fitted by non-negative least
 // squares on the relative error (each row divided by its measured time; columns scaled to unit
 // maximum for conditioning).
@@ -104,7 +91,7 @@ KernelLawFit fit_law(std::string name, std::string group_by, const std::vector<F
   const std::vector<double> constants = fit_constants(features, measured_s, all);
   fit.law = law_of(constants);
   for (const Features& row : features) fit.fitted_s.push_back(dot(row, constants));
-  fit.fit_mape_percent = mean_abs_percent(fit.fitted_s, measured_s, &fit.fit_max_percent);
+  fit.fit_mape_percent = mean_abs_percent_error(fit.fitted_s, measured_s, &fit.fit_max_percent);
   fit.cross_validated_s.assign(measured_s.size(), 0.0);
   for (double group : std::set<double>(group_of.begin(), group_of.end())) {
     std::vector<int> train;
@@ -118,7 +105,7 @@ KernelLawFit fit_law(std::string name, std::string group_by, const std::vector<F
       if (group_of[i] == group) fit.cross_validated_s[i] = dot(features[i], held);
     }
   }
-  fit.cv_mape_percent = mean_abs_percent(fit.cross_validated_s, measured_s);
+  fit.cv_mape_percent = mean_abs_percent_error(fit.cross_validated_s, measured_s);
   return fit;
 }
 

@@ -91,4 +91,17 @@ std::vector<double> non_negative_least_squares(const std::vector<std::vector<dou
   return x;
 }
 
+double mean_abs_percent_error(const std::vector<double>& predicted,
+                              const std::vector<double>& measured, double* max_percent) {
+  double sum = 0;
+  double most = 0;
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    const double error = 100.0 * std::abs(predicted[i] - measured[i]) / measured[i];
+    sum += error;
+    most = std::max(most, error);
+  }
+  if (max_percent != nullptr) *max_percent = most;
+  return measured.empty() ? 0.0 : sum / static_cast<double>(measured.size());
+}
+
 }  // namespace osdp

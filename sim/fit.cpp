@@ -629,13 +629,4 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
   return result;
 }
 
-double mean_abs_percent_error(const std::vector<double>& predicted,
-                              const std::vector<double>& measured) {
-  double total = 0;
-  for (std::size_t i = 0; i < measured.size(); ++i) {
-    total += std::abs(predicted[i] - measured[i]) / measured[i];
-  }
-  return measured.empty() ? 0.0 : 100.0 * total / static_cast<double>(measured.size());
-}
-
 }  // namespace osdp::sim

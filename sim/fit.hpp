@@ -81,9 +81,7 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
 // The scenario's cluster with these constants (theta in the fit's units).
 Cluster cluster_with_constants(const Cluster& cluster, const std::vector<double>& theta);
 
-using osdp::non_negative_least_squares;  // model/least_squares.hpp
-
-double mean_abs_percent_error(const std::vector<double>& predicted,
-                              const std::vector<double>& measured);
+using osdp::mean_abs_percent_error;  // model/least_squares.hpp
+using osdp::non_negative_least_squares;
 
 }  // namespace osdp::sim
