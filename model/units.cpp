@@ -139,7 +139,12 @@ std::string format_seconds(double seconds) {
 }
 
 std::string format_bandwidth(double bytes_per_second) {
-  return fmt::format("{:.1f} GB/s", bytes_per_second / 1e9);
+  // GB/s for links and memories; a latency-bound collective's few MB/s would print as 0.0 GB/s.
+  if (bytes_per_second >= 1e9 || bytes_per_second <= 0) {
+    return fmt::format("{:.1f} GB/s", bytes_per_second / 1e9);
+  }
+  if (bytes_per_second >= 1e6) return fmt::format("{:.1f} MB/s", bytes_per_second / 1e6);
+  return fmt::format("{:.1f} kB/s", bytes_per_second / 1e3);
 }
 
 }  // namespace osdp::units
