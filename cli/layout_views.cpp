@@ -173,6 +173,12 @@ Json layout_search_json(const Scenario& scenario, const LayoutSearchRun& run,
   Json strategies = Json::array();
   for (const auto& [name, plan] : run.result.strategies) {
     Json entry = layout_plan_json(scenario, name, plan);
+    // On CPU clusters: the `osdp validate --layouts` item that trains it, or why none does.
+    if (plan && scenario.cluster.host_cores) {
+      const RuntimeLayoutItem runtime = runtime_layout_item(scenario, *plan);
+      entry["runtime_layout"] = runtime.item.empty() ? Json() : Json(runtime.item);
+      if (runtime.item.empty()) entry["runtime_layout_missing"] = runtime.why_not;
+    }
     if (const auto it = simulated.find(name); it != simulated.end()) {
       entry["simulated_iteration_time_s"] = it->second.iteration_time_s;
       entry["simulated_bubble_fraction"] = it->second.bubble_fraction;

@@ -687,6 +687,34 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
       run_osdp({"layout", scenario, "--global-batch", "64", "--memory-limit", "64MiB", "--json"});
   CHECK(tight.exit_code == 3);
   CHECK(nlohmann::json::parse(tight.out)["least_memory_needed_bytes"].get<double>() > 64 << 20);
+  // A GPU cluster: no runtime item (the runtime trains layouts on CPU ranks).
+  CHECK_FALSE(best.contains("runtime_layout"));
+}
+
+TEST_CASE("layout names the --layouts item that trains each layout on CPU ranks") {
+  const Run run = run_osdp({"layout", scenarios + "local-cpu-3d.json", "--json"});
+  REQUIRE(run.exit_code == 0);
+  int items = 0;
+  const nlohmann::json document = nlohmann::json::parse(run.out);
+  for (const auto& strategy : document["strategies"]) {
+    if (strategy["fits"] != true) continue;
+    INFO(strategy.dump());
+    REQUIRE(strategy.contains("runtime_layout"));
+    if (strategy["runtime_layout"].is_null()) {
+      CHECK_FALSE(strategy["runtime_layout_missing"].get<std::string>().empty());
+      continue;
+    }
+    ++items;
+    // The item states the micro-batches the model costs, and its degrees are the layout's.
+    const std::string item = strategy["runtime_layout"];
+    CHECK(contains(item, ":m" + std::to_string(strategy["micro_batches"].get<int>())));
+    if (strategy["data_parallelism"].get<int>() > 1) {
+      CHECK(contains(item, "dp" + std::to_string(strategy["data_parallelism"].get<int>())));
+    }
+  }
+  CHECK(items >= 1);
+  const Run text = run_osdp({"layout", scenarios + "local-cpu-3d.json"});
+  CHECK(contains(text.out, "train it for real on CPU ranks: osdp validate"));
 }
 
 TEST_CASE("plan, explain and sweep plan 3D layouts with --tp, --pp and --schedule") {
