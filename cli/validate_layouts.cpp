@@ -119,10 +119,11 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string& token = parts[i];
     const int count = token.size() > 1 ? small_count(token.substr(1)) : 0;
+    const int zdp_count = token.rfind("zdp", 0) == 0 ? small_count(token.substr(3)) : 0;
     if (token == "z1" || token == "z2" || token == "dp") {
       data_mode = mode_from_name(token);
-    } else if (token.rfind("zdp", 0) == 0 && token.size() > 3 && small_count(token.substr(3)) > 0) {
-      zdp_layers_per_stage = small_count(token.substr(3));
+    } else if (zdp_count > 0) {
+      zdp_layers_per_stage = zdp_count;
     } else if (const auto schedule = pipeline_schedule_from_name(token)) {
       run.schedule = *schedule;
     } else if (token[0] == 'm' && count > 0) {

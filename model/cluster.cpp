@@ -53,9 +53,7 @@ const CollectiveTiming& GroupTiming::of(CollectiveKind kind) const {
 }
 
 double GroupTiming::time_s(CollectiveKind kind, double full_bytes, int ranks) const {
-  const double step_bytes = ring_step_bytes(full_bytes, ranks);
-  if (nccl) return choice(kind, full_bytes, ranks).time_s;
-  return ring_steps(kind, ranks) * of(kind).at(step_bytes).step_time_s(step_bytes);
+  return choice(kind, full_bytes, ranks).time_s;
 }
 
 CollectiveChoice GroupTiming::choice(CollectiveKind kind, double full_bytes, int ranks) const {

@@ -128,10 +128,6 @@ std::string_view protocol_name(CollectiveProtocol protocol) {
   return "?";
 }
 
-std::string_view collective_library_name(CollectiveLibrary library) {
-  return library == CollectiveLibrary::nccl ? "nccl" : "ring";
-}
-
 CollectiveChoice ring_with_protocol(const NcclNode& node, CollectiveKind kind, double full_bytes,
                                     const RingShape& shape, CollectiveProtocol protocol) {
   return ring_choice(node, kind, full_bytes, shape, protocol);
@@ -142,12 +138,12 @@ CollectiveChoice choose_collective(const NcclNode& node, CollectiveKind kind, do
   // Simple first: on a tie (a one-rank group, a free network) the plain ring stays.
   CollectiveChoice best = ring_choice(node, kind, full_bytes, shape, CollectiveProtocol::simple);
   if (ring_steps(kind, shape.ranks) == 0) return best;
+  const bool tree =
+      kind == CollectiveKind::all_reduce && shape.nodes > 1 && shape.ranks % shape.nodes == 0;
   for (CollectiveProtocol protocol : protocols) {
     if (!allowed(node, protocol)) continue;
     const CollectiveChoice ring = ring_choice(node, kind, full_bytes, shape, protocol);
     if (ring.time_s < best.time_s) best = ring;
-    const bool tree =
-        kind == CollectiveKind::all_reduce && shape.nodes > 1 && shape.ranks % shape.nodes == 0;
     if (!tree) continue;
     const CollectiveChoice chosen_tree = tree_choice(node, full_bytes, shape, protocol);
     if (chosen_tree.time_s < best.time_s) best = chosen_tree;

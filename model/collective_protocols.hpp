@@ -40,7 +40,6 @@ std::string_view protocol_name(CollectiveProtocol protocol);
 //         choices; clusters fitted to measured iterations).
 //   nccl: NCCL's choice above, from the cluster's per-hop latencies and bandwidth.
 enum class CollectiveLibrary { ring, nccl };
-std::string_view collective_library_name(CollectiveLibrary library);
 
 // The links a node's GPUs talk over (NCCL's NVLINK or PCI latency class; across nodes NET).
 struct NcclNode {
@@ -73,7 +72,8 @@ struct CollectiveChoice {
 CollectiveChoice choose_collective(const NcclNode& node, CollectiveKind kind, double full_bytes,
                                    const RingShape& shape);
 
-// The time of one given ring protocol (tests and `explain`): the choice restricted to it.
+// One given ring protocol and its time, whether or not NCCL would choose it (what tests compare
+// the choice with).
 CollectiveChoice ring_with_protocol(const NcclNode& node, CollectiveKind kind, double full_bytes,
                                     const RingShape& shape, CollectiveProtocol protocol);
 
