@@ -314,9 +314,11 @@ Subcommand add_validate_command(CLI::App& root) {
   app->add_option("--ranks", options->ranks, "Local ranks to start (default: the cluster's)")
       ->check(CLI::Range(1, 1024));
   app->add_option("--layouts", options->layouts,
-                  "Tensor x pipeline x data layouts to run too, e.g. tp2,pp2:gpipe:m4,tp2xdp2 "
-                  "(axes tp/pp/dp<N> joined by x; :gpipe or :1f1b, default 1f1b; :m<N> "
-                  "micro-batches, default 2 x pp); default: the scenario's validation.layouts");
+                  "Tensor x pipeline x data layouts to run too, e.g. tp2,pp2:gpipe:m4,dp2:z2:zdp2 "
+                  "(axes tp/pp/dp<N> joined by x; :gpipe, :1f1b or :interleaved with :v<N> "
+                  "chunks a stage, default 1f1b; :m<N> micro-batches, default 2 x pp; :z1 or :z2 "
+                  "in the data-parallel group; :zdp<K> the first K layers of every stage ZDP, "
+                  "the rest z2); default: the scenario's validation.layouts");
   app->add_option("--cluster", options->cluster_path,
                   "Cluster JSON replacing the scenario's (e.g. from `osdp calibrate`)");
   app->add_option("--batch", options->batch,
