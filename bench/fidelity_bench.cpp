@@ -1,18 +1,24 @@
 // fidelity_bench: the validator's fidelity on the local testbed (not a timed test). Six plans
-// of scenarios/local-cpu.json (all-DP, all-ZDP, the OSDP plan, ZDP with checkpointing, ZDP with
-// 4 slices, all-Z2) are run for real on local ranks and simulated; prints the comparison and
-// checks the targets of issue 11: median |time error| <= 10 % and largest <= 20 %, median |peak
-// memory error| <= 3 %, the ranking of every pair whose measured middle halves do not overlap,
-// and the first plan, measured again at the end, within its own spread. Exit 0 when all hold, 1
-// when one misses, 2 on bad input.
-//   fidelity_bench [SCENARIO] [--cluster CLUSTER.json] [--out DIR]
+// of a CPU scenario (all-DP, all-ZDP, the OSDP plan, ZDP with checkpointing, ZDP with 4 slices,
+// all-Z2) are run for real on local ranks and simulated; prints the comparison and checks the
+// targets of issue 11: median |time error| <= 10 % and largest <= 20 %, median |peak memory
+// error| <= 3 %, the ranking of every pair whose measured middle halves do not overlap, and the
+// first plan, measured again at the end, within its own spread. Several scenarios (one
+// calibration, models of other widths, depths, sequence lengths and batch sizes: `--unseen`
+// adds scenarios/local-cpu-{deep,wide,long}.json, which none of `osdp calibrate`'s probe shapes
+// is) are run one after the other, each against the targets, then all their plans pooled. Exit
+// 0 when all hold, 1 when one misses, 2 on bad input.
+//   fidelity_bench [SCENARIO...] [--unseen] [--cluster CLUSTER.json] [--out DIR]
+// (default scenario: scenarios/local-cpu.json; with several, DIR/<scenario name>/ each.)
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "model/atomic_file.hpp"
 #include "search/exact.hpp"
@@ -37,115 +43,197 @@ Plan uniform(const Workload& workload, int batch, OperatorChoice choice, bool sl
   return plan;
 }
 
+// One scenario's figures, for the pooled summary.
+struct ScenarioFidelity {
+  std::string name;
+  std::vector<double> time_errors_percent;
+  std::vector<double> memory_errors_percent;
+  bool targets_met = false;
+};
+
+double median_abs(std::vector<double> values) {
+  for (double& v : values) v = std::abs(v);
+  std::sort(values.begin(), values.end());
+  if (values.empty()) return 0.0;
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double max_abs(const std::vector<double>& values) {
+  double largest = 0;
+  for (double v : values) largest = std::max(largest, std::abs(v));
+  return largest;
+}
+
+// Runs and simulates the six plans of one scenario; nullopt on a rank other than 0 (torchrun).
+std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
+                                             const std::string& cluster_path,
+                                             const std::string& out) {
+  Scenario scenario = load_scenario(scenario_path);
+  if (!cluster_path.empty()) {
+    scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
+  }
+  const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
+  const validate::ValidationOptions options = validate::read_validation_options(scenario);
+  const CostModel model = scenario.cost_model();
+  const Workload& workload = *scenario.workload;
+  const int b = options.batch_size;
+  std::vector<validate::PlanRun> plans{
+      {"all-dp", uniform(workload, b, OperatorChoice::whole(Mode::dp))},
+      {"all-zdp", uniform(workload, b, OperatorChoice::whole(Mode::zdp))},
+      {"zdp+ckpt", uniform(workload, b, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused))},
+      {"zdp-4-slices", uniform(workload, b, OperatorChoice::whole(Mode::zdp), true)},
+      {"all-z2", uniform(workload, b, OperatorChoice::whole(Mode::z2))},
+  };
+  const auto best = solve_batch(model, scenario.search, b, model.memory_limit_bytes());
+  if (!best) {
+    throw InputError(scenario.file, "$.training.memory_limit",
+                     fmt::format("{:.0f} bytes", model.memory_limit_bytes()),
+                     fmt::format("a limit an OSDP plan fits at batch size {}", b));
+  }
+  plans.insert(plans.begin() + 2, {"osdp", best->plan});
+  for (const auto& plan : plans) {
+    validate::check_runnable(shape, plan.plan, scenario.cluster.ranks,
+                             scenario.cluster.gpus_per_node, plan.name);
+  }
+  // The first plan once more, last in every round: one plan measured twice in one run must
+  // agree with itself within its spread.
+  std::vector<validate::PlanRun> runs = plans;
+  runs.push_back({plans.front().name + "-again", plans.front().plan});
+  validate::MachineLoad load;
+  load.cores = validate::machine_cores();
+  load.before = validate::one_minute_load_average();
+  std::vector<validate::ComputeCheck> compute_check;
+  auto measurements = validate::run_measurements(
+      shape, runs, scenario.cluster.ranks, options, scenario.cluster.gpus_per_node,
+      out.empty() ? "" : out + "/traces", &compute_check);
+  if (!measurements) return std::nullopt;  // not rank 0 under torchrun
+  load.after = validate::one_minute_load_average();
+  const double first_s = measurements->front().iteration_time_s();
+  const double again_s = measurements->back().iteration_time_s();
+  const validate::Spread first_spread = measurements->front().iteration_time_spread();
+  const validate::Spread again_spread = measurements->back().iteration_time_spread();
+  const double spread_percent = 100.0 * std::abs(first_s - again_s) / std::min(first_s, again_s);
+  measurements->pop_back();
+  std::vector<validate::SimulatedFigures> simulated;
+  const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
+  for (const auto& plan : plans) {
+    const sim::SimulationResult result =
+        sim::simulate_plan(scenario, plan.plan, sim_options,
+                           out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json");
+    simulated.push_back(
+        {result.iteration_time_s, result.peak_memory_bytes, result.exposed_comm_total_s()});
+  }
+  const validate::Comparison comparison =
+      validate::compare(scenario, plans, *measurements, simulated, "simgrid");
+  fmt::print(
+      "fidelity on {} ({} ranks, batch {} per rank, {} iterations per plan in {} rounds)\n{}{}\n",
+      scenario.name, scenario.cluster.ranks, b, options.iterations, options.rounds,
+      validate::comparison_table(comparison), validate::describe_load(load));
+  const validate::ComputeAgainstLaws compute = validate::compare_compute(compute_check, model);
+  if (!compute.line.empty()) fmt::print("{}\n", compute.line);
+  if (!out.empty()) {
+    write_file_atomically(out + "/fidelity.csv", validate::comparison_csv(comparison));
+    write_file_atomically(out + "/fidelity.json", validate::comparison_json(comparison).dump(2));
+    fmt::print("{}\n", validate::plot_predicted_vs_measured(out + "/fidelity.csv",
+                                                            out + "/predicted_vs_measured.png"));
+  }
+  // Issue 11's targets.
+  const bool time_ok = comparison.median_abs_time_error_percent() <= 10.0;
+  const bool largest_ok = comparison.max_abs_time_error_percent() <= 20.0;
+  const bool memory_ok = comparison.median_abs_memory_error_percent() <= 3.0;
+  // Pairs whose measured middle halves overlap are ties; every other pair must be ordered
+  // alike. The same plan measured twice in one run must agree within its spread.
+  const bool ranking_ok = comparison.ranking_agrees();
+  const bool repeat_ok = first_spread.overlaps(again_spread);
+  fmt::print(
+      "repeat: {} measured twice in one run: median {:.2f} ms (middle half {:.2f}-{:.2f}) and "
+      "{:.2f} ms ({:.2f}-{:.2f}), {:.1f} % apart\n",
+      plans.front().name, 1e3 * first_s, 1e3 * first_spread.first_quartile_s,
+      1e3 * first_spread.third_quartile_s, 1e3 * again_s, 1e3 * again_spread.first_quartile_s,
+      1e3 * again_spread.third_quartile_s, spread_percent);
+  fmt::print(
+      "targets: median time error <= 10 %: {}; largest time error <= 20 % ({:.1f} %): {}; "
+      "median peak memory error <= 3 %: {}; ranking of plans whose middle halves do not "
+      "overlap: {}; the repeated plan within its spread: {}\n",
+      time_ok ? "met" : "MISSED", comparison.max_abs_time_error_percent(),
+      largest_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
+      ranking_ok ? "preserved" : "NOT preserved", repeat_ok ? "yes" : "NO");
+  ScenarioFidelity figures;
+  figures.name = scenario.name;
+  for (const auto& row : comparison.rows) {
+    figures.time_errors_percent.push_back(row.time_error_percent());
+    figures.memory_errors_percent.push_back(row.memory_error_percent());
+  }
+  figures.targets_met = time_ok && largest_ok && memory_ok && ranking_ok && repeat_ok;
+  return figures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string scenario_path = std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu.json";
+  const std::string scenarios_dir = std::string(OSDP_SOURCE_DIR) + "/scenarios/";
+  std::vector<std::string> scenario_paths;
   std::string cluster_path;
   std::string out;
+  bool unseen = false;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     if ((argument == "--cluster" || argument == "--out") && i + 1 < argc) {
       (argument == "--cluster" ? cluster_path : out) = argv[++i];
+    } else if (argument == "--unseen") {
+      unseen = true;
     } else if (!argument.empty() && argument[0] != '-') {
-      scenario_path = argument;
+      scenario_paths.push_back(argument);
     } else {
       std::fprintf(stderr,
-                   "usage: fidelity_bench [SCENARIO] [--cluster CLUSTER.json] [--out DIR]\n");
+                   "usage: fidelity_bench [SCENARIO...] [--unseen] [--cluster CLUSTER.json] "
+                   "[--out DIR]\n");
       return 2;
     }
   }
+  if (scenario_paths.empty() && !unseen) scenario_paths.push_back(scenarios_dir + "local-cpu.json");
+  if (unseen) {
+    for (const char* name : {"local-cpu-deep.json", "local-cpu-wide.json", "local-cpu-long.json"}) {
+      scenario_paths.push_back(scenarios_dir + name);
+    }
+  }
   try {
-    Scenario scenario = load_scenario(scenario_path);
-    if (!cluster_path.empty()) {
-      scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
+    std::vector<ScenarioFidelity> all;
+    for (const std::string& path : scenario_paths) {
+      const std::string scenario_out =
+          out.empty() || scenario_paths.size() == 1
+              ? out
+              : out + "/" + std::filesystem::path(path).stem().string();
+      const auto figures = run_scenario(path, cluster_path, scenario_out);
+      if (!figures) return 0;  // not rank 0 under torchrun
+      all.push_back(*figures);
+      if (scenario_paths.size() > 1) fmt::print("\n");
     }
-    const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
-    const validate::ValidationOptions options = validate::read_validation_options(scenario);
-    const CostModel model = scenario.cost_model();
-    const Workload& workload = *scenario.workload;
-    const int b = options.batch_size;
-    std::vector<validate::PlanRun> plans{
-        {"all-dp", uniform(workload, b, OperatorChoice::whole(Mode::dp))},
-        {"all-zdp", uniform(workload, b, OperatorChoice::whole(Mode::zdp))},
-        {"zdp+ckpt", uniform(workload, b, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused))},
-        {"zdp-4-slices", uniform(workload, b, OperatorChoice::whole(Mode::zdp), true)},
-        {"all-z2", uniform(workload, b, OperatorChoice::whole(Mode::z2))},
-    };
-    if (const auto best = solve_batch(model, scenario.search, b, model.memory_limit_bytes())) {
-      plans.insert(plans.begin() + 2, {"osdp", best->plan});
-    } else {
-      std::fprintf(stderr, "fidelity_bench: no OSDP plan fits at batch size %d\n", b);
-      return 2;
+    bool all_met = true;
+    if (all.size() > 1) {
+      std::vector<double> times, memories;
+      fmt::print("every scenario, one cluster ({}):\n",
+                 cluster_path.empty() ? "each scenario's own" : cluster_path);
+      for (const ScenarioFidelity& figures : all) {
+        fmt::print(
+            "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %), median |peak memory "
+            "error| {:>4.1f} %, targets {}\n",
+            figures.name, median_abs(figures.time_errors_percent),
+            max_abs(figures.time_errors_percent), median_abs(figures.memory_errors_percent),
+            figures.targets_met ? "met" : "MISSED");
+        times.insert(times.end(), figures.time_errors_percent.begin(),
+                     figures.time_errors_percent.end());
+        memories.insert(memories.end(), figures.memory_errors_percent.begin(),
+                        figures.memory_errors_percent.end());
+      }
+      fmt::print(
+          "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %), median |peak memory "
+          "error| {:>4.1f} % over {} plans\n",
+          "all", median_abs(times), max_abs(times), median_abs(memories), times.size());
     }
-    for (const auto& plan : plans) {
-      validate::check_runnable(shape, plan.plan, scenario.cluster.ranks,
-                               scenario.cluster.gpus_per_node, plan.name);
-    }
-    // The first plan once more, last in every round: one plan measured twice in one run must
-    // agree with itself within its spread.
-    std::vector<validate::PlanRun> runs = plans;
-    runs.push_back({plans.front().name + "-again", plans.front().plan});
-    validate::MachineLoad load;
-    load.cores = validate::machine_cores();
-    load.before = validate::one_minute_load_average();
-    std::vector<validate::ComputeCheck> compute_check;
-    auto measurements = validate::run_measurements(
-        shape, runs, scenario.cluster.ranks, options, scenario.cluster.gpus_per_node,
-        out.empty() ? "" : out + "/traces", &compute_check);
-    if (!measurements) return 0;  // not rank 0 under torchrun
-    load.after = validate::one_minute_load_average();
-    const double first_s = measurements->front().iteration_time_s();
-    const double again_s = measurements->back().iteration_time_s();
-    const validate::Spread first_spread = measurements->front().iteration_time_spread();
-    const validate::Spread again_spread = measurements->back().iteration_time_spread();
-    const double spread_percent = 100.0 * std::abs(first_s - again_s) / std::min(first_s, again_s);
-    measurements->pop_back();
-    std::vector<validate::SimulatedFigures> simulated;
-    const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
-    for (const auto& plan : plans) {
-      const sim::SimulationResult result =
-          sim::simulate_plan(scenario, plan.plan, sim_options,
-                             out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json");
-      simulated.push_back(
-          {result.iteration_time_s, result.peak_memory_bytes, result.exposed_comm_total_s()});
-    }
-    const validate::Comparison comparison =
-        validate::compare(scenario, plans, *measurements, simulated, "simgrid");
-    fmt::print(
-        "fidelity on {} ({} ranks, batch {} per rank, {} iterations per plan in {} rounds)\n{}{}\n",
-        scenario.name, scenario.cluster.ranks, b, options.iterations, options.rounds,
-        validate::comparison_table(comparison), validate::describe_load(load));
-    const validate::ComputeAgainstLaws compute = validate::compare_compute(compute_check, model);
-    if (!compute.line.empty()) fmt::print("{}\n", compute.line);
-    if (!out.empty()) {
-      write_file_atomically(out + "/fidelity.csv", validate::comparison_csv(comparison));
-      write_file_atomically(out + "/fidelity.json", validate::comparison_json(comparison).dump(2));
-      fmt::print("{}\n", validate::plot_predicted_vs_measured(out + "/fidelity.csv",
-                                                              out + "/predicted_vs_measured.png"));
-    }
-    // Issue 11's targets.
-    const bool time_ok = comparison.median_abs_time_error_percent() <= 10.0;
-    const bool largest_ok = comparison.max_abs_time_error_percent() <= 20.0;
-    const bool memory_ok = comparison.median_abs_memory_error_percent() <= 3.0;
-    // Pairs whose measured middle halves overlap are ties; every other pair must be ordered
-    // alike. The same plan measured twice in one run must agree within its spread.
-    const bool ranking_ok = comparison.ranking_agrees();
-    const bool repeat_ok = first_spread.overlaps(again_spread);
-    fmt::print(
-        "repeat: {} measured twice in one run: median {:.2f} ms (middle half {:.2f}-{:.2f}) and "
-        "{:.2f} ms ({:.2f}-{:.2f}), {:.1f} % apart\n",
-        plans.front().name, 1e3 * first_s, 1e3 * first_spread.first_quartile_s,
-        1e3 * first_spread.third_quartile_s, 1e3 * again_s, 1e3 * again_spread.first_quartile_s,
-        1e3 * again_spread.third_quartile_s, spread_percent);
-    fmt::print(
-        "targets: median time error <= 10 %: {}; largest time error <= 20 % ({:.1f} %): {}; "
-        "median peak memory error <= 3 %: {}; ranking of plans whose middle halves do not "
-        "overlap: {}; the repeated plan within its spread: {}\n",
-        time_ok ? "met" : "MISSED", comparison.max_abs_time_error_percent(),
-        largest_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
-        ranking_ok ? "preserved" : "NOT preserved", repeat_ok ? "yes" : "NO");
-    return time_ok && largest_ok && memory_ok && ranking_ok && repeat_ok ? 0 : 1;
+    for (const ScenarioFidelity& figures : all) all_met = all_met && figures.targets_met;
+    return all_met ? 0 : 1;
   } catch (const InputError& error) {
     std::fprintf(stderr, "fidelity_bench: %s\n", error.what());
     return 2;

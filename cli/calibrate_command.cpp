@@ -67,6 +67,7 @@ int run(const CalibrateOptions& options) {
     calibration.collective_rounds = 3;
     calibration.compute_rounds = 1;
     calibration.probe = {2, 64, 4, 32, 256};
+    calibration.extra_compute_probes.clear();
     calibration.batch_sizes = {1, 2};
   }
   if (!options.model.empty()) {
@@ -74,6 +75,7 @@ int run(const CalibrateOptions& options) {
     // are the most faithful for the operators and the step they were measured on.
     const Scenario scenario = load_scenario(options.model);
     calibration.probe = validate::require_gpt_shape(scenario, options.model);
+    calibration.extra_compute_probes.clear();
     // Every rank holds a replicated fp32 copy with Adam (16 bytes a parameter) in the probe.
     const double probe_bytes = 16.0 * scenario.workload->parameter_count() * options.ranks;
     const double memory_bytes =
@@ -134,28 +136,51 @@ int run(const CalibrateOptions& options) {
         units::format_seconds(point.step_time_s), units::format_bandwidth(point.bus_bandwidth_Bps),
         units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
   }
-  fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16}{:>24}\n", "operator", "batch", "forward", "backward",
-             "GFLOP/s", "spread of the rounds");
+  // Each point against its kind's fitted law (forward + backward), fitted over every probe.
+  auto law_s = [&](const validate::OperatorPoint& point) {
+    const auto found = result->cluster.gpu.operator_compute.find(point.kind);
+    if (found == result->cluster.gpu.operator_compute.end()) return 0.0;
+    auto one = [&](const ComputeLaw& law, double flops_per_sample, double bytes_per_sample) {
+      const double flops = point.batch_size * flops_per_sample;
+      const double bytes = point.batch_size * bytes_per_sample;
+      return point.calls * law.fixed_s + (law.flops_per_s ? flops / *law.flops_per_s : 0.0) +
+             (law.activation_bytes_per_s ? bytes / *law.activation_bytes_per_s : 0.0);
+    };
+    return one(found->second.forward, point.forward_flops_per_sample,
+               point.activation_bytes_per_sample) +
+           one(found->second.backward, point.backward_flops_per_sample,
+               2 * point.activation_bytes_per_sample);
+  };
+  fmt::print("  {:<24}{:<12}{:>7}{:>12}{:>12}{:>10}{:>12}{:>24}\n", "probe", "operator", "batch",
+             "forward", "backward", "GFLOP/s", "law off", "spread of the rounds");
   for (const auto& point : result->operators) {
-    fmt::print("  {:<12}{:>7}{:>12}{:>12}{:>16.2f}{:>24}\n", point.kind, point.batch_size,
-               units::format_seconds(point.forward_s), units::format_seconds(point.backward_s),
-               point.flops / (point.forward_s + point.backward_s) / 1e9,
+    const double measured_s = point.forward_s + point.backward_s;
+    fmt::print("  {:<24}{:<12}{:>7}{:>12}{:>12}{:>10.2f}{:>11.1f}%{:>24}\n", point.probe,
+               point.kind, point.batch_size, units::format_seconds(point.forward_s),
+               units::format_seconds(point.backward_s), point.flops / measured_s / 1e9,
+               100 * (law_s(point) - measured_s) / measured_s,
                fmt::format("{:.1f} % ({} round{})", 100 * point.round_spread, point.rounds,
                            point.rounds == 1 ? "" : "s"));
   }
-  fmt::print("  {:<12}{:>12}{:>13}{:>12}{:>12}{:>13}{:>12}\n", "compute law", "fwd fixed",
-             "fwd GFLOP/s", "fwd +slice", "bwd fixed", "bwd GFLOP/s", "bwd +slice");
+  fmt::print("  {:<12}{:>12}{:>13}{:>13}{:>12}{:>12}{:>13}{:>13}{:>12}\n", "compute law",
+             "fwd fixed", "fwd GFLOP/s", "fwd act B/s", "fwd +slice", "bwd fixed", "bwd GFLOP/s",
+             "bwd act B/s", "bwd +slice");
   auto rate = [](const ComputeLaw& law) {
     return law.flops_per_s ? fmt::format("{:.2f}", *law.flops_per_s / 1e9) : std::string("-");
+  };
+  // The memory-bound term's rate (activation bytes saved for backward per second).
+  auto traffic = [](const ComputeLaw& law) {
+    return law.activation_bytes_per_s ? units::format_bandwidth(*law.activation_bytes_per_s)
+                                      : std::string("-");
   };
   auto extra = [](const ComputeLaw& law) {
     return law.extra_slice_s ? units::format_seconds(*law.extra_slice_s) : std::string("-");
   };
   for (const auto& [kind, law] : result->cluster.gpu.operator_compute) {
-    fmt::print("  {:<12}{:>12}{:>13}{:>12}{:>12}{:>13}{:>12}\n", kind,
-               units::format_seconds(law.forward.fixed_s), rate(law.forward), extra(law.forward),
-               units::format_seconds(law.backward.fixed_s), rate(law.backward),
-               extra(law.backward));
+    fmt::print("  {:<12}{:>12}{:>13}{:>13}{:>12}{:>12}{:>13}{:>13}{:>12}\n", kind,
+               units::format_seconds(law.forward.fixed_s), rate(law.forward), traffic(law.forward),
+               extra(law.forward), units::format_seconds(law.backward.fixed_s), rate(law.backward),
+               traffic(law.backward), extra(law.backward));
   }
   fmt::print("  compute rate      {:.2f} GFLOP/s (sustained, largest batch)\n",
              result->compute_flops_per_s / 1e9);
@@ -232,7 +257,9 @@ Subcommand add_calibrate_command(CLI::App& root) {
   app->add_option("--name", options->name,
                   "Name of the calibrated cluster (default \"local-cpu (calibrated)\")");
   app->add_option("--model", options->model,
-                  "Scenario whose GPT the compute probe runs (default: the local testbed's)");
+                  "Scenario whose GPT the compute probe runs, alone (default: three GPT shapes "
+                  "none of the shipped CPU scenarios has, 2 x 160, 2 x 320 and 2 x 448 wide, "
+                  "sequences 64-192)");
   app->add_flag("--quick", options->quick, "Fewer sizes and a smaller probe model (seconds)");
   app->add_option("--device", options->device,
                   "cpu (default: CPU ranks over Gloo) or cuda (one GPU, --ranks 1: its compute "

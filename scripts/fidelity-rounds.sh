@@ -4,7 +4,9 @@
 #   2. osdp calibrate --ranks 2 --out C.json (a fresh calibration of this machine);
 #   3. bench/fidelity_bench --cluster C.json;
 #   4. osdp validate scenarios/local-cpu.json --cluster C.json --strategies osdp,ddp,fsdp,zero2
-#      --ranks 2 --json.
+#      --ranks 2 --json;
+#   5. bench/fidelity_bench --unseen --cluster C.json: the same calibration on three models none
+#      of calibrate's probe shapes is (scenarios/local-cpu-{deep,wide,long}.json).
 # Prints one summary line per step (median and largest |time error|, median |peak memory
 # error|, the machine's load) and keeps every output in the directory given (default: a new one
 # under /tmp). Run it on a quiet machine: a compiler beside it is measured too.
@@ -59,5 +61,10 @@ for round in $(seq 1 "$rounds"); do
   "$osdp" validate scenarios/local-cpu.json --cluster "$dir/C.json" \
     --strategies osdp,ddp,fsdp,zero2 --ranks 2 --json > "$dir/validate.json"
   echo "round $round, fresh calibration, validate: $(summarize "$dir/validate.json")"
+  "$bench" --unseen --cluster "$dir/C.json" --out "$dir/unseen" > "$dir/unseen.txt" 2>&1 || true
+  for model in deep wide long; do
+    echo "round $round, fresh calibration, unseen $model: $(summarize "$dir/unseen/local-cpu-$model/fidelity.json")"
+  done
+  grep -h "^  all " "$dir/unseen.txt" | sed "s/^  all */round $round, unseen models pooled: /" || true
 done
 echo "outputs in $out"

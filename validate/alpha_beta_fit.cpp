@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/least_squares.hpp"
+
 namespace osdp::validate {
 namespace {
 
@@ -70,24 +72,66 @@ AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
   return {alpha, beta};
 }
 
-ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& points,
-                           double flops_per_sample, int calls) {
+ComputeLaw fit_compute_law(const std::vector<ComputeSample>& samples) {
   ComputeLaw law;
-  if (points.empty() || calls <= 0) return law;
-  const LineSums sums(points);
-  if (flops_per_sample <= 0) {
-    law.fixed_s = sums.intercept(0.0) / calls;
+  std::vector<const ComputeSample*> used;
+  bool any_flops = false;
+  for (const ComputeSample& sample : samples) {
+    if (sample.seconds <= 0 || sample.calls <= 0) continue;
+    used.push_back(&sample);
+    any_flops = any_flops || sample.flops > 0;
+  }
+  if (used.empty()) return law;
+  if (!any_flops) {
+    double per_call_s = 0;
+    for (const ComputeSample* sample : used) per_call_s += sample->seconds / sample->calls;
+    law.fixed_s = per_call_s / static_cast<double>(used.size());
     return law;
   }
-  double slope = sums.slope();
-  double intercept = sums.intercept(slope);
-  if (intercept < 0 || slope <= 0) {
-    intercept = 0;
-    slope = sums.slope_through_origin();
+  // The activation bytes tell something apart only where their ratio to the FLOPs varies (probes
+  // of several shapes); in one probe both grow with the batch alike and the term is left out.
+  double lowest_ratio = 0, highest_ratio = 0;
+  bool first = true;
+  for (const ComputeSample* sample : used) {
+    if (sample->flops <= 0) continue;
+    const double ratio = sample->activation_bytes / sample->flops;
+    lowest_ratio = first ? ratio : std::min(lowest_ratio, ratio);
+    highest_ratio = first ? ratio : std::max(highest_ratio, ratio);
+    first = false;
   }
-  law.fixed_s = intercept / calls;
-  if (slope > 0) law.flops_per_s = flops_per_sample / slope;
+  const bool with_bytes = highest_ratio > 0 && highest_ratio > 1.01 * lowest_ratio;
+  // min sum (calls fixed + flops s_per_flop + bytes s_per_byte - seconds)^2 / seconds^2, all
+  // three >= 0; columns scaled to unit maximum (NNLS is invariant to it, the solve better
+  // conditioned).
+  const int columns = with_bytes ? 3 : 2;
+  std::vector<std::vector<double>> rows;
+  std::vector<double> ones;
+  std::vector<double> scale(columns, 0.0);
+  for (const ComputeSample* sample : used) {
+    std::vector<double> row{sample->calls / sample->seconds, sample->flops / sample->seconds};
+    if (with_bytes) row.push_back(sample->activation_bytes / sample->seconds);
+    for (int c = 0; c < columns; ++c) scale[c] = std::max(scale[c], row[c]);
+    rows.push_back(std::move(row));
+    ones.push_back(1.0);
+  }
+  for (auto& row : rows) {
+    for (int c = 0; c < columns; ++c) row[c] = scale[c] > 0 ? row[c] / scale[c] : 0.0;
+  }
+  std::vector<double> x = non_negative_least_squares(rows, ones);
+  for (int c = 0; c < columns; ++c) x[c] = scale[c] > 0 ? x[c] / scale[c] : 0.0;
+  law.fixed_s = x[0];
+  if (x[1] > 0) law.flops_per_s = 1.0 / x[1];
+  if (with_bytes && x[2] > 0) law.activation_bytes_per_s = 1.0 / x[2];
   return law;
+}
+
+ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& batch_points,
+                           double flops_per_sample, int calls) {
+  std::vector<ComputeSample> samples;
+  for (const auto& [batch, seconds] : batch_points) {
+    samples.push_back({calls, batch * flops_per_sample, seconds});
+  }
+  return fit_compute_law(samples);
 }
 
 }  // namespace osdp::validate

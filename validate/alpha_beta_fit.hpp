@@ -20,10 +20,29 @@ CollectiveTiming fit_collective_timing(std::vector<std::pair<double, double>> st
 // wake-ups). alpha, beta >= 0.
 AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& step_points);
 
-// A compute law fixed_s + b x flops_per_sample / rate fitted by least squares to the summed time
-// of `calls` calls at each batch size b (points are (b, seconds)); `flops_per_sample` is the
-// FLOPs of those calls per sample. A negative intercept refits through the origin; FLOP-free
-// calls (the embedding) get their mean time per call as the fixed part and no rate.
+// What `calls` alike calls of one operator kind took in all, doing `flops` FLOPs (a probe's
+// layers at one batch size).
+struct ComputeSample {
+  int calls = 1;
+  double flops = 0;
+  double seconds = 0;
+  // The activation bytes those calls save for backward (a backward's sample: twice its
+  // forward's, as the cost model charges them; model/cluster.hpp's activation_bytes_per_s).
+  double activation_bytes = 0;
+};
+
+// A compute law calls x fixed_s + flops / rate + activation_bytes / activation_bytes_per_s
+// fitted to samples that may come from probes of different shapes (widths, sequence lengths,
+// depths, batch sizes), by non-negative least squares on the relative error, so that a small
+// probe's points count as much as a large one's. The memory-bound term (norms, GELU, the
+// softmax of the s x s scores) is fitted only where the samples' bytes per FLOP differ (several
+// shapes); in one probe it cannot be told from the FLOPs. A fixed part that would be negative
+// is zero; FLOP-free calls (the embedding) get their mean time per call as the fixed part and
+// no rate.
+ComputeLaw fit_compute_law(const std::vector<ComputeSample>& samples);
+
+// The same for one probe: the summed time of `calls` calls at each batch size b (points are
+// (b, seconds)), `flops_per_sample` the FLOPs of those calls per sample.
 ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& batch_points,
                            double flops_per_sample, int calls);
 

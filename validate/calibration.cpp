@@ -381,17 +381,17 @@ int probe_slices(const GptShape& probe) {
 // over the kind's operators), on `solo` (no collective overlaps it) with every rank computing.
 // With `straggling`, also the slowest rank's compute over the mean, phase by phase.
 std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communicator& solo,
-                                                    const CalibrationOptions& options,
+                                                    const GptShape& shape, int repetitions,
                                                     const ProbeSetup& setup,
                                                     const Workload& workload, const Plan& plan,
                                                     double* straggling = nullptr) {
   const int n = comm.size();
   const int batch = plan.batch_size;
   comm.barrier();
-  const std::unique_ptr<ShardedGpt> model = setup.model(options.probe, plan, solo);
+  const std::unique_ptr<ShardedGpt> model = setup.model(shape, plan, solo);
   std::vector<std::vector<StepMetrics::OperatorTiming>> steps;
-  for (int step = 0; step < 1 + options.repetitions; ++step) {
-    const TokenBatch data = make_token_batch(options.probe, n * batch, 1, step);
+  for (int step = 0; step < 1 + repetitions; ++step) {
+    const TokenBatch data = make_token_batch(shape, n * batch, 1, step);
     const StepMetrics metrics = model->train_step(data.rows(comm.rank() * batch, batch));
     if (step > 0) steps.push_back(metrics.operators);
   }
@@ -410,12 +410,14 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
     const Operator& op = workload.op(i);
     OperatorPoint& point = by_kind[std::string(operator_kind_name(op.kind))];
     point.kind = operator_kind_name(op.kind);
+    point.probe = probe_label(shape);
     point.batch_size = batch;
     point.forward_s += from_rank0(comm, median(forward));
     point.backward_s += from_rank0(comm, median(backward));
     point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
     point.forward_flops_per_sample += op.forward_flops_per_sample;
     point.backward_flops_per_sample += op.backward_flops_per_sample;
+    point.activation_bytes_per_sample += op.activation_bytes_per_sample;
     point.calls += 1;
   }
   return by_kind;
@@ -429,14 +431,15 @@ std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
   for (const auto& point : points) by_kind[point.kind].push_back(&point);
   std::map<std::string, OperatorCompute, std::less<>> laws;
   for (const auto& [kind, kind_points] : by_kind) {
-    std::vector<std::pair<double, double>> forward, backward;
+    std::vector<ComputeSample> forward, backward;
     for (const OperatorPoint* point : kind_points) {
-      forward.emplace_back(point->batch_size, point->forward_s);
-      backward.emplace_back(point->batch_size, point->backward_s);
+      const double bytes = point->batch_size * point->activation_bytes_per_sample;
+      forward.push_back({point->calls, point->batch_size * point->forward_flops_per_sample,
+                         point->forward_s, bytes});
+      backward.push_back({point->calls, point->batch_size * point->backward_flops_per_sample,
+                          point->backward_s, 2 * bytes});
     }
-    const OperatorPoint& first = *kind_points.front();
-    laws[kind] = {fit_compute_law(forward, first.forward_flops_per_sample, first.calls),
-                  fit_compute_law(backward, first.backward_flops_per_sample, first.calls)};
+    laws[kind] = {fit_compute_law(forward), fit_compute_law(backward)};
   }
   return laws;
 }
@@ -446,8 +449,15 @@ namespace {
 // Compute laws: a run of the probe GPT at each batch size, per-operator compute time. Every
 // rank computes at once (as in training) but over a communicator of its own, so that no
 // gradient all-reduce overlaps the compute: the simulator adds the overlap slowdown itself.
+// Every probe shape (the main probe first) is timed in each round.
+struct ComputeProbe {
+  GptShape shape;
+  ProbeSetup setup;
+  Workload workload;
+};
+
 void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOptions& options,
-                     const ProbeSetup& setup, const Workload& workload, CalibrationResult& result) {
+                     const std::vector<ComputeProbe>& probes, CalibrationResult& result) {
   // Rounds over the batch sizes (1 2 4 8, 1 2 4 8, ...), each point the median of its rounds: a
   // machine whose speed drifts while it is calibrated (this VM's compute by 20-30 % within
   // minutes) then moves every batch size alike instead of tilting the fitted law, whose fixed
@@ -455,23 +465,26 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
   const int rounds = std::max(1, options.compute_rounds);
   CalibrationOptions per_round = options;
   per_round.repetitions = std::max(2, (options.repetitions + rounds - 1) / rounds);
-  std::map<std::pair<int, std::string>, std::vector<OperatorPoint>> samples;
+  std::map<std::tuple<std::size_t, int, std::string>, std::vector<OperatorPoint>> samples;
   for (int round = 0; round < rounds; ++round) {
-    for (int batch : options.batch_sizes) {
-      Plan plan;
-      plan.batch_size = batch;
-      plan.choices.assign(options.probe.operators(), OperatorChoice::whole(Mode::dp));
-      double straggling = 1.0;
-      for (auto& [kind, point] :
-           time_operators(comm, solo, per_round, setup, workload, plan, &straggling)) {
-        samples[{batch, kind}].push_back(point);
+    for (std::size_t p = 0; p < probes.size(); ++p) {
+      const ComputeProbe& probe = probes[p];
+      for (int batch : options.batch_sizes) {
+        Plan plan;
+        plan.batch_size = batch;
+        plan.choices.assign(probe.shape.operators(), OperatorChoice::whole(Mode::dp));
+        double straggling = 1.0;
+        for (auto& [kind, point] : time_operators(comm, solo, probe.shape, per_round.repetitions,
+                                                  probe.setup, probe.workload, plan, &straggling)) {
+          samples[{p, batch, kind}].push_back(point);
+        }
+        result.compute_straggling_runs.push_back(straggling);
       }
-      result.compute_straggling_runs.push_back(straggling);
     }
   }
   double total_flops = 0;
   double total_s = 0;
-  for (const auto& [key, points] : samples) {  // by batch size, then kind
+  for (const auto& [key, points] : samples) {  // by probe, batch size, then kind
     OperatorPoint point = points.front();
     std::vector<double> forward, backward;
     for (const OperatorPoint& sample : points) {
@@ -486,7 +499,7 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
     const auto [fastest, slowest] = std::minmax_element(both.begin(), both.end());
     point.round_spread = (*slowest - *fastest) / (point.forward_s + point.backward_s);
     point.rounds = static_cast<int>(both.size());
-    if (key.first == options.batch_sizes.back()) {
+    if (std::get<1>(key) == options.batch_sizes.back()) {
       total_flops += point.flops;
       total_s += point.forward_s + point.backward_s;
     }
@@ -509,9 +522,12 @@ std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo
   plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
   plan.choices.assign(options.probe.operators(), OperatorChoice{Mode::dp, k, 0});
   plan.choices[0] = OperatorChoice::whole(Mode::dp);
-  for (const auto& [kind, sliced] : time_operators(comm, solo, options, setup, workload, plan)) {
+  const std::string probe = probe_label(options.probe);
+  for (const auto& [kind, sliced] :
+       time_operators(comm, solo, options.probe, options.repetitions, setup, workload, plan)) {
     for (const OperatorPoint& whole : whole_points) {
-      if (whole.kind != kind || whole.batch_size != plan.batch_size || kind == "embedding") {
+      if (whole.kind != kind || whole.batch_size != plan.batch_size || kind == "embedding" ||
+          whole.probe != probe) {
         continue;
       }
       const double extra_calls = static_cast<double>(k - 1) * whole.calls;
@@ -660,6 +676,11 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
 
 }  // namespace
 
+std::string probe_label(const GptShape& shape) {
+  return fmt::format("{} x {}, s {}, v {}", shape.layers, shape.hidden, shape.sequence_length,
+                     shape.vocabulary);
+}
+
 CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& options) {
   const bool on_gpu = options.device == DeviceKind::cuda;
   // A CPU rank computes on one thread (as in validate); a GPU rank's threads only launch.
@@ -678,7 +699,12 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   const ProbeSetup setup{initial_gpt_parameters(options.probe, 1), device.get()};
   const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
   const Workload workload = make_gpt(options.probe.spec(), Training{});
-  measure_compute(comm, *solo, options, setup, workload, result);
+  std::vector<ComputeProbe> probes{{options.probe, setup, workload}};
+  for (const GptShape& shape : options.extra_compute_probes) {
+    probes.push_back({shape, ProbeSetup{initial_gpt_parameters(shape, 1), device.get()},
+                      make_gpt(shape.spec(), Training{})});
+  }
+  measure_compute(comm, *solo, options, probes, result);
   result.slicing = measure_slicing(comm, *solo, options, setup, workload, result.operators);
   result.optimizer_bandwidth_Bps = measure_optimizer_bandwidth(comm, options, setup, workload);
   result.memory_bandwidth_Bps = measure_memory_bandwidth(comm, options, setup);
@@ -701,7 +727,8 @@ std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptSha
   plan.batch_size = batch;
   plan.choices.assign(workload.size(), OperatorChoice::whole(Mode::dp));
   std::vector<OperatorPoint> points;
-  for (auto& [kind, point] : time_operators(comm, *solo, options, setup, workload, plan)) {
+  for (auto& [kind, point] :
+       time_operators(comm, *solo, shape, options.repetitions, setup, workload, plan)) {
     points.push_back(point);
   }
   return points;
@@ -757,12 +784,14 @@ Json calibration_report_json(const CalibrationResult& result) {
   Json operators = Json::array();
   for (const auto& p : result.operators) {
     operators.push_back({{"kind", p.kind},
+                         {"probe", p.probe},
                          {"batch_size", p.batch_size},
                          {"forward_s", p.forward_s},
                          {"backward_s", p.backward_s},
                          {"flops", p.flops},
                          {"forward_flops_per_sample", p.forward_flops_per_sample},
                          {"backward_flops_per_sample", p.backward_flops_per_sample},
+                         {"activation_bytes_per_sample", p.activation_bytes_per_sample},
                          {"calls", p.calls},
                          {"rounds", p.rounds},
                          {"round_spread", p.round_spread},
@@ -859,7 +888,8 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
            p.at("forward_s").get<double>(), p.at("backward_s").get<double>(),
            p.at("flops").get<double>(), p.at("forward_flops_per_sample").get<double>(),
            p.at("backward_flops_per_sample").get<double>(), p.at("calls").get<int>(),
-           p.value("rounds", 1), p.value("round_spread", 0.0)});
+           p.value("rounds", 1), p.value("round_spread", 0.0), p.value("probe", ""),
+           p.value("activation_bytes_per_sample", 0.0)});
     }
     parsed.compute_flops_per_s = report.at("compute_flops_per_s").get<double>();
     parsed.memory_bandwidth_Bps = report.at("memory_bandwidth_Bps").get<double>();

@@ -35,8 +35,14 @@ struct CalibrationOptions {
   // Probe runs of a training step (each 6 x repetitions steps); the in-training figures are
   // their medians.
   int training_probes = 3;
-  // The GPT whose operators are timed (scenarios/local-cpu.json's), and the batch sizes.
-  GptShape probe{4, 256, 8, 128, 2048};
+  // The GPT whose operators are timed, sliced and trained (the in-training figures), and the
+  // batch sizes. Its shape is none of the shipped CPU scenarios' models, so that a validation
+  // does not test the laws on the model they were fitted on.
+  GptShape probe{2, 320, 8, 128, 2048};
+  // More shapes whose operators are timed at the same batch sizes: each kind's law is fitted
+  // over every shape's points (narrower and wider, shorter and longer sequences, other
+  // vocabularies), so that it holds for models between them rather than for one.
+  std::vector<GptShape> extra_compute_probes{{2, 160, 4, 192, 1536}, {2, 448, 8, 64, 3072}};
   std::vector<int> batch_sizes{1, 2, 4, 8};
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::string cluster_name = "local-cpu (calibrated)";
@@ -79,6 +85,10 @@ struct OperatorPoint {
   // backward over the median's.
   int rounds = 1;
   double round_spread = 0;
+  std::string probe;  // the probe's shape (probe_label)
+  // The activation bytes the kind's calls save for backward per sample, summed (the compute
+  // law's memory-bound term: Operator::activation_bytes_per_sample).
+  double activation_bytes_per_sample = 0;
 };
 
 // A training step's collectives over the same collectives alone (total times), for each
@@ -129,6 +139,9 @@ struct CalibrationResult {
   Cluster cluster;  // what the figures above make
 };
 
+// A probe's shape in a table: "2 x 320, s 128, v 2048" (layers x hidden, sequence, vocabulary).
+std::string probe_label(const GptShape& shape);
+
 // Every rank runs this (the same collectives in the same order); the figures are rank 0's.
 CalibrationResult calibrate(Communicator& communicator, const CalibrationOptions& options);
 
@@ -147,7 +160,7 @@ std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptSha
                                                 int batch, int repetitions);
 
 // Each operator kind's compute law (fixed part per call, marginal FLOP rate), forward and
-// backward, fitted over the batch sizes probed.
+// backward, fitted over the batch sizes and probe shapes timed.
 std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
     const std::vector<OperatorPoint>& points);
 

@@ -1,6 +1,8 @@
 // The compute laws that `osdp calibrate` fits: exact on points that follow a law, and sensible
 // on points that do not (no negative fixed part, FLOP-free kinds as a fixed time per call).
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <tuple>
 
 #include "validate/alpha_beta_fit.hpp"
 
@@ -24,9 +26,82 @@ TEST_CASE("a compute law never has a negative fixed part", "[validate][calibrati
   const ComputeLaw law = fit_compute_law(points, 1e8, 1);
   CHECK(law.fixed_s == 0);
   REQUIRE(law.flops_per_s);
-  // Least squares through the origin: slope = sum(b t) / sum(b^2).
-  const double slope = (0.5e-3 + 4.0e-3 + 17.6e-3) / 21.0;
-  CHECK(*law.flops_per_s == Approx(1e8 / slope));
+  // Least squares on the relative error through the origin: minimise sum (b s / t - 1)^2, so
+  // s = sum(b / t) / sum((b / t)^2).
+  double sum = 0, sum_squares = 0;
+  for (const auto& [b, t] : points) {
+    sum += b / t;
+    sum_squares += (b / t) * (b / t);
+  }
+  CHECK(*law.flops_per_s == Approx(1e8 / (sum / sum_squares)));
+}
+
+TEST_CASE("one law from probes of several shapes: exact on points that follow it",
+          "[validate][calibration]") {
+  // Three probes (2, 4 and 6 calls; FLOPs per sample of widths 160, 320, 448), four batch
+  // sizes each: 0.3 ms a call, 80 GFLOP/s.
+  const double fixed_s = 3e-4, rate = 8e10;
+  std::vector<ComputeSample> samples;
+  for (const auto& [calls, flops_per_sample] :
+       {std::pair{2, 0.4e9}, std::pair{4, 3.1e9}, std::pair{6, 9.0e9}}) {
+    for (int b : {1, 2, 4, 8}) {
+      const double flops = b * flops_per_sample;
+      samples.push_back({calls, flops, calls * fixed_s + flops / rate});
+    }
+  }
+  const ComputeLaw law = fit_compute_law(samples);
+  CHECK(law.fixed_s == Approx(fixed_s).epsilon(1e-9));
+  REQUIRE(law.flops_per_s);
+  CHECK(*law.flops_per_s == Approx(rate).epsilon(1e-9));
+  // One probe alone cannot tell a fixed part per call from one per probe; several calls counts
+  // do, and a law fitted on them predicts a fourth shape it never saw.
+  const double unseen_flops = 5 * 2.2e9;
+  CHECK(8 * law.fixed_s + unseen_flops / *law.flops_per_s ==
+        Approx(8 * fixed_s + unseen_flops / rate).epsilon(1e-9));
+}
+
+TEST_CASE("the memory-bound term is fitted where shapes tell it from the FLOPs",
+          "[validate][calibration]") {
+  // 0.2 ms a call, 90 GFLOP/s, 6 GB/s of saved activations; three shapes whose activation
+  // bytes per FLOP differ (a longer sequence saves more scores per FLOP).
+  const double fixed_s = 2e-4, rate = 9e10, bytes_per_s = 6e9;
+  std::vector<ComputeSample> samples;
+  for (const auto& [calls, flops_per_sample, bytes_per_sample] :
+       {std::tuple{2, 0.4e9, 9e6}, std::tuple{2, 1.6e9, 8e6}, std::tuple{2, 3.6e9, 4e6}}) {
+    for (int b : {1, 2, 4, 8}) {
+      const double flops = b * flops_per_sample, bytes = b * bytes_per_sample;
+      samples.push_back(
+          {calls, flops, calls * fixed_s + flops / rate + bytes / bytes_per_s, bytes});
+    }
+  }
+  const ComputeLaw law = fit_compute_law(samples);
+  CHECK(law.fixed_s == Approx(fixed_s).epsilon(1e-6));
+  REQUIRE(law.flops_per_s);
+  CHECK(*law.flops_per_s == Approx(rate).epsilon(1e-6));
+  REQUIRE(law.activation_bytes_per_s);
+  CHECK(*law.activation_bytes_per_s == Approx(bytes_per_s).epsilon(1e-6));
+  // One shape: bytes and FLOPs grow together with the batch, and the term is left out.
+  const std::vector<ComputeSample> one_shape(samples.begin(), samples.begin() + 4);
+  CHECK_FALSE(fit_compute_law(one_shape).activation_bytes_per_s);
+}
+
+TEST_CASE("noise on the largest probe does not swamp the smallest: relative residuals",
+          "[validate][calibration]") {
+  // The small probe's points follow the law; the large probe's run 10 % slow. Least squares on
+  // seconds bends the law to the large points and leaves the small ones 8-9 % off (worked out
+  // by hand); on the relative error every point stays within 5 %.
+  const double fixed_s = 1e-3, rate = 5e10;
+  std::vector<ComputeSample> samples;
+  for (int b : {1, 2, 4, 8}) {
+    samples.push_back({1, b * 1e7, fixed_s + b * 1e7 / rate});
+    samples.push_back({4, b * 4e9, 1.1 * (4 * fixed_s + b * 4e9 / rate)});
+  }
+  const ComputeLaw law = fit_compute_law(samples);
+  REQUIRE(law.flops_per_s);
+  for (const ComputeSample& sample : samples) {
+    const double predicted = sample.calls * law.fixed_s + sample.flops / *law.flops_per_s;
+    CHECK(std::abs(predicted - sample.seconds) / sample.seconds < 0.05);
+  }
 }
 
 TEST_CASE("FLOP-free calls get their mean time per call", "[validate][calibration]") {
