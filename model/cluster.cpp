@@ -327,8 +327,9 @@ AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int 
   return group_ring_path(topology, members_per_node, nodes).alpha_beta();
 }
 
-double group_ring_inter_alpha_share(const Topology& topology, int members_per_node, int nodes) {
-  return group_ring_path(topology, members_per_node, nodes).inter_share();
+GroupRingTiming group_ring(const Topology& topology, int members_per_node, int nodes) {
+  const RingPath path = group_ring_path(topology, members_per_node, nodes);
+  return {path.alpha_beta(), path.inter_share()};
 }
 
 GroupTiming group_timing_for(const Cluster& cluster, AlphaBeta alpha_beta, int nodes,

@@ -269,8 +269,13 @@ void derive_group_timings(Cluster& cluster);
 // a node share its NICs (NCCL spreads a ring's channels over several NICs when it has them
 // alone). One node: the intra-node timing.
 AlphaBeta group_ring_timing(const Topology& topology, int members_per_node, int nodes);
-// Of that ring's per-step latency, the part its cross-node edges make up (0 on one node).
-double group_ring_inter_alpha_share(const Topology& topology, int members_per_node, int nodes);
+// That ring's timing and, of its per-step latency, the part its cross-node edges make up (0 on
+// one node: what NCCL's protocol choice scales by the network's ratios), from one layout of it.
+struct GroupRingTiming {
+  AlphaBeta alpha_beta;
+  double inter_alpha_share = 0;
+};
+GroupRingTiming group_ring(const Topology& topology, int members_per_node, int nodes);
 // The narrowest bandwidth the ring of group `which` gets inside one node while the rings of every
 // group in `groups` run at once (the groups of one kind of a 3D layout: each a list of the local
 // GPUs, 0 to gpus - 1, it holds on that node, ascending). Each ring edge takes its route through

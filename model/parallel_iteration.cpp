@@ -187,10 +187,10 @@ Cluster data_group_cluster(const Cluster& cluster, const ParallelLayout& layout,
   group.gpus_per_node = per_node;
   // NCCL's choice (clusters that declare it) on the same rings: the nodes each spans and the
   // cross-node edges' part of its latency.
-  group.world = group_timing_for(cluster,
-                                 sharing_node_links(topology, layout, data, nodes,
-                                                    group_ring_timing(topology, per_node, nodes)),
-                                 nodes, group_ring_inter_alpha_share(topology, per_node, nodes));
+  const GroupRingTiming ring = group_ring(topology, per_node, nodes);
+  group.world =
+      group_timing_for(cluster, sharing_node_links(topology, layout, data, nodes, ring.alpha_beta),
+                       nodes, ring.inter_alpha_share);
   group.intra_node = group_timing_for(
       cluster,
       sharing_node_links(topology, layout, data, 1, group_ring_timing(topology, per_node, 1)), 1,
