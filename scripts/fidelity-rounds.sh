@@ -6,7 +6,9 @@
 #   4. osdp validate scenarios/local-cpu.json --cluster C.json --strategies osdp,ddp,fsdp,zero2
 #      --ranks 2 --json;
 #   5. bench/fidelity_bench --unseen --cluster C.json: the same calibration on three models none
-#      of calibrate's probe shapes is (scenarios/local-cpu-{deep,wide,long}.json).
+#      of calibrate's probe shapes is (scenarios/local-cpu-{deep,wide,long}.json);
+#   6. osdp validate scenarios/local-cpu-3d.json --cluster C.json --json: the tensor, pipeline
+#      and 3D + OSDP layouts on real ranks beside the data-parallel plans.
 # Prints one summary line per step (median and largest |time error|, median |peak memory
 # error|, the machine's load) and keeps every output in the directory given (default: a new one
 # under /tmp). Run it on a quiet machine: a compiler beside it is measured too.
@@ -66,5 +68,7 @@ for round in $(seq 1 "$rounds"); do
     echo "round $round, fresh calibration, unseen $model: $(summarize "$dir/unseen/local-cpu-$model/fidelity.json")"
   done
   grep -h "^  all " "$dir/unseen.txt" | sed "s/^  all */round $round, unseen models pooled: /" || true
+  "$osdp" validate scenarios/local-cpu-3d.json --cluster "$dir/C.json" --json > "$dir/validate-3d.json"
+  echo "round $round, fresh calibration, validate 3D layouts: $(summarize "$dir/validate-3d.json")"
 done
 echo "outputs in $out"
