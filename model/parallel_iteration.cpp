@@ -93,6 +93,19 @@ struct TensorParallelCollective {
   }
 };
 
+// What one sample of a forward keeps for backward. The head's loss as the pipeline runtimes
+// compute it (Megatron's vocabulary-parallel cross-entropy, the validator's parallel GPT) keeps
+// one fp32 vocabulary slice a token (its softmax, or exponentials), and the logits go once it
+// has them; the operator's own figure also counts the logits, which a unit boundary (the
+// sharded runtime's detached head output) holds. A fused loss needs its logits: kept.
+double saved_bytes_per_sample(const GptSpec& spec, const Operator& op, bool recompute) {
+  if (recompute) return *op.input_activation_bytes_per_sample;
+  if (op.kind == OperatorKind::head && spec.loss != LossKernel::fused) {
+    return op.activation_bytes_per_sample - op.output_bytes_per_sample;
+  }
+  return op.activation_bytes_per_sample;
+}
+
 void check_run(const GptSpec& spec, const Cluster& cluster, const ParallelRun& run,
                const ParallelLayout& layout, const std::string& source) {
   if (layout.world() != cluster.ranks) {
@@ -271,11 +284,16 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       const bool recompute = recomputes(run, o);
       chunk.forward_calls.push_back({op, false});
       chunk.forward_s += model.forward_compute_s(op).at_real(b);
-      chunk.saved_activation_bytes +=
-          b * (recompute ? *o.input_activation_bytes_per_sample : o.activation_bytes_per_sample);
+      chunk.saved_activation_bytes += b * saved_bytes_per_sample(spec, o, recompute);
+      // Its backward: a recompute's activations, its workspace and, in modes that shard
+      // gradients (z2, zdp), its full gradient until the reduce-scatter has it (as the cost
+      // model's per-operator transient).
+      const double full_gradient_bytes =
+          describe_mode(mode_of(op)).shards_gradients ? o.gradient_bytes : 0.0;
       chunk.largest_transient_bytes = std::max(
           chunk.largest_transient_bytes,
-          b * ((recompute ? o.activation_bytes_per_sample : 0.0) + o.workspace_bytes_per_sample));
+          b * ((recompute ? o.activation_bytes_per_sample : 0.0) + o.workspace_bytes_per_sample) +
+              full_gradient_bytes);
       const double layer_bytes = b * s * spec.hidden_of_layer(0) * e;
       switch (o.kind) {
         case OperatorKind::attention:
