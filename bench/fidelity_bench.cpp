@@ -43,27 +43,12 @@ Plan uniform(const Workload& workload, int batch, OperatorChoice choice, bool sl
   return plan;
 }
 
-// One scenario's figures, for the pooled summary.
+// One scenario's comparison and whether it met the targets, for the pooled summary.
 struct ScenarioFidelity {
   std::string name;
-  std::vector<double> time_errors_percent;
-  std::vector<double> memory_errors_percent;
+  validate::Comparison comparison;
   bool targets_met = false;
 };
-
-double median_abs(std::vector<double> values) {
-  for (double& v : values) v = std::abs(v);
-  std::sort(values.begin(), values.end());
-  if (values.empty()) return 0.0;
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double max_abs(const std::vector<double>& values) {
-  double largest = 0;
-  for (double v : values) largest = std::max(largest, std::abs(v));
-  return largest;
-}
 
 // Runs and simulates the six plans of one scenario; nullopt on a rank other than 0 (torchrun).
 std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
@@ -159,14 +144,8 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
       time_ok ? "met" : "MISSED", comparison.max_abs_time_error_percent(),
       largest_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
       ranking_ok ? "preserved" : "NOT preserved", repeat_ok ? "yes" : "NO");
-  ScenarioFidelity figures;
-  figures.name = scenario.name;
-  for (const auto& row : comparison.rows) {
-    figures.time_errors_percent.push_back(row.time_error_percent());
-    figures.memory_errors_percent.push_back(row.memory_error_percent());
-  }
-  figures.targets_met = time_ok && largest_ok && memory_ok && ranking_ok && repeat_ok;
-  return figures;
+  return ScenarioFidelity{scenario.name, comparison,
+                          time_ok && largest_ok && memory_ok && ranking_ok && repeat_ok};
 }
 
 }  // namespace
@@ -212,25 +191,24 @@ int main(int argc, char** argv) {
     }
     bool all_met = true;
     if (all.size() > 1) {
-      std::vector<double> times, memories;
+      validate::Comparison pooled;  // every scenario's plans as one comparison
       fmt::print("every scenario, one cluster ({}):\n",
                  cluster_path.empty() ? "each scenario's own" : cluster_path);
       for (const ScenarioFidelity& figures : all) {
+        const validate::Comparison& comparison = figures.comparison;
         fmt::print(
             "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %), median |peak memory "
             "error| {:>4.1f} %, targets {}\n",
-            figures.name, median_abs(figures.time_errors_percent),
-            max_abs(figures.time_errors_percent), median_abs(figures.memory_errors_percent),
+            figures.name, comparison.median_abs_time_error_percent(),
+            comparison.max_abs_time_error_percent(), comparison.median_abs_memory_error_percent(),
             figures.targets_met ? "met" : "MISSED");
-        times.insert(times.end(), figures.time_errors_percent.begin(),
-                     figures.time_errors_percent.end());
-        memories.insert(memories.end(), figures.memory_errors_percent.begin(),
-                        figures.memory_errors_percent.end());
+        pooled.rows.insert(pooled.rows.end(), comparison.rows.begin(), comparison.rows.end());
       }
       fmt::print(
           "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %), median |peak memory "
           "error| {:>4.1f} % over {} plans\n",
-          "all", median_abs(times), max_abs(times), median_abs(memories), times.size());
+          "all", pooled.median_abs_time_error_percent(), pooled.max_abs_time_error_percent(),
+          pooled.median_abs_memory_error_percent(), pooled.rows.size());
     }
     for (const ScenarioFidelity& figures : all) all_met = all_met && figures.targets_met;
     return all_met ? 0 : 1;

@@ -139,17 +139,9 @@ int run(const CalibrateOptions& options) {
   // Each point against its kind's fitted law (forward + backward), fitted over every probe.
   auto law_s = [&](const validate::OperatorPoint& point) {
     const auto found = result->cluster.gpu.operator_compute.find(point.kind);
-    if (found == result->cluster.gpu.operator_compute.end()) return 0.0;
-    auto one = [&](const ComputeLaw& law, double flops_per_sample, double bytes_per_sample) {
-      const double flops = point.batch_size * flops_per_sample;
-      const double bytes = point.batch_size * bytes_per_sample;
-      return point.calls * law.fixed_s + (law.flops_per_s ? flops / *law.flops_per_s : 0.0) +
-             (law.activation_bytes_per_s ? bytes / *law.activation_bytes_per_s : 0.0);
-    };
-    return one(found->second.forward, point.forward_flops_per_sample,
-               point.activation_bytes_per_sample) +
-           one(found->second.backward, point.backward_flops_per_sample,
-               2 * point.activation_bytes_per_sample);
+    return found == result->cluster.gpu.operator_compute.end()
+               ? 0.0
+               : validate::operator_law_s(found->second, point);
   };
   fmt::print("  {:<24}{:<12}{:>7}{:>12}{:>12}{:>10}{:>12}{:>24}\n", "probe", "operator", "batch",
              "forward", "backward", "GFLOP/s", "law off", "spread of the rounds");

@@ -25,7 +25,6 @@ struct LineSums {
     return denominator > 0 ? (count * sxy - sx * sy) / denominator : 0.0;
   }
   double intercept(double slope) const { return count > 0 ? (sy - slope * sx) / count : 0.0; }
-  double slope_through_origin() const { return sxx > 0 ? sxy / sxx : 0.0; }
 };
 
 }  // namespace
@@ -125,13 +124,9 @@ ComputeLaw fit_compute_law(const std::vector<ComputeSample>& samples) {
   return law;
 }
 
-ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& batch_points,
-                           double flops_per_sample, int calls) {
-  std::vector<ComputeSample> samples;
-  for (const auto& [batch, seconds] : batch_points) {
-    samples.push_back({calls, batch * flops_per_sample, seconds});
-  }
-  return fit_compute_law(samples);
+double compute_law_s(const ComputeLaw& law, const ComputeSample& sample) {
+  return sample.calls * law.fixed_s + (law.flops_per_s ? sample.flops / *law.flops_per_s : 0.0) +
+         (law.activation_bytes_per_s ? sample.activation_bytes / *law.activation_bytes_per_s : 0.0);
 }
 
 }  // namespace osdp::validate

@@ -41,9 +41,8 @@ struct ComputeSample {
 // no rate.
 ComputeLaw fit_compute_law(const std::vector<ComputeSample>& samples);
 
-// The same for one probe: the summed time of `calls` calls at each batch size b (points are
-// (b, seconds)), `flops_per_sample` the FLOPs of those calls per sample.
-ComputeLaw fit_compute_law(const std::vector<std::pair<double, double>>& batch_points,
-                           double flops_per_sample, int calls);
+// What the law gives for a sample's calls (the fit's own prediction, without the cost model's
+// host floor, straggling or score terms).
+double compute_law_s(const ComputeLaw& law, const ComputeSample& sample);
 
 }  // namespace osdp::validate

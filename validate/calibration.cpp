@@ -423,6 +423,15 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
   return by_kind;
 }
 
+// A point's forward and backward as the law sees them: the cost model charges a backward twice
+// its forward's activation bytes.
+std::pair<ComputeSample, ComputeSample> samples_of(const OperatorPoint& point) {
+  const double bytes = point.batch_size * point.activation_bytes_per_sample;
+  return {{point.calls, point.batch_size * point.forward_flops_per_sample, point.forward_s, bytes},
+          {point.calls, point.batch_size * point.backward_flops_per_sample, point.backward_s,
+           2 * bytes}};
+}
+
 }  // namespace
 
 std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
@@ -433,15 +442,18 @@ std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
   for (const auto& [kind, kind_points] : by_kind) {
     std::vector<ComputeSample> forward, backward;
     for (const OperatorPoint* point : kind_points) {
-      const double bytes = point->batch_size * point->activation_bytes_per_sample;
-      forward.push_back({point->calls, point->batch_size * point->forward_flops_per_sample,
-                         point->forward_s, bytes});
-      backward.push_back({point->calls, point->batch_size * point->backward_flops_per_sample,
-                          point->backward_s, 2 * bytes});
+      const auto [forward_sample, backward_sample] = samples_of(*point);
+      forward.push_back(forward_sample);
+      backward.push_back(backward_sample);
     }
     laws[kind] = {fit_compute_law(forward), fit_compute_law(backward)};
   }
   return laws;
+}
+
+double operator_law_s(const OperatorCompute& law, const OperatorPoint& point) {
+  const auto [forward, backward] = samples_of(point);
+  return compute_law_s(law.forward, forward) + compute_law_s(law.backward, backward);
 }
 
 namespace {

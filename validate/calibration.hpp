@@ -163,5 +163,7 @@ std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptSha
 // backward, fitted over the batch sizes and probe shapes timed.
 std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
     const std::vector<OperatorPoint>& points);
+// What a kind's law gives for one point's forward and backward (seconds, summed).
+double operator_law_s(const OperatorCompute& law, const OperatorPoint& point);
 
 }  // namespace osdp::validate

@@ -12,9 +12,9 @@ using namespace osdp::validate;
 TEST_CASE("a compute law is recovered from its own points", "[validate][calibration]") {
   // Two calls (layers) of 3 GFLOP per sample in all, 0.4 ms fixed each, 60 GFLOP/s.
   const double fixed_s = 4e-4, rate = 6e10, flops = 3e9;
-  std::vector<std::pair<double, double>> points;
-  for (int b : {1, 2, 4, 8}) points.emplace_back(b, 2 * fixed_s + b * flops / rate);
-  const ComputeLaw law = fit_compute_law(points, flops, 2);
+  std::vector<ComputeSample> samples;
+  for (int b : {1, 2, 4, 8}) samples.push_back({2, b * flops, 2 * fixed_s + b * flops / rate});
+  const ComputeLaw law = fit_compute_law(samples);
   CHECK(law.fixed_s == Approx(fixed_s).epsilon(1e-9));
   REQUIRE(law.flops_per_s);
   CHECK(*law.flops_per_s == Approx(rate).epsilon(1e-9));
@@ -23,7 +23,9 @@ TEST_CASE("a compute law is recovered from its own points", "[validate][calibrat
 TEST_CASE("a compute law never has a negative fixed part", "[validate][calibration]") {
   // Faster than proportional at small batches (noise): the fit goes through the origin.
   const std::vector<std::pair<double, double>> points{{1, 0.5e-3}, {2, 2.0e-3}, {4, 4.4e-3}};
-  const ComputeLaw law = fit_compute_law(points, 1e8, 1);
+  std::vector<ComputeSample> samples;
+  for (const auto& [b, t] : points) samples.push_back({1, b * 1e8, t});
+  const ComputeLaw law = fit_compute_law(samples);
   CHECK(law.fixed_s == 0);
   REQUIRE(law.flops_per_s);
   // Least squares on the relative error through the origin: minimise sum (b s / t - 1)^2, so
@@ -99,17 +101,17 @@ TEST_CASE("noise on the largest probe does not swamp the smallest: relative resi
   const ComputeLaw law = fit_compute_law(samples);
   REQUIRE(law.flops_per_s);
   for (const ComputeSample& sample : samples) {
-    const double predicted = sample.calls * law.fixed_s + sample.flops / *law.flops_per_s;
+    const double predicted = compute_law_s(law, sample);
     CHECK(std::abs(predicted - sample.seconds) / sample.seconds < 0.05);
   }
 }
 
 TEST_CASE("FLOP-free calls get their mean time per call", "[validate][calibration]") {
-  const std::vector<std::pair<double, double>> points{{1, 2e-3}, {2, 2.2e-3}, {4, 2.4e-3}};
-  const ComputeLaw law = fit_compute_law(points, 0.0, 1);
+  const std::vector<ComputeSample> samples{{1, 0.0, 2e-3}, {1, 0.0, 2.2e-3}, {1, 0.0, 2.4e-3}};
+  const ComputeLaw law = fit_compute_law(samples);
   CHECK(law.fixed_s == Approx(2.2e-3));
   CHECK_FALSE(law.flops_per_s);
-  CHECK(fit_compute_law({}, 1e9, 1).fixed_s == 0);
+  CHECK(fit_compute_law(std::vector<ComputeSample>{}).fixed_s == 0);
 }
 
 TEST_CASE("one alpha-beta line: exact on its own points, one noisy size moves it little",
