@@ -293,6 +293,7 @@ int run(const ValidateOptions& options) {
     fmt::print("{}: {} ranks, measured on this machine vs simulated on cluster \"{}\"\n",
                scenario->name, ranks, scenario->cluster.name);
     fmt::print("{}", validate::comparison_table(comparison));
+    fmt::print("{}", validate::stage_table(comparison));
     if (const std::string line = validate::describe_load(load); !line.empty()) {
       fmt::print("{}\n", line);
     }

@@ -227,6 +227,16 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
   figures.iteration_time_s = cost.iteration_time_s;
   figures.peak_memory_bytes = cost.peak_memory_bytes;
   figures.exposed_communication_s = std::max(0.0, cost.iteration_time_s - busiest_s);
+  // Per stage: its peak, and its time outside passes between the pipeline's first pass and its
+  // last (waiting for its neighbours' passes and the transfers: what the runtime's ranks spend
+  // in receives).
+  const PipelineTimeline& timeline = cost.timeline;
+  const double span_s = timeline.makespan_s - timeline.first_start_s;
+  for (std::size_t stage = 0; stage < cost.stages.size(); ++stage) {
+    const double busy_s = stage < timeline.busy_s.size() ? timeline.busy_s[stage] : span_s;
+    figures.stages.push_back({cost.stages[stage].peak_memory_bytes,
+                              run.degrees.pipeline > 1 ? std::max(0.0, span_s - busy_s) : 0.0});
+  }
   return figures;
 }
 

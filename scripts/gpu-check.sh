@@ -235,9 +235,10 @@ torch_prefix() {
   python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null
 }
 
-# NCCL's header and library: beside the CUDA toolkit, else the pip package PyTorch loads.
+# NCCL's header and library: the pip package PyTorch loads, else beside the CUDA toolkit. The
+# header must be the one PyTorch was built with: ProcessGroupNCCL::Options' layout follows the
+# NCCL version the including file sees (a mismatch compiles and corrupts memory).
 nccl_flags() {
-  if [ -f /usr/local/cuda/include/nccl.h ]; then return 0; fi
   local nccl
   nccl="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)"
   if [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ]; then
@@ -309,7 +310,7 @@ dry_run_report() {
   echo "1. carry check: $carry_dir within $carry_limit_bytes bytes, with ${#carry_required[@]} required files"
   echo "2. configure: $(print_command cmake "${args[@]}")"
   [ "$mode" = gpu ] || build_timeout_s=3600
-  echo "3. build (at most ${build_timeout_s} s): $(print_command cmake --build "$build_dir" --target osdp osdp-runtime -j "$jobs")"
+  echo "3. build (at most ${build_timeout_s} s; every failing file, not only the first): $(print_command cmake --build "$build_dir" --target osdp osdp-runtime -j "$jobs" -- -k 0)"
   if [ "$mode" = cpu ]; then
     echo "4. checks: osdp and osdp-runtime load no libfmt nor libboost; calibrate --device cuda exits 2 (no device path); a CPU validate of scenarios/local-cpu-tiny.json"
     return
@@ -394,6 +395,7 @@ if [ "$mode" = gpu ]; then
     echo "nvcc: $(/usr/local/cuda/bin/nvcc --version | tail -n 1)"
     echo "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())' 2>&1)"
     echo "torch cmake prefix: $prefix"
+    echo "gloo headers: $(ls -d "$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/include/gloo" 2>/dev/null || echo "none (the build has the NCCL backend only)")"
     echo "nccl: $(nccl_flags || true) (empty: beside the toolkit)"
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 || echo "nvidia-smi failed"
   } >>"$out_dir/environment.txt"
@@ -410,10 +412,26 @@ run_step configure 300 "$out_dir/logs/configure.log" cmake "${args[@]}" || {
   note "configure failed: the package that was not found is named in $out_dir/logs/configure.log"
   exit 1
 }
+# Relinked every time (seconds): a build folder kept from an earlier run once kept binaries
+# linked the old way.
+rm -f "$(osdp_bin)" "$build_dir/cli/osdp-runtime"
 run_step build "$build_timeout_s" "$out_dir/logs/build.log" \
-  cmake --build "$build_dir" --target osdp osdp-runtime -j "$jobs" || exit 1
+  cmake --build "$build_dir" --target osdp osdp-runtime -j "$jobs" -- -k 0 || exit 1
 
 osdp="$(osdp_bin)"
+# PyTorch's pip libtorch exports copies of some libstdc++ symbols (std::filesystem's): a binary
+# that loads libtorch first binds to them and crashed in std::filesystem::remove_all (GPU run of
+# 2026-11-27). validate/CMakeLists.txt links libstdc++ first in the runtime (the binary that
+# loads libtorch); check that it is.
+runtime_binary="$build_dir/cli/osdp-runtime"
+first_needed="$(readelf -d "$runtime_binary" | awk '/NEEDED/ { print $NF; exit }')"
+case "$first_needed" in
+  "[libstdc++"*) ;;
+  *)
+    note "$runtime_binary loads $first_needed before libstdc++ (its std::filesystem calls may bind to libtorch's copies)"
+    failed=1
+    ;;
+esac
 if [ "$mode" = cpu ]; then
   # What the carry build must be: no Debian library from the carry packages linked, the device
   # path refused, and the runtime running plans.

@@ -12,8 +12,17 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+// PyTorch's pip wheels may ship without Gloo's own headers, which ProcessGroupGloo.hpp needs:
+// such a build has the NCCL backend only (the GPU machine's), and says so when asked for Gloo.
+#if __has_include(<gloo/algorithm.h>)
+#define OSDP_HAS_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#else
+#define OSDP_HAS_GLOO 0
+#endif
 
 #ifdef OSDP_WITH_CUDA_DEVICE
 #include "validate/cuda/nccl_communicator.hpp"
@@ -148,6 +157,7 @@ class SerialExecutor {
   std::thread thread_;
 };
 
+#if OSDP_HAS_GLOO
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size,
@@ -322,6 +332,40 @@ class GlooCommunicator final : public Communicator {
   std::vector<CollectiveEvent> events_;
   std::unique_ptr<SerialExecutor> executor_ = std::make_unique<SerialExecutor>();
 };
+#else
+// A rank alone in a build without Gloo (the calibration's and the one-GPU runs' own
+// communicators): a collective over one rank leaves its buffer as it is.
+class SoloCommunicator final : public Communicator {
+ public:
+  explicit SoloCommunicator(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group,
+                   std::function<void()> then) override {
+    TORCH_CHECK(group.empty() || (group.size() == 1 && group.front() == 0),
+                "rank 0 alone issued a collective of a group of ", group.size());
+    const double start_s = steady_seconds();
+    if (then) then();
+    events_.push_back({kind, static_cast<double>(buffer.nbytes()), 1, start_s, steady_seconds()});
+    return CommHandle();
+  }
+
+  void barrier() override {}
+
+  std::vector<CollectiveEvent> take_events() override {
+    std::vector<CollectiveEvent> events;
+    events.swap(events_);
+    return events;
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  std::vector<CollectiveEvent> events_;
+};
+#endif  // OSDP_HAS_GLOO
 
 }  // namespace
 
@@ -350,6 +394,13 @@ c10::intrusive_ptr<c10d::Store> make_store(const ConnectOptions& options) {
 
 std::unique_ptr<Communicator> connect_gloo(const ConnectOptions& options,
                                            c10::intrusive_ptr<c10d::Store> store) {
+#if !OSDP_HAS_GLOO
+  (void)store;
+  if (options.world_size == 1) return std::make_unique<SoloCommunicator>(options.timeout);
+  TORCH_CHECK(false, "rank ", options.rank,
+              ": this osdp-runtime was built against a libtorch without Gloo's headers, so it "
+              "has no Gloo backend (CPU ranks); use the NCCL backend (validation.device \"cuda\")");
+#else
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   gloo_options->devices.push_back(
       options.gloo_hostname.empty()
@@ -361,6 +412,7 @@ std::unique_ptr<Communicator> connect_gloo(const ConnectOptions& options,
       options.world_size, gloo_options);
   return std::make_unique<GlooCommunicator>(std::move(group), options.rank, options.world_size,
                                             options.timeout);
+#endif
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "model/parallel_layout.hpp"
 #include "model/wrapping.hpp"
 
 namespace osdp::validate {
@@ -62,6 +63,24 @@ std::string describe_layout(const ParallelRun& run) {
 
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }
 
+// Per stage of the layout: the highest peak and the longest receive wait of its ranks (a
+// stage's tensor and data-parallel ranks run the same passes; the slowest one sets the pace).
+std::vector<StageFigures> measured_stages(const ParallelRun& run,
+                                          const PlanMeasurement& measurement) {
+  const ParallelLayout layout(run.degrees, run.order);
+  std::vector<StageFigures> stages(run.degrees.pipeline);
+  for (int stage = 0; stage < run.degrees.pipeline; ++stage) {
+    for (const int rank : layout.stage_ranks(stage)) {
+      if (rank >= static_cast<int>(measurement.ranks.size())) continue;
+      const RankFigures& figures = measurement.ranks[rank];
+      stages[stage].peak_memory_bytes =
+          std::max(stages[stage].peak_memory_bytes, figures.peak_memory_bytes);
+      stages[stage].bubble_s = std::max(stages[stage].bubble_s, figures.pipeline_wait_s);
+    }
+  }
+  return stages;
+}
+
 }  // namespace
 
 double ComparisonRow::time_error_percent() const {
@@ -108,6 +127,10 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
     row.simulated_iteration_time_s = simulated.at(i).iteration_time_s;
     row.simulated_exposed_communication_s = simulated.at(i).exposed_communication_s;
     row.simulated_peak_memory_bytes = simulated.at(i).peak_memory_bytes;
+    if (plans[i].layout) {
+      row.measured_stages = measured_stages(*plans[i].layout, measurements.at(i));
+      row.simulated_stages = simulated.at(i).stages;
+    }
     comparison.rows.push_back(row);
   }
   const auto& rows = comparison.rows;
@@ -175,6 +198,42 @@ std::string comparison_table(const Comparison& comparison) {
   return out.str();
 }
 
+std::string stage_table(const Comparison& comparison) {
+  std::size_t name_width = 14;
+  bool any = false;
+  for (const auto& row : comparison.rows) {
+    name_width = std::max(name_width, row.name.size());
+    any = any || !row.measured_stages.empty();
+  }
+  if (!any) return "";
+  std::ostringstream out;
+  out << "per pipeline stage: peak memory (the stage's highest rank) and bubble (time a rank of "
+         "the stage waited for its neighbouring stages in an iteration, the longest of the "
+         "stage's ranks)\n";
+  out << fmt::format("{:<{}} {:>5} {:>11} {:>11} {:>8} {:>11} {:>11}\n", "plan", name_width,
+                     "stage", "measured", "simulated", "error", "measured", "simulated");
+  out << fmt::format("{:<{}} {:>5} {:>11} {:>11} {:>8} {:>11} {:>11}\n", "", name_width, "",
+                     "peak MiB", "peak MiB", "%", "bubble ms", "bubble ms");
+  std::vector<double> memory_errors;
+  for (const auto& row : comparison.rows) {
+    for (std::size_t stage = 0; stage < row.measured_stages.size(); ++stage) {
+      const StageFigures& measured = row.measured_stages[stage];
+      const StageFigures simulated =
+          stage < row.simulated_stages.size() ? row.simulated_stages[stage] : StageFigures{};
+      const double memory_error =
+          percent_error(simulated.peak_memory_bytes, measured.peak_memory_bytes);
+      memory_errors.push_back(memory_error);
+      out << fmt::format("{:<{}} {:>5} {:>11} {:>11} {:>+8.1f} {:>11.1f} {:>11.1f}\n",
+                         stage == 0 ? row.name : "", name_width, stage,
+                         mib(measured.peak_memory_bytes), mib(simulated.peak_memory_bytes),
+                         memory_error, 1e3 * measured.bubble_s, 1e3 * simulated.bubble_s);
+    }
+  }
+  out << fmt::format("stages: {}, median |peak memory error| {:.1f} %\n", memory_errors.size(),
+                     median_abs(memory_errors));
+  return out.str();
+}
+
 std::string comparison_csv(const Comparison& comparison) {
   std::ostringstream out;
   out << "plan,batch_size,measured_iteration_time_s,simulated_iteration_time_s,time_error_percent,"
@@ -196,6 +255,17 @@ std::string comparison_csv(const Comparison& comparison) {
 Json comparison_json(const Comparison& comparison) {
   Json plans = Json::array();
   for (const auto& row : comparison.rows) {
+    Json stages = Json::array();
+    for (std::size_t stage = 0; stage < row.measured_stages.size(); ++stage) {
+      const StageFigures simulated =
+          stage < row.simulated_stages.size() ? row.simulated_stages[stage] : StageFigures{};
+      stages.push_back(
+          {{"stage", stage},
+           {"measured_peak_memory_bytes", row.measured_stages[stage].peak_memory_bytes},
+           {"simulated_peak_memory_bytes", simulated.peak_memory_bytes},
+           {"measured_bubble_s", row.measured_stages[stage].bubble_s},
+           {"simulated_bubble_s", simulated.bubble_s}});
+    }
     plans.push_back({{"name", row.name},
                      {"plan", row.plan},
                      {"batch_size", row.batch_size},
@@ -208,7 +278,8 @@ Json comparison_json(const Comparison& comparison) {
                      {"simulated_peak_memory_bytes", row.simulated_peak_memory_bytes},
                      {"memory_error_percent", row.memory_error_percent()},
                      {"measured_iteration_time_q1_s", row.measured_spread.first_quartile_s},
-                     {"measured_iteration_time_q3_s", row.measured_spread.third_quartile_s}});
+                     {"measured_iteration_time_q3_s", row.measured_spread.third_quartile_s},
+                     {"stages", std::move(stages)}});
   }
   return {{"simulator", comparison.simulator},
           {"ranks", comparison.ranks},

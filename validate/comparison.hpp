@@ -12,10 +12,18 @@
 
 namespace osdp::validate {
 
+// One pipeline stage of a tensor x pipeline x data layout: its peak memory (the highest of its
+// ranks) and its bubble, the time it waited for the neighbouring stages in an iteration.
+struct StageFigures {
+  double peak_memory_bytes = 0;
+  double bubble_s = 0;
+};
+
 struct SimulatedFigures {
   double iteration_time_s = 0;
   double peak_memory_bytes = 0;
   double exposed_communication_s = 0;
+  std::vector<StageFigures> stages;  // layouts only, in stage order
 };
 
 struct ComparisonRow {
@@ -29,6 +37,10 @@ struct ComparisonRow {
   double simulated_exposed_communication_s = 0;
   double measured_peak_memory_bytes = 0;
   double simulated_peak_memory_bytes = 0;
+  // Layouts: per pipeline stage (one for pp 1); measured from the ranks of each stage (the
+  // highest peak, the longest wait in receives), simulated as SimulatedFigures::stages.
+  std::vector<StageFigures> measured_stages;
+  std::vector<StageFigures> simulated_stages;
   // (simulated - measured) / measured, in percent.
   double time_error_percent() const;
   double memory_error_percent() const;
@@ -62,6 +74,9 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
 std::string plot_predicted_vs_measured(const std::string& csv_path, const std::string& png_path);
 
 std::string comparison_table(const Comparison& comparison);
+// The layouts' stages, one line each: measured and simulated peak memory and bubble (empty when
+// no plan is a layout).
+std::string stage_table(const Comparison& comparison);
 std::string comparison_csv(const Comparison& comparison);
 Json comparison_json(const Comparison& comparison);
 

@@ -79,7 +79,8 @@ Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
                        {"exposed_communication_s", r.exposed_communication_s},
                        {"peak_memory_bytes", r.peak_memory_bytes},
                        {"loss", r.loss},
-                       {"iteration_times_s", r.iteration_times_s}});
+                       {"iteration_times_s", r.iteration_times_s},
+                       {"pipeline_wait_s", r.pipeline_wait_s}});
     }
     list.push_back({{"name", m.name}, {"ranks", std::move(ranks)}});
   }
@@ -121,12 +122,14 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
     m.name = entry.string("name");
     for (const JsonReader& r : entry.objects("ranks")) {
       r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss",
-                      "iteration_times_s"});
-      RankFigures figures{r.non_negative_number("iteration_time_s"),
-                          r.non_negative_number("exposed_communication_s"),
-                          r.non_negative_number("peak_memory_bytes"),
-                          r.number("loss"),
-                          {}};
+                      "iteration_times_s", "pipeline_wait_s"});
+      RankFigures figures{
+          r.non_negative_number("iteration_time_s"),
+          r.non_negative_number("exposed_communication_s"),
+          r.non_negative_number("peak_memory_bytes"),
+          r.number("loss"),
+          {},
+          r.has("pipeline_wait_s") ? r.non_negative_number("pipeline_wait_s") : 0.0};
       if (r.has("iteration_times_s")) {
         const Json& times = r.raw("iteration_times_s");
         if (!times.is_array()) r.fail("iteration_times_s", "an array of seconds");

@@ -27,6 +27,9 @@ struct RankFigures {
   double peak_memory_bytes = 0;           // highest over the measured iterations
   double loss = 0;                        // after the last iteration
   std::vector<double> iteration_times_s;  // every measured iteration, in the order measured
+  // Median of the exposed communication's part spent receiving from neighbouring pipeline
+  // stages: the bubble as this rank saw it (layouts only; 0 otherwise).
+  double pipeline_wait_s = 0;
 };
 
 // The middle half of a set of times: its quartiles (linear interpolation between ranks).

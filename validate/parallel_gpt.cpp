@@ -626,6 +626,7 @@ struct ParallelGpt::Impl {
       }
     }
     transfers.wait_for_sends();
+    metrics.pipeline_wait_s = transfers.receive_wait_s();
   }
 
   bool sharded_optimizer() const {

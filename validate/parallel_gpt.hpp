@@ -69,6 +69,8 @@ struct ParallelStepMetrics {
   // Time the compute thread waited for communication: tensor-parallel reductions, receives
   // from the neighbouring stages, the data-parallel collectives and the sends still in flight.
   double communication_wait_s = 0;
+  // Of that, the receives from the neighbouring stages: the pipeline's bubble on this stage.
+  double pipeline_wait_s = 0;
   // High-water mark of the counting allocator during the step (0 when it is not installed).
   std::int64_t peak_memory_bytes = 0;
   double loss = 0;  // the data-parallel rank's mean loss (on the last stage; 0 elsewhere)

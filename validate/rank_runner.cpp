@@ -28,7 +28,7 @@ double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
 }
 
-constexpr int figures_per_rank = 4;
+constexpr int figures_per_rank = 5;
 
 // Chrome trace events of one iteration, in microseconds from the earliest rank's step start:
 // this rank's step began `offset_s` after it, so waits between ranks show.
@@ -109,6 +109,7 @@ struct StepFigures {
   double exposed_communication_s = 0;
   double peak_memory_bytes = 0;
   double loss = 0;
+  double pipeline_wait_s = 0;  // of the exposed communication: receives from other stages
 };
 
 // The layers whose attention and MLP are ZDP where every other operator has the first's mode;
@@ -174,7 +175,8 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
         make_token_batch(shape, layout.degrees.data * rows, options.seed, steps_done++);
     const ParallelStepMetrics metrics = model.train_step(global.rows(data_rank * rows, rows));
     figures.push_back({step, metrics.iteration_time_s, metrics.communication_wait_s,
-                       static_cast<double>(metrics.peak_memory_bytes), metrics.loss});
+                       static_cast<double>(metrics.peak_memory_bytes), metrics.loss,
+                       metrics.pipeline_wait_s});
   }
   return figures;
 }
@@ -208,6 +210,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   const int rounds = std::clamp(options.rounds, 1, options.iterations);
   std::vector<RankFigures> mine(plans.size());
   std::vector<std::vector<double>> exposed(plans.size());
+  std::vector<std::vector<double>> pipeline_waits(plans.size());
   std::vector<int> steps_done(plans.size(), 0);
   for (int round = 0; round < rounds; ++round) {
     // Iterations measured in this round: the remainder goes to the first rounds.
@@ -223,6 +226,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
           if (step.index < warmup) continue;
           mine[p].iteration_times_s.push_back(step.iteration_time_s);
           exposed[p].push_back(step.exposed_communication_s);
+          pipeline_waits[p].push_back(step.pipeline_wait_s);
           mine[p].peak_memory_bytes = std::max(mine[p].peak_memory_bytes, step.peak_memory_bytes);
           mine[p].loss = step.loss;
         }
@@ -261,6 +265,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   for (std::size_t p = 0; p < plans.size(); ++p) {
     mine[p].iteration_time_s = median(mine[p].iteration_times_s);
     mine[p].exposed_communication_s = median(exposed[p]);
+    mine[p].pipeline_wait_s = median(pipeline_waits[p]);
     // Every rank's figures and iteration times, gathered on every rank.
     const int count = options.iterations;
     const int per_rank = figures_per_rank + count;
@@ -270,6 +275,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     slot[1] = mine[p].exposed_communication_s;
     slot[2] = mine[p].peak_memory_bytes;
     slot[3] = mine[p].loss;
+    slot[4] = mine[p].pipeline_wait_s;
     std::copy(mine[p].iteration_times_s.begin(), mine[p].iteration_times_s.end(),
               slot + figures_per_rank);
     at::Tensor gathered = figures.to(device.device());
@@ -281,7 +287,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
       const double* f = figures.data_ptr<double>() + r * per_rank;
       measurement.ranks.push_back(
           {f[0], f[1], f[2], f[3],
-           std::vector<double>(f + figures_per_rank, f + figures_per_rank + count)});
+           std::vector<double>(f + figures_per_rank, f + figures_per_rank + count), f[4]});
     }
     measurements.push_back(std::move(measurement));
   }

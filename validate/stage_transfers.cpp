@@ -66,7 +66,9 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
     communicator_.receive(incoming, setup_.pipeline_group[from]);
     arrived_.emplace(expected[received_from_[from]++], incoming);
   }
-  wait_s_ += seconds_since(start);
+  const double waited_s = seconds_since(start);
+  wait_s_ += waited_s;
+  receive_wait_s_ += waited_s;
   const auto found = arrived_.find(wanted);
   at::Tensor value = std::move(found->second);
   arrived_.erase(found);

@@ -50,6 +50,9 @@ class StageTransfers {
   at::Tensor receive(const PipelineStep& step);
   // Waits until every send has been received (the tensors may be freed after).
   void wait_for_sends();
+  // Of `wait_s`, the time blocked in receives: the pipeline's bubble as this stage saw it (its
+  // neighbours' passes it waited for, and the transfers themselves).
+  double receive_wait_s() const { return receive_wait_s_; }
 
  private:
   // A message by the pass that produced it: (chunk, micro-batch, backward).
@@ -63,6 +66,7 @@ class StageTransfers {
   Communicator& communicator_;
   StageTransferSetup setup_;
   double& wait_s_;
+  double receive_wait_s_ = 0;
   // Per stage: the messages it sends to this rank, in the order it sends them; and how many of
   // them have been received.
   std::vector<std::vector<Message>> expected_from_;

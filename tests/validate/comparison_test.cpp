@@ -11,7 +11,8 @@ namespace {
 
 PlanMeasurement measured(const std::string& name, double time_s, double peak_bytes) {
   return {name,
-          {{time_s, 0.0, peak_bytes, 1.0, {}}, {0.9 * time_s, 0.0, 0.5 * peak_bytes, 1.0, {}}}};
+          {{time_s, 0.0, peak_bytes, 1.0, {}, 0.0},
+           {0.9 * time_s, 0.0, 0.5 * peak_bytes, 1.0, {}, 0.0}}};
 }
 
 }  // namespace
@@ -26,7 +27,7 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   // The slowest rank's time and the highest rank's peak are the plan's.
   const std::vector<PlanMeasurement> measurements{measured("a", 1.0, 100), measured("b", 2.0, 200),
                                                   measured("c", 3.0, 300)};
-  std::vector<SimulatedFigures> simulated{{1.1, 95, 0}, {1.8, 210, 0}, {3.3, 300, 0}};
+  std::vector<SimulatedFigures> simulated{{1.1, 95, 0, {}}, {1.8, 210, 0, {}}, {3.3, 300, 0, {}}};
   Comparison comparison = compare(scenario, plans, measurements, simulated, "simgrid");
   REQUIRE(comparison.rows.size() == 3);
   CHECK(comparison.rows[0].time_error_percent() == Approx(10.0));
@@ -69,6 +70,61 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(table.find("exposed ms") != std::string::npos);
 }
 
+TEST_CASE("comparison: a layout's stages, peak memory and bubble by pipeline stage",
+          "[validate][comparison]") {
+  Scenario scenario;
+  scenario.cluster.ranks = 4;
+  PlanRun run{"tp2-pp2", Plan{}};
+  run.plan.batch_size = 2;
+  ParallelRun layout;
+  layout.degrees = {2, 2, 1};  // tp-dp-pp: ranks 0 and 1 are stage 0, ranks 2 and 3 stage 1
+  run.layout = layout;
+  PlanMeasurement measurement{"tp2-pp2", {}};
+  const double peaks[] = {100, 120, 90, 80};
+  const double waits_s[] = {0.002, 0.001, 0.004, 0.003};
+  for (int rank = 0; rank < 4; ++rank) {
+    measurement.ranks.push_back({1.0, 0.01, peaks[rank], 1.0, {}, waits_s[rank]});
+  }
+  SimulatedFigures simulated{0.9, 110, 0.01, {{110, 0.001}, {99, 0.005}}};
+  const Comparison comparison = compare(scenario, {run}, {measurement}, {simulated}, "simgrid");
+  REQUIRE(comparison.rows.size() == 1);
+  const ComparisonRow& row = comparison.rows.front();
+  // Each stage: the highest peak and the longest wait of its two tensor-parallel ranks.
+  REQUIRE(row.measured_stages.size() == 2);
+  CHECK(row.measured_stages[0].peak_memory_bytes == 120);
+  CHECK(row.measured_stages[0].bubble_s == Approx(0.002));
+  CHECK(row.measured_stages[1].peak_memory_bytes == 90);
+  CHECK(row.measured_stages[1].bubble_s == Approx(0.004));
+  const std::string table = stage_table(comparison);
+  CHECK(table.find("bubble ms") != std::string::npos);
+  // Stage 1: 90 bytes measured against 99 simulated (+10 %), 4 ms against 5 ms.
+  CHECK(table.find("+10.0         4.0         5.0") != std::string::npos);
+  const Json json = comparison_json(comparison);
+  CHECK(json["plans"][0]["stages"][1]["measured_bubble_s"] == Approx(0.004));
+  CHECK(json["plans"][0]["stages"][0]["simulated_peak_memory_bytes"] == 110.0);
+  // Plans without a layout have no stage lines.
+  Plan plain;
+  plain.batch_size = 2;
+  const Comparison without =
+      compare(scenario, {{"ddp", plain}}, {measurement}, {simulated}, "simgrid");
+  CHECK(stage_table(without).empty());
+}
+
+TEST_CASE("measurements: JSON round trip keeps each rank's pipeline wait",
+          "[validate][comparison]") {
+  PlanMeasurement measurement{"pp2", {{1.0, 0.2, 300, 2.5, {0.9, 1.1}, 0.05}}};
+  const std::vector<PlanMeasurement> back =
+      measurements_from_json(measurements_to_json({measurement}));
+  REQUIRE(back.size() == 1);
+  REQUIRE(back[0].ranks.size() == 1);
+  CHECK(back[0].ranks[0].pipeline_wait_s == 0.05);
+  CHECK(back[0].ranks[0].iteration_times_s == std::vector<double>{0.9, 1.1});
+  // Written before the field existed: it reads as no wait.
+  Json old = measurements_to_json({measurement});
+  old[0]["ranks"][0].erase("pipeline_wait_s");
+  CHECK(measurements_from_json(old)[0].ranks[0].pipeline_wait_s == 0.0);
+}
+
 TEST_CASE("spread: quartiles of the measured iterations", "[validate][comparison]") {
   const Spread spread = spread_of({5.0, 1.0, 3.0, 2.0, 4.0});
   CHECK(spread.median_s == Approx(3.0));
@@ -88,9 +144,9 @@ TEST_CASE("ranking: plans whose middle halves overlap are ties", "[validate][com
   const std::vector<PlanRun> plans{{"a", plan}, {"b", plan}, {"c", plan}};
   // Per iteration the slower rank counts: rank 1 is never the slower here.
   const auto measured = [](const std::string& name, std::vector<double> times_s) {
-    RankFigures rank0{0, 0, 100, 1.0, times_s};
+    RankFigures rank0{0, 0, 100, 1.0, times_s, 0.0};
     for (double& time_s : times_s) time_s *= 0.5;
-    RankFigures rank1{0, 0, 100, 1.0, times_s};
+    RankFigures rank1{0, 0, 100, 1.0, times_s, 0.0};
     return PlanMeasurement{name, {rank0, rank1}};
   };
   const std::vector<PlanMeasurement> measurements{measured("a", {1.0, 1.1, 1.2, 1.3}),
@@ -99,7 +155,7 @@ TEST_CASE("ranking: plans whose middle halves overlap are ties", "[validate][com
   CHECK(measurements[1].iteration_time_s() == Approx(2.5));
   // b (2.5 s) and c (2.8 s) overlap: the simulator ordering them otherwise is not a
   // disagreement; a against either is.
-  std::vector<SimulatedFigures> simulated{{1.0, 100, 0}, {3.0, 100, 0}, {2.9, 100, 0}};
+  std::vector<SimulatedFigures> simulated{{1.0, 100, 0, {}}, {3.0, 100, 0, {}}, {2.9, 100, 0, {}}};
   Comparison comparison = compare(scenario, plans, measurements, simulated, "simgrid");
   CHECK(comparison.pairs == 3);
   CHECK(comparison.separated_pairs == 2);

@@ -27,8 +27,9 @@ class CudaDevice final : public RankDevice {
   // reports on the CPU (its reserved-but-free cache is left out, as the model leaves it out).
   MemoryCounts memory_counts() const override {
     const allocator::DeviceStats stats = allocator::getDeviceStats(index_);
-    const auto& allocated =
-        stats.allocated_bytes[static_cast<std::size_t>(allocator::StatType::AGGREGATE)];
+    // Index 0 is StatType::AGGREGATE (all pools), which PyTorch 2.x moved to another namespace.
+    constexpr std::size_t aggregate = 0;
+    const auto& allocated = stats.allocated_bytes[aggregate];
     return {allocated.current, allocated.peak};
   }
 

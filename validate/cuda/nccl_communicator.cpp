@@ -5,12 +5,18 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include <cstdlib>
 #include <map>
 #include <numeric>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+// PyTorch 2.4 on wants a process group shut down before it is destroyed (destroying a live one
+// warns, and at exit can crash in NCCL's watchdog); 1.13 has no shutdown.
+#define OSDP_NCCL_HAS_SHUTDOWN \
+  (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
 
 namespace osdp::validate {
 namespace {
@@ -62,6 +68,15 @@ class NcclCommunicator final : public Communicator {
     } catch (...) {
       // A failed collective was reported where it was waited for.
     }
+#if OSDP_NCCL_HAS_SHUTDOWN
+    for (auto& [ranks, group] : groups_) {
+      try {
+        group->shutdown();
+      } catch (...) {
+        // Shutting down after a failure: the failure was reported where it happened.
+      }
+    }
+#endif
   }
 
   int rank() const override { return rank_; }
@@ -185,8 +200,9 @@ std::unique_ptr<Communicator> connect_nccl(const ConnectOptions& options,
                                            c10::intrusive_ptr<c10d::Store> store) {
   // Without it a collective whose peer died hangs forever in libtorch 1.13; with it NCCL's
   // watchdog aborts after the timeout (the launcher then names the rank that died). A value the
-  // user set wins.
+  // user set wins. PyTorch 2.x reads it under the second name.
   ::setenv("NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+  ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
   return std::make_unique<NcclCommunicator>(options, std::move(store));
 }
 
