@@ -3,8 +3,8 @@
 # with the runtime's CUDA + NCCL device path against the machine's own libtorch (the `python3`
 # PyTorch's) and the dependencies' headers carried from Debian's packages, then calibrates the
 # GPU's compute laws and validates scenarios/h100-1gpu.json (DDP with and without checkpointing,
-# micro-batches 1 to 8, one rank), writing everything to $OUT. Written and tested without a GPU
-# (docs/validator.md says how far): it has never run on one yet.
+# micro-batches 1 to 8, one rank), writing everything to $OUT. Tested here without a GPU; its
+# first GPU runs (2026-11-27) and what they fixed are in docs/validator.md.
 #
 #   scripts/gpu-check.sh                  on the GPU machine: build, calibrate, validate
 #   scripts/gpu-check.sh --prepare-carry  on this (Debian) machine first: apt-get download the
