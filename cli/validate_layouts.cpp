@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <optional>
 
 #include "model/input_error.hpp"
@@ -207,7 +208,7 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
                                           const std::string& source) {
   const ParallelIterationCost cost = parallel_iteration_cost(
       *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, source);
-  // The busiest stage's compute: its chunks' passes without their communication (the
+  // Each stage's compute: its chunks' passes without their communication (the
   // operators' compute and each pass's fixed cost), m times. Not forward_s less the
   // collectives: z2's reduce-scatters overlap the compute, and only what outlasts it is in
   // backward_s.
@@ -219,14 +220,18 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
         run.micro_batches *
         (chunk.forward_compute_s + chunk.backward_compute_s + 2 * pass_overhead_s);
   }
-  double busiest_s = 0;
+  // The measured figure is the slowest rank's wait, the rank with the least compute: so is this
+  // one (a stage's idle time in the bubble counts, as the runtime's ranks wait in receives).
+  double least_busy_s = std::numeric_limits<double>::infinity();
   for (std::size_t stage = 0; stage < cost.stages.size(); ++stage) {
-    busiest_s = std::max(busiest_s, compute_by_stage[stage] + cost.stages[stage].optimizer_step_s);
+    least_busy_s =
+        std::min(least_busy_s, compute_by_stage[stage] + cost.stages[stage].optimizer_step_s);
   }
   validate::SimulatedFigures figures;
   figures.iteration_time_s = cost.iteration_time_s;
   figures.peak_memory_bytes = cost.peak_memory_bytes;
-  figures.exposed_communication_s = std::max(0.0, cost.iteration_time_s - busiest_s);
+  figures.exposed_communication_s =
+      cost.stages.empty() ? 0.0 : std::max(0.0, cost.iteration_time_s - least_busy_s);
   // Per stage: its peak, and its time outside passes between the pipeline's first pass and its
   // last (waiting for its neighbours' passes and the transfers: what the runtime's ranks spend
   // in receives).
