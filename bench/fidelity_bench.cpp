@@ -107,7 +107,7 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
         sim::simulate_plan(scenario, plan.plan, sim_options,
                            out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json");
     simulated.push_back(
-        {result.iteration_time_s, result.peak_memory_bytes, result.exposed_comm_total_s()});
+        {result.iteration_time_s, result.peak_memory_bytes, result.exposed_comm_total_s(), {}});
   }
   const validate::Comparison comparison =
       validate::compare(scenario, plans, *measurements, simulated, "simgrid");

@@ -208,17 +208,15 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
                                           const std::string& source) {
   const ParallelIterationCost cost = parallel_iteration_cost(
       *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, source);
-  // Each stage's compute: its chunks' passes without their communication (the
-  // operators' compute and each pass's fixed cost), m times. Not forward_s less the
-  // collectives: z2's reduce-scatters overlap the compute, and only what outlasts it is in
-  // backward_s.
-  const double pass_overhead_s =
-      run.degrees.pipeline > 1 ? scenario.cluster.gpu.pipeline_pass_s : 0;
+  // Each stage's compute: its chunks' passes, m times, without their tensor-parallel sums and
+  // without the time they waited for the data-parallel stream (what is left: the operators'
+  // compute, slowed where the stream shares its cores, and each pass's fixed cost).
   std::vector<double> compute_by_stage(run.degrees.pipeline, 0.0);
   for (const ChunkCost& chunk : cost.chunks) {
     compute_by_stage[chunk.stage] +=
         run.micro_batches *
-        (chunk.forward_compute_s + chunk.backward_compute_s + 2 * pass_overhead_s);
+        (chunk.forward_s - chunk.forward_communication_s - chunk.forward_stream_wait_s +
+         chunk.backward_s - chunk.backward_communication_s - chunk.backward_stream_wait_s);
   }
   // The measured figure is the slowest rank's wait, the rank with the least compute: so is this
   // one (a stage's idle time in the bubble counts, as the runtime's ranks wait in receives).

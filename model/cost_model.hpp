@@ -205,6 +205,10 @@ class CostModel {
  public:
   CostModel(const Workload& workload, const Cluster& cluster, const Training& training,
             CostSettings settings);
+  // How much slower compute and communication run while they overlap (shared_core_overlap_slowdown
+  // for CPU ranks on shared cores; the GPU's overlap_slowdown and unslowed communication else).
+  double overlap_slowdown() const;
+  double overlap_communication_slowdown() const;
 
   const Workload& workload() const { return *workload_; }
   const Cluster& cluster() const { return *cluster_; }
@@ -283,10 +287,6 @@ class CostModel {
                                  bool offload = false) const;
   // The extended model's time: phases of overlap as the simulator schedules them (sim/program).
   OptionTime overlapped_time(int op, const OperatorChoice& choice, const Linear& slicing) const;
-  // How much slower compute and communication run while they overlap (shared_core_overlap_slowdown
-  // for CPU ranks on shared cores; the GPU's overlap_slowdown and unslowed communication else).
-  double overlap_slowdown() const;
-  double overlap_communication_slowdown() const;
   double kernel_launch_s() const;
 
   const Workload* workload_;

@@ -87,6 +87,10 @@ struct ChunkCost {
   std::vector<PassCollective> backward_collectives;
   double forward_compute_s = 0;  // the operators' compute of one forward, which the stream hides
   double backward_compute_s = 0;
+  // Of forward_s and backward_s, the time the compute waited for the data-parallel stream
+  // (the rest of what the stream adds is the compute slowed beside it, on shared cores).
+  double forward_stream_wait_s = 0;
+  double backward_stream_wait_s = 0;
   // One micro-batch: compute, tensor-parallel collectives, the data-parallel stream where it
   // outlasts the compute (forward_s = max(compute, data parallel) + the rest), pass overhead.
   double forward_s = 0;

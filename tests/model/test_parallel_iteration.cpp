@@ -129,6 +129,36 @@ TEST_CASE("the iteration is the pipeline, then the slowest stage's reduction, th
   }
 }
 
+TEST_CASE("a pass's data-parallel stream hides behind its compute, or shares its cores",
+          "[parallel]") {
+  // The CPU testbed: 2 ranks, each a compute and a communication thread, on 2 cores. z2
+  // reduce-scatters every operator's gradients beside the backward.
+  Scenario scenario = load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d.json");
+  ParallelRun run = run_of(1, 1, 2, 2, 1, false);
+  run.modes.assign(2 * scenario.gpt->layers + 2, Mode::z2);
+  const auto backward_of = [&](const Cluster& cluster) {
+    return parallel_iteration_cost(*scenario.gpt, scenario.training, cluster, scenario.cost, run,
+                                   "test")
+        .chunks.at(0);
+  };
+  REQUIRE(scenario.cluster.host_cores);
+  const ChunkCost shared = backward_of(scenario.cluster);
+  const double compute_s = shared.backward_compute_s;
+  const double stream_s = shared.backward_data_parallel_s;
+  REQUIRE(stream_s > 0);
+  REQUIRE(stream_s < compute_s);
+  // Four busy threads on two cores: each runs at half speed while both run, so the pass lasts
+  // the compute and the stream back to back, and the compute never waits for the stream.
+  CHECK(shared.backward_s - shared.backward_communication_s == Approx(compute_s + stream_s));
+  CHECK(shared.backward_stream_wait_s == 0);
+  // Ranks that do not share cores (GPUs): the stream hides behind the compute.
+  Cluster own_cores = scenario.cluster;
+  own_cores.host_cores.reset();
+  const ChunkCost apart = backward_of(own_cores);
+  CHECK(apart.backward_s - apart.backward_communication_s == Approx(compute_s));
+  CHECK(apart.backward_stream_wait_s == 0);
+}
+
 TEST_CASE("layouts the model or the cluster cannot hold are input errors", "[parallel]") {
   const Scenario scenario = vtrain();
   const GptSpec spec = spec_of(8, 1024, 16, 1024);
