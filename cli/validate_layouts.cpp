@@ -69,8 +69,9 @@ InputError layout_error(const std::string& flag, const std::string& item, const 
                                   "tp2xdp2:z1 (axes tp<N>, pp<N>, dp<N> joined by x, then "
                                   ":gpipe, :1f1b or :interleaved with :v<chunks per stage>, "
                                   ":m<micro-batches>, :z1 or :z2 for ZeRO-1 or ZeRO-2 in "
-                                  "the data-parallel group, and :zdp<K> for 3D + OSDP: the "
-                                  "first K layers of every stage ZDP, the rest z2)"
+                                  "the data-parallel group, :zdp<K> for 3D + OSDP: the "
+                                  "first K layers of every stage ZDP, the rest z2, and :sp for "
+                                  "sequence parallelism)"
                                 : why);
 }
 
@@ -123,6 +124,8 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
     const int zdp_count = token.rfind("zdp", 0) == 0 ? small_count(token.substr(3)) : 0;
     if (token == "z1" || token == "z2" || token == "dp") {
       data_mode = mode_from_name(token);
+    } else if (token == "sp") {
+      run.sequence_parallel = true;
     } else if (zdp_count > 0) {
       zdp_layers_per_stage = zdp_count;
     } else if (const auto schedule = pipeline_schedule_from_name(token)) {
@@ -141,6 +144,15 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   if (tensor * pipeline * data_degree != ranks) {
     throw refuse(fmt::format("tp x pp x dp = the {} ranks (here {})", ranks,
                              tensor * pipeline * data_degree));
+  }
+  if (run.sequence_parallel && tensor < 2) {
+    throw refuse(
+        ":sp with a tensor-parallel degree of 2 or more (sequence parallelism splits "
+        "the sequence over the tensor ranks)");
+  }
+  if (run.sequence_parallel && scenario.gpt->sequence_length % tensor != 0) {
+    throw refuse(fmt::format(":sp with a tensor degree that divides the sequence of {}",
+                             scenario.gpt->sequence_length));
   }
   if (pipeline > layers + 2) {
     throw refuse(
@@ -290,6 +302,7 @@ RuntimeLayoutItem runtime_layout_item(const Scenario& scenario, const LayoutPlan
       schedule += fmt::format(":v{}", run.chunks_per_stage);
     }
   }
+  if (run.sequence_parallel && run.degrees.tensor > 1) token += ":sp";
   result.item = fmt::format("{}{}:m{}{}", axes, schedule, run.micro_batches, token);
   return result;
 }

@@ -54,8 +54,8 @@ std::string describe_layout(const ParallelRun& run) {
   const std::string chunks = run.schedule == PipelineSchedule::interleaved
                                  ? fmt::format(" v{}", run.chunks_per_stage)
                                  : std::string();
-  return fmt::format("tp {} x pp {} x dp {}{}, {}{}, {} micro-batch{} of {}", run.degrees.tensor,
-                     run.degrees.pipeline, run.degrees.data,
+  return fmt::format("tp {}{} x pp {} x dp {}{}, {}{}, {} micro-batch{} of {}", run.degrees.tensor,
+                     run.sequence_parallel ? " (sp)" : "", run.degrees.pipeline, run.degrees.data,
                      run.modes.empty() ? "" : fmt::format(" ({})", mode_name(run.modes.front())),
                      pipeline_schedule_name(run.schedule), chunks, run.micro_batches,
                      run.micro_batches > 1 ? "es" : "", run.micro_batch);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 
@@ -96,17 +97,97 @@ at::Tensor group_sum(Communicator& comm, const at::Tensor& value, const std::vec
   return buffer.narrow(0, 0, n).view(value.sizes()).clone();
 }
 
-// A group's sums, timed: the compute thread waits for each one.
+// Sequence parallelism's collectives over a group of t ranks, on b x s x h activations whose
+// sequence is split in t contiguous parts, the group's i-th rank holding part i. The ring buffer
+// holds the parts one after another (chunk i is rank i's).
+// Every rank's part, joined into the whole sequence.
+at::Tensor sequence_all_gather(Communicator& comm, const at::Tensor& part,
+                               const std::vector<int>& group, int index) {
+  const int64_t t = static_cast<int64_t>(group.size());
+  const int64_t b = part.size(0);
+  const int64_t piece = part.size(1);
+  const int64_t h = part.size(2);
+  at::Tensor buffer = at::empty({t * part.numel()}, part.options());
+  buffer.narrow(0, index * part.numel(), part.numel()).copy_(part.detach().reshape({-1}));
+  comm.run(CollectiveKind::all_gather, buffer, group);
+  return buffer.view({t, b, piece, h}).permute({1, 0, 2, 3}).reshape({b, t * piece, h});
+}
+
+// The sum over the group of every rank's whole-sequence partial sum, this rank's part of it.
+at::Tensor sequence_reduce_scatter(Communicator& comm, const at::Tensor& partial,
+                                   const std::vector<int>& group, int index) {
+  const int64_t t = static_cast<int64_t>(group.size());
+  const int64_t b = partial.size(0);
+  const int64_t piece = partial.size(1) / t;
+  const int64_t h = partial.size(2);
+  // A copy in the ring's order (never a view of the partial, which autograd may hold).
+  at::Tensor buffer = at::empty({t, b, piece, h}, partial.options());
+  buffer.copy_(partial.detach().reshape({b, t, piece, h}).permute({1, 0, 2, 3}));
+  at::Tensor flat = buffer.view({-1});
+  comm.run(CollectiveKind::reduce_scatter, flat, group);
+  return flat.narrow(0, index * b * piece * h, b * piece * h).view({b, piece, h}).clone();
+}
+
+// A group's sums (and sequence parallelism's gathers and scatters), timed: the compute thread
+// waits for each one.
 struct TimedGroup {
   Communicator* comm = nullptr;
   std::vector<int> ranks;
   double* wait_s = nullptr;
+  int index = 0;  // this rank's in `ranks`
 
   at::Tensor sum(const at::Tensor& value) const {
     const auto start = std::chrono::steady_clock::now();
     at::Tensor summed = group_sum(*comm, value, ranks);
     *wait_s += seconds_since(start);
     return summed;
+  }
+  at::Tensor gather_sequence(const at::Tensor& part) const {
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor whole = sequence_all_gather(*comm, part, ranks, index);
+    *wait_s += seconds_since(start);
+    return whole;
+  }
+  at::Tensor scatter_sequence_sum(const at::Tensor& partial) const {
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor part = sequence_reduce_scatter(*comm, partial, ranks, index);
+    *wait_s += seconds_since(start);
+    return part;
+  }
+};
+
+const TimedGroup* timed_group_of(AutogradContext* context) {
+  return reinterpret_cast<const TimedGroup*>(context->saved_data["group"].toInt());
+}
+void keep_group(AutogradContext* context, const TimedGroup* group) {
+  context->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(group));
+}
+
+// Megatron-SP's g: this rank's part of the sequence from every rank's partial sums
+// (reduce-scatter) in forward; in backward the part's gradient from every rank's part
+// (all-gather): each rank's partial sum fed the whole sequence.
+struct ScatterSequenceSum : torch::autograd::Function<ScatterSequenceSum> {
+  static at::Tensor forward(AutogradContext* context, const at::Tensor& partial,
+                            const TimedGroup* group) {
+    keep_group(context, group);
+    return group->scatter_sequence_sum(partial);
+  }
+  static variable_list backward(AutogradContext* context, variable_list gradients) {
+    return {timed_group_of(context)->gather_sequence(gradients[0]), at::Tensor()};
+  }
+};
+
+// Megatron-SP's f: the whole sequence from every rank's part (all-gather) in forward; in
+// backward the sum of every rank's gradient of the whole, this rank's part of it
+// (reduce-scatter).
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static at::Tensor forward(AutogradContext* context, const at::Tensor& part,
+                            const TimedGroup* group) {
+    keep_group(context, group);
+    return group->gather_sequence(part);
+  }
+  static variable_list backward(AutogradContext* context, variable_list gradients) {
+    return {timed_group_of(context)->scatter_sequence_sum(gradients[0]), at::Tensor()};
   }
 };
 
@@ -258,7 +339,8 @@ struct ParallelGpt::Impl {
     tensor_group = layout.group_of(GroupAxis::tensor, comm.rank()).ranks;
     data_group = layout.group_of(GroupAxis::data, comm.rank()).ranks;
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
-    tensor_sums = {&comm, tensor_group, &communication_wait_s};
+    tensor_sums = {&comm, tensor_group, &communication_wait_s,
+                   group_index(tensor_group, comm.rank())};
     take_local_parameters(initial);
     if (sharded_parameters()) {
       shard_operator_parameters();
@@ -363,6 +445,12 @@ struct ParallelGpt::Impl {
                                    "vocabulary of {} and the MLP's {} hidden units",
                                    shape.heads, shape.vocabulary, 4 * shape.hidden));
     }
+    if (options.sequence_parallel && shape.sequence_length % t != 0) {
+      throw InputError("plan", "$.layout.tensor", std::to_string(t),
+                       fmt::format("a tensor-parallel degree that divides the sequence of {} "
+                                   "(sequence parallelism splits it over the tensor ranks)",
+                                   shape.sequence_length));
+    }
     const Mode mode = options.data_parallel_mode;
     if (mode != Mode::dp && mode != Mode::z1 && mode != Mode::z2) {
       throw InputError("plan", "$.layout.data_parallel_mode", std::string(mode_name(mode)),
@@ -435,6 +523,7 @@ struct ParallelGpt::Impl {
   // tensor rank, is summed over the group in backward.
   at::Tensor into_tensor_parallel(const at::Tensor& x) {
     if (tensor_ranks == 1) return x;
+    if (sequence_parallel()) return GatherSequence::apply(x, &tensor_sums);
     at::Tensor copy = x.clone();
     copy.register_hook([this](at::Tensor gradient) { return tensor_sums.sum(gradient); });
     return copy;
@@ -443,6 +532,21 @@ struct ParallelGpt::Impl {
   at::Tensor sum_over_tensor_parallel(const at::Tensor& partial) {
     if (tensor_ranks == 1) return partial;
     return SumInForward::apply(partial, &tensor_sums);
+  }
+
+  // After a row-parallel layer (and the vocabulary-parallel embedding): the partial sums'
+  // total, whole (all-reduce), or under sequence parallelism this rank's part of the sequence
+  // (reduce-scatter).
+  at::Tensor sum_into_activation(const at::Tensor& partial) {
+    if (sequence_parallel()) return ScatterSequenceSum::apply(partial, &tensor_sums);
+    return sum_over_tensor_parallel(partial);
+  }
+
+  // Megatron-SP: activations between the tensor-parallel regions (LayerNorms, residuals,
+  // biases after a reduction, transfers) hold 1/t of the sequence.
+  bool sequence_parallel() const { return options.sequence_parallel && tensor_ranks > 1; }
+  int64_t sequence_part() const {
+    return sequence_parallel() ? shape.sequence_length / tensor_ranks : shape.sequence_length;
   }
 
   at::Tensor layer_norm(const at::Tensor& x, const std::string& prefix) const {
@@ -461,28 +565,32 @@ struct ParallelGpt::Impl {
     } else {
       const at::Tensor local_ids = tokens - vocabulary_first();
       const at::Tensor mine = (local_ids >= 0) & (local_ids < vocabulary_share());
-      embedded = sum_over_tensor_parallel(
-          at::embedding(table, local_ids.clamp(0, vocabulary_share() - 1)) *
-          mine.unsqueeze(-1).to(table.scalar_type()));
+      embedded =
+          sum_into_activation(at::embedding(table, local_ids.clamp(0, vocabulary_share() - 1)) *
+                              mine.unsqueeze(-1).to(table.scalar_type()));
     }
-    return embedded + parameter("embedding.position").unsqueeze(0);
+    at::Tensor position = parameter("embedding.position");
+    if (sequence_parallel()) {
+      position = position.narrow(0, tensor_sums.index * sequence_part(), sequence_part());
+    }
+    return embedded + position.unsqueeze(0);
   }
 
   at::Tensor attention(const at::Tensor& x, int layer) {
     const std::string a = "layer" + std::to_string(layer) + ".attention.";
-    const int64_t b = x.size(0);
-    const int64_t s = x.size(1);
     const int64_t heads = shape.heads / tensor_ranks;
     const int64_t d = shape.hidden / shape.heads;
     const at::Tensor qkv = at::linear(into_tensor_parallel(layer_norm(x, a)),
                                       parameter(a + "qkv.weight"), parameter(a + "qkv.bias"));
+    const int64_t b = qkv.size(0);
+    const int64_t s = qkv.size(1);  // the whole sequence (x holds 1/t of it under SP)
     auto split = qkv.split(heads * d, -1);
     auto heads_of = [&](const at::Tensor& t) { return t.view({b, s, heads, d}).transpose(1, 2); };
     // Standard attention (the probabilities kept for backward), whatever the shape's kernel.
     const at::Tensor y = causal_attention(heads_of(split[0]), heads_of(split[1]),
                                           heads_of(split[2]), AttentionKernel::standard);
     const at::Tensor projected = at::linear(y, parameter(a + "proj.weight"));
-    return x + sum_over_tensor_parallel(projected) + parameter(a + "proj.bias");
+    return x + sum_into_activation(projected) + parameter(a + "proj.bias");
   }
 
   at::Tensor mlp(const at::Tensor& x, int layer) {
@@ -490,7 +598,7 @@ struct ParallelGpt::Impl {
     const at::Tensor projected =
         mlp_partial_sum(into_tensor_parallel(layer_norm(x, m)), parameter(m + "fc.weight"),
                         parameter(m + "fc.bias"), parameter(m + "proj.weight"));
-    return x + sum_over_tensor_parallel(projected) + parameter(m + "proj.bias");
+    return x + sum_into_activation(projected) + parameter(m + "proj.bias");
   }
 
   // Mean cross-entropy over the tokens, the logits split by vocabulary: each rank's part of the
@@ -614,7 +722,7 @@ struct ParallelGpt::Impl {
     setup.micro_batches = m;
     setup.stage = stage;
     setup.pipeline_group = pipeline_group;
-    setup.message_shape = {micro.front().inputs.size(0), shape.sequence_length, shape.hidden};
+    setup.message_shape = {micro.front().inputs.size(0), sequence_part(), shape.hidden};
     StageTransfers transfers(comm, setup, communication_wait_s);
     InFlight in_flight;
     for (const PipelineStep& step :
@@ -844,6 +952,53 @@ struct ParallelGpt::Impl {
     gradient_bucket.div_(ranks);
   }
 
+  // Sequence parallelism: the replicated parameters (LayerNorms, biases after a reduction, the
+  // position table) saw 1/t of the sequence on each tensor-parallel rank, so their gradients
+  // are partial sums: summed over the group once a step, in one buffer (Megatron all-reduces
+  // its sequence-parallel parameters' gradients likewise). Under z2 only this rank's shard of
+  // them: every tensor-parallel rank of a data-parallel position shards alike.
+  void sum_replicated_gradients_over_tensor_parallel() {
+    std::vector<at::Tensor> parts;
+    if (sharded_parameters()) {
+      const int64_t ranks = static_cast<int64_t>(data_group.size());
+      for (OperatorUnit& unit : units) {
+        const int64_t chunk = unit.padded_numel / ranks;
+        const int64_t first = data_index() * chunk;
+        int64_t offset = 0;
+        for (int leaf : unit.leaves) {
+          const int64_t numel = c10::multiply_integers(local_sizes[leaf]);
+          const int64_t begin = std::max(offset, first);
+          const int64_t end = std::min(offset + numel, first + chunk);
+          if (split_of(local[leaf].first).kind == TensorSplit::Kind::replicated && begin < end) {
+            parts.push_back(unit.shard.mutable_grad().narrow(0, begin - first, end - begin));
+          }
+          offset += numel;
+        }
+      }
+    } else {
+      for (auto& [name, tensor] : local) {
+        if (split_of(name).kind == TensorSplit::Kind::replicated) {
+          parts.push_back(tensor.mutable_grad().view({-1}));
+        }
+      }
+    }
+    int64_t total = 0;
+    for (const at::Tensor& part : parts) total += part.numel();
+    if (total == 0) return;
+    at::Tensor buffer = at::empty({total});
+    int64_t offset = 0;
+    for (const at::Tensor& part : parts) {
+      buffer.narrow(0, offset, part.numel()).copy_(part);
+      offset += part.numel();
+    }
+    const at::Tensor summed = tensor_sums.sum(buffer);
+    offset = 0;
+    for (at::Tensor& part : parts) {
+      part.copy_(summed.narrow(0, offset, part.numel()));
+      offset += part.numel();
+    }
+  }
+
   // z1: every rank's updated chunk gathered into the parameters, in place.
   void gather_updated_parameters() {
     const auto start = std::chrono::steady_clock::now();
@@ -873,7 +1028,13 @@ struct ParallelGpt::Impl {
     run_schedule(micro, metrics);
     // z2 keeps the whole parameters to the last backward only.
     if (sharded_parameters()) release_parameters();
+    if (sequence_parallel() && !sharded_parameters()) {
+      sum_replicated_gradients_over_tensor_parallel();
+    }
     average_gradients_over_data_parallel();
+    if (sequence_parallel() && sharded_parameters()) {
+      sum_replicated_gradients_over_tensor_parallel();
+    }
     optimizer->step();
     if (sharded_optimizer()) gather_updated_parameters();
     metrics.iteration_time_s = seconds_since(start);

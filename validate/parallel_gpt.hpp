@@ -6,7 +6,11 @@
 //             before each column-parallel layer in backward); the embedding table and the LM
 //             head split by vocabulary, with a vocabulary-parallel cross-entropy (the logits are
 //             never gathered). LayerNorms, biases after a reduction and the position table are
-//             replicated and receive identical gradients on every tensor rank.
+//             replicated and receive identical gradients on every tensor rank. Sequence
+//             parallelism (Megatron-SP): between those regions each tensor rank holds 1/t of
+//             the sequence; reduce-scatter after a row-parallel layer, all-gather before a
+//             column-parallel one, and the replicated parameters' gradients (partial sums)
+//             all-reduced over the tensor group once a step.
 //   pipeline  the layers split into p v model chunks (virtual stages, in model order): chunk c
 //             runs on stage c mod p, so stage r holds chunks r, p + r, ... (v of them; v = 1
 //             unless interleaved). The first chunk holds the embedding, the last the head and
@@ -55,6 +59,11 @@ struct ParallelRuntimeOptions {
   // Transformer layers per model chunk (p v of them, in model order: chunk c runs on stage
   // c mod p); empty: as even as possible, earlier chunks taking the remainder.
   std::vector<int> layers_per_chunk;
+  // Megatron's sequence parallelism (tensor degree above 1): between the tensor-parallel
+  // regions each tensor rank holds 1/t of the sequence (LayerNorms, residuals, transfers); the
+  // all-reduce after a row-parallel layer becomes a reduce-scatter over the sequence and the
+  // copy before a column-parallel layer an all-gather (their gradients the other way round).
+  bool sequence_parallel = false;
   // What the data-parallel group shards: nothing (dp, DDP), the optimizer states (z1) or the
   // parameters, gradients and optimizer states between steps (z2); see above.
   Mode data_parallel_mode = Mode::dp;

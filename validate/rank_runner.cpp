@@ -156,6 +156,7 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
       layout.schedule == PipelineSchedule::interleaved ? layout.chunks_per_stage : 1;
   runtime.micro_batches = layout.micro_batches;
   runtime.layers_per_chunk = layout.layers_per_chunk;
+  runtime.sequence_parallel = layout.sequence_parallel;
   // One data-parallel mode for every operator, or (3D + OSDP) z2 with some layers ZDP: the
   // modes in the 3D model's order (embedding, each layer's attention and MLP, head).
   if (!layout.modes.empty()) {

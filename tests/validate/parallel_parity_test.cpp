@@ -68,6 +68,29 @@ TEST_CASE("tensor parallelism trains the parameters one process trains") {
   }
 }
 
+TEST_CASE("sequence parallelism trains the parameters one process trains") {
+  ParallelRuntimeOptions options;
+  options.sequence_parallel = true;
+  for (int tensor : {2, 4}) {
+    INFO("tp " << tensor << " with sequence parallelism");
+    CHECK(parity(two_layers, {tensor, 1, 1}, options, 4) < 2e-4);
+  }
+  // Beside data parallelism (SGD: the replicated parameters' partial gradients are summed over
+  // the tensor group, not averaged), and through a pipeline whose transfers carry 1/t of the
+  // sequence.
+  options.adam.kind = AdamSettings::Kind::sgd;
+  options.adam.learning_rate = 0.1;
+  CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
+  options.adam = {};
+  options.micro_batches = 2;
+  CHECK(parity(two_layers, {2, 2, 1}, options, 2) < 2e-4);
+  // Inside ZeRO-1 and ZeRO-2 data parallelism (the replicated gradients summed on the shards).
+  options.data_parallel_mode = Mode::z1;
+  CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
+  options.data_parallel_mode = Mode::z2;
+  CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
+}
+
 TEST_CASE("tensor x data parallelism under SGD (gradients averaged, not only normalised)") {
   ParallelRuntimeOptions options;
   options.adam.kind = AdamSettings::Kind::sgd;
