@@ -735,6 +735,7 @@ struct ParallelGpt::Impl {
     }
     transfers.wait_for_sends();
     metrics.pipeline_wait_s = transfers.receive_wait_s();
+    metrics.most_sends_in_flight = transfers.most_sends_in_flight();
   }
 
   bool sharded_optimizer() const {

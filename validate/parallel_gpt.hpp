@@ -88,6 +88,9 @@ struct ParallelStepMetrics {
   // under GPipe, min(m, p - s) under 1F1B, interleaved min(m v, 2 (p - s - 1) + (v - 1) p + 1)
   // with m > p (all m v when m = p: Megatron's schedule then runs every forward first).
   int most_micro_batches_in_flight = 0;
+  // Point-to-point sends whose tensors this stage held at once (each let go once the receiver
+  // is known to have it): at most about p, whatever m.
+  int most_sends_in_flight = 0;
   // The stage's compute, in order: "F3" a forward of micro-batch 3, "B3" its backward; with
   // v > 1 chunks the stage's chunk follows ("F3:1": micro-batch 3's forward through the stage's
   // second chunk).

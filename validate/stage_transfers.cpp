@@ -1,5 +1,6 @@
 #include "validate/stage_transfers.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -16,10 +17,13 @@ StageTransfers::StageTransfers(Communicator& communicator, StageTransferSetup se
     : communicator_(communicator), setup_(std::move(setup)), wait_s_(wait_s) {
   expected_from_.resize(setup_.stages);
   received_from_.assign(setup_.stages, 0);
+  position_on_.resize(setup_.stages);
   for (int peer = 0; peer < setup_.stages; ++peer) {
     if (peer == setup_.stage) continue;  // handed over in memory, in this stage's own order
+    int position = 0;
     for (const PipelineStep& step : stage_order(
              setup_.schedule, setup_.stages, setup_.chunks_per_stage, setup_.micro_batches, peer)) {
+      position_on_[peer][{step.chunk, step.micro_batch, step.pass == Pass::backward}] = position++;
       const int consumer = consumer_of(step);
       if (consumer >= 0 && stage_of_chunk(consumer) == setup_.stage) {
         expected_from_[peer].emplace_back(step.chunk, step.micro_batch,
@@ -43,7 +47,19 @@ void StageTransfers::send(const PipelineStep& step, const at::Tensor& value) {
     arrived_.emplace(message, value.detach());
     return;
   }
-  sends_.push_back(communicator_.send(value.detach().contiguous(), setup_.pipeline_group[to]));
+  // The peer's pass that takes it: the consumer chunk's pass of the same kind and micro-batch.
+  const int taken_at = position_on_[to].at({consumer, step.micro_batch, message_backward(message)});
+  sends_.push_back(
+      {communicator_.send(value.detach().contiguous(), setup_.pipeline_group[to]), to, taken_at});
+  most_sends_in_flight_ = std::max(most_sends_in_flight_, static_cast<int>(sends_.size()));
+}
+
+void StageTransfers::release_sends_taken(int peer, int position) {
+  std::erase_if(sends_, [&](const PendingSend& sent) {
+    if (sent.peer != peer || sent.taken_at > position) return false;
+    sent.handle.wait();  // received already: returns at once (and surfaces a failure)
+    return true;
+  });
 }
 
 at::Tensor StageTransfers::receive(const PipelineStep& step) {
@@ -64,7 +80,11 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
     }
     at::Tensor incoming = at::empty(setup_.message_shape);
     communicator_.receive(incoming, setup_.pipeline_group[from]);
-    arrived_.emplace(expected[received_from_[from]++], incoming);
+    const Message& produced = expected[received_from_[from]++];
+    arrived_.emplace(produced, incoming);
+    // The peer ran every pass up to the one that produced this message: the sends those passes
+    // took are done, and their tensors can go (Gloo's sends report done only once waited for).
+    release_sends_taken(from, position_on_[from].at(produced));
   }
   const double waited_s = seconds_since(start);
   wait_s_ += waited_s;
@@ -77,7 +97,7 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
 
 void StageTransfers::wait_for_sends() {
   const auto start = std::chrono::steady_clock::now();
-  for (const CommHandle& send : sends_) send.wait();
+  for (const PendingSend& sent : sends_) sent.handle.wait();
   sends_.clear();
   wait_s_ += seconds_since(start);
 }

@@ -9,9 +9,11 @@
 // gradients of another) need not come in the order the peer consumes them, so a receive takes
 // the peer's messages in the peer's own order, which every rank knows from
 // model/pipeline_schedule's stage_order, and keeps the ones that came early until their pass
-// asks for them. Sends never block (only their completion is waited for, at the end), so a
-// receive waits only for passes the peer runs before the one it needs: no deadlock that the
-// schedule itself does not have.
+// asks for them. Sends never block (their completion is waited for only where it is certain:
+// once the receiver has sent something from a later pass, and at the end), so a receive waits
+// only for passes the peer runs before the one it needs: no deadlock that the schedule itself
+// does not have. A sent tensor is let go as soon as it is known received, so that a stage holds
+// the activations its schedule keeps in flight, not every micro-batch's it has sent.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -53,10 +55,22 @@ class StageTransfers {
   // Of `wait_s`, the time blocked in receives: the pipeline's bubble as this stage saw it (its
   // neighbours' passes it waited for, and the transfers themselves).
   double receive_wait_s() const { return receive_wait_s_; }
+  // The most sends this stage had in flight at once (their tensors held).
+  int most_sends_in_flight() const { return most_sends_in_flight_; }
 
  private:
-  // A message by the pass that produced it: (chunk, micro-batch, backward).
+  // A message by the pass that produced it: (chunk, micro-batch, backward); a pass likewise.
   using Message = std::tuple<int, int, bool>;
+  static bool message_backward(const Message& message) { return std::get<2>(message); }
+  // A send in flight, with the position in its receiver's order of the pass that takes it.
+  struct PendingSend {
+    CommHandle handle;
+    int peer = 0;
+    int taken_at = 0;
+  };
+  // Waits for (and drops) the sends to `peer` taken by its passes up to `position`: they are
+  // done once the peer's pass at `position` has sent this stage something.
+  void release_sends_taken(int peer, int position);
 
   int stage_of_chunk(int chunk) const { return chunk % setup_.stages; }
   int chunks() const { return setup_.stages * setup_.chunks_per_stage; }
@@ -67,12 +81,15 @@ class StageTransfers {
   StageTransferSetup setup_;
   double& wait_s_;
   double receive_wait_s_ = 0;
+  int most_sends_in_flight_ = 0;
   // Per stage: the messages it sends to this rank, in the order it sends them; and how many of
   // them have been received.
   std::vector<std::vector<Message>> expected_from_;
   std::vector<std::size_t> received_from_;
   std::map<Message, at::Tensor> arrived_;  // received (or produced here) and not yet consumed
-  std::vector<CommHandle> sends_;
+  // Per stage: each of its passes' position in its order.
+  std::vector<std::map<Message, int>> position_on_;
+  std::vector<PendingSend> sends_;
 };
 
 }  // namespace osdp::validate

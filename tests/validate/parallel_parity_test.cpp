@@ -143,6 +143,12 @@ TEST_CASE("1F1B holds at most p - s micro-batches on stage s, GPipe all m") {
       CHECK(metrics.schedule.size() == 2u * micro_batches);
       CHECK(metrics.most_micro_batches_in_flight ==
             (schedule == PipelineSchedule::gpipe ? micro_batches : stages - stage));
+      // A sent activation or gradient is let go once the receiver is known to have it: under
+      // 1F1B a stage holds at most p sends, not all m of them to the step's end.
+      if (schedule == PipelineSchedule::one_f_one_b) {
+        CHECK(metrics.most_sends_in_flight >= 1);
+        CHECK(metrics.most_sends_in_flight <= stages);
+      }
       // 1F1B: the last stage alternates from the start (F0 B0 F1 B1 ...).
       if (schedule == PipelineSchedule::one_f_one_b && stage == stages - 1) {
         CHECK(metrics.schedule[0] == "F0");
