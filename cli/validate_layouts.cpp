@@ -70,8 +70,9 @@ InputError layout_error(const std::string& flag, const std::string& item, const 
                                   ":gpipe, :1f1b or :interleaved with :v<chunks per stage>, "
                                   ":m<micro-batches>, :z1 or :z2 for ZeRO-1 or ZeRO-2 in "
                                   "the data-parallel group, :zdp<K> for 3D + OSDP: the "
-                                  "first K layers of every stage ZDP, the rest z2, and :sp for "
-                                  "sequence parallelism)"
+                                  "first K layers of every stage ZDP, the rest z2, :sp for "
+                                  "sequence parallelism and :ckpt to recompute every layer's "
+                                  "attention and MLP in backward)"
                                 : why);
 }
 
@@ -126,6 +127,8 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
       data_mode = mode_from_name(token);
     } else if (token == "sp") {
       run.sequence_parallel = true;
+    } else if (token == "ckpt") {
+      run.checkpointed_kinds = {OperatorKind::attention, OperatorKind::mlp};
     } else if (zdp_count > 0) {
       zdp_layers_per_stage = zdp_count;
     } else if (const auto schedule = pipeline_schedule_from_name(token)) {
@@ -259,7 +262,10 @@ RuntimeLayoutItem runtime_layout_item(const Scenario& scenario, const LayoutPlan
   const ParallelRun& run = plan.run;
   RuntimeLayoutItem result;
   if (!scenario.gpt) return {"", "an operator-list model (the runtime trains generated GPTs)"};
-  if (!run.checkpointed_kinds.empty()) return {"", "checkpointing inside a layout"};
+  const std::vector<OperatorKind> layers_checkpointed{OperatorKind::attention, OperatorKind::mlp};
+  if (!run.checkpointed_kinds.empty() && run.checkpointed_kinds != layers_checkpointed) {
+    return {"", "checkpointing some of a layer's operators (the runtime recomputes both)"};
+  }
   const int layers = scenario.gpt->layers;
   const int chunks = run.degrees.pipeline * run.chunks_per_stage;
   if (!run.layers_per_chunk.empty() && run.layers_per_chunk != even_layer_split(layers, chunks)) {
@@ -303,6 +309,7 @@ RuntimeLayoutItem runtime_layout_item(const Scenario& scenario, const LayoutPlan
     }
   }
   if (run.sequence_parallel && run.degrees.tensor > 1) token += ":sp";
+  if (!run.checkpointed_kinds.empty()) token += ":ckpt";
   result.item = fmt::format("{}{}:m{}{}", axes, schedule, run.micro_batches, token);
   return result;
 }

@@ -54,11 +54,13 @@ std::string describe_layout(const ParallelRun& run) {
   const std::string chunks = run.schedule == PipelineSchedule::interleaved
                                  ? fmt::format(" v{}", run.chunks_per_stage)
                                  : std::string();
-  return fmt::format("tp {}{} x pp {} x dp {}{}, {}{}, {} micro-batch{} of {}", run.degrees.tensor,
-                     run.sequence_parallel ? " (sp)" : "", run.degrees.pipeline, run.degrees.data,
+  return fmt::format("tp {}{} x pp {} x dp {}{}, {}{}, {} micro-batch{} of {}{}",
+                     run.degrees.tensor, run.sequence_parallel ? " (sp)" : "", run.degrees.pipeline,
+                     run.degrees.data,
                      run.modes.empty() ? "" : fmt::format(" ({})", mode_name(run.modes.front())),
                      pipeline_schedule_name(run.schedule), chunks, run.micro_batches,
-                     run.micro_batches > 1 ? "es" : "", run.micro_batch);
+                     run.micro_batches > 1 ? "es" : "", run.micro_batch,
+                     run.checkpointed_kinds.empty() ? "" : ", layers recomputed");
 }
 
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }

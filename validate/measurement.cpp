@@ -189,13 +189,14 @@ Json layout_to_json(const ParallelRun& run) {
           {"data_parallel_mode",
            std::string(mode_name(run.modes.empty() ? Mode::dp : run.modes.front()))},
           {"modes", modes_json(run.modes)},
-          {"sequence_parallel", run.sequence_parallel}};
+          {"sequence_parallel", run.sequence_parallel},
+          {"checkpoint_layers", !run.checkpointed_kinds.empty()}};
 }
 
 ParallelRun layout_from_json(const JsonReader& reader) {
   reader.require_only({"tensor", "pipeline", "data", "order", "micro_batch", "micro_batches",
                        "schedule", "chunks_per_stage", "layers_per_chunk", "data_parallel_mode",
-                       "modes", "sequence_parallel"});
+                       "modes", "sequence_parallel", "checkpoint_layers"});
   ParallelRun run;
   run.degrees.tensor = static_cast<int>(reader.integer("tensor", 1, 1 << 16));
   run.degrees.pipeline = static_cast<int>(reader.integer("pipeline", 1, 1 << 16));
@@ -210,6 +211,9 @@ ParallelRun layout_from_json(const JsonReader& reader) {
   run.chunks_per_stage = static_cast<int>(reader.integer("chunks_per_stage", 1, 1 << 16));
   run.layers_per_chunk = read_counts(reader, "layers_per_chunk", 0, "layers per model chunk");
   if (reader.has("sequence_parallel")) run.sequence_parallel = reader.boolean("sequence_parallel");
+  if (reader.has("checkpoint_layers") && reader.boolean("checkpoint_layers")) {
+    run.checkpointed_kinds = {OperatorKind::attention, OperatorKind::mlp};
+  }
   if (reader.has("data_parallel_mode")) {
     const std::string name = reader.string("data_parallel_mode");
     const auto mode = mode_from_name(name);

@@ -294,6 +294,9 @@ struct OperatorPass {
   int unit = 0;
   at::Tensor input;   // none for the embedding
   at::Tensor output;  // activations, or the loss
+  // Checkpointed: the forward ran without a graph and keeps only its input; the backward
+  // computes it again (its tensor-parallel sums and a ZDP unit's gathered parameters too).
+  bool recompute = false;
 };
 
 }  // namespace
@@ -524,6 +527,8 @@ struct ParallelGpt::Impl {
   at::Tensor into_tensor_parallel(const at::Tensor& x) {
     if (tensor_ranks == 1) return x;
     if (sequence_parallel()) return GatherSequence::apply(x, &tensor_sums);
+    // A checkpointed forward runs without a graph: no gradient to sum.
+    if (!x.requires_grad() || !at::GradMode::is_enabled()) return x;
     at::Tensor copy = x.clone();
     copy.register_hook([this](at::Tensor gradient) { return tensor_sums.sum(gradient); });
     return copy;
@@ -627,6 +632,17 @@ struct ParallelGpt::Impl {
     return (normaliser.log() - target_logit).mean();
   }
 
+  // Activation checkpointing: a layer's attention and MLP recompute their forward in backward
+  // (Megatron's full recompute); the embedding and the head with the loss keep theirs.
+  bool checkpointed(const OperatorUnit& unit) const {
+    return options.checkpoint_layers &&
+           (unit.kind == OperatorUnit::Kind::attention || unit.kind == OperatorUnit::Kind::mlp);
+  }
+  at::Tensor layer_forward(const OperatorUnit& unit, const at::Tensor& x) {
+    return unit.kind == OperatorUnit::Kind::attention ? attention(x, unit.layer)
+                                                      : mlp(x, unit.layer);
+  }
+
   // One operator's forward on one micro-batch: the embedding from the tokens, a layer's
   // attention or MLP from the activations, the head to the loss.
   at::Tensor operator_forward(const OperatorUnit& unit, const TokenBatch& batch,
@@ -658,7 +674,13 @@ struct ParallelGpt::Impl {
       pass.unit = u;
       if (x.defined()) pass.input = x.detach().set_requires_grad(true);
       gather_for_pass(u, k + 1 < chunk_units.size() ? chunk_units[k + 1] : -1);
-      pass.output = operator_forward(units[u], batch, pass.input);
+      pass.recompute = checkpointed(units[u]);
+      if (pass.recompute) {
+        torch::NoGradGuard no_graph;
+        pass.output = operator_forward(units[u], batch, pass.input);
+      } else {
+        pass.output = operator_forward(units[u], batch, pass.input);
+      }
       free_after_pass(units[u]);
       x = pass.output;
       passes.push_back(std::move(pass));
@@ -697,6 +719,7 @@ struct ParallelGpt::Impl {
     for (auto pass = passes.rbegin(); pass != passes.rend(); ++pass) {
       gather_for_pass(pass->unit, pass + 1 != passes.rend() ? (pass + 1)->unit : -1);
       begin_operator_backward(units[pass->unit]);
+      if (pass->recompute) pass->output = layer_forward(units[pass->unit], pass->input);
       if (gradient.defined()) {
         torch::autograd::backward({pass->output}, {gradient});
       } else {

@@ -64,6 +64,10 @@ struct ParallelRuntimeOptions {
   // all-reduce after a row-parallel layer becomes a reduce-scatter over the sequence and the
   // copy before a column-parallel layer an all-gather (their gradients the other way round).
   bool sequence_parallel = false;
+  // Activation checkpointing of every layer's attention and MLP: their forward keeps only its
+  // input, and their backward runs the forward again first (with its tensor-parallel sums and,
+  // for a ZDP layer, on the parameters gathered for the backward).
+  bool checkpoint_layers = false;
   // What the data-parallel group shards: nothing (dp, DDP), the optimizer states (z1) or the
   // parameters, gradients and optimizer states between steps (z2); see above.
   Mode data_parallel_mode = Mode::dp;

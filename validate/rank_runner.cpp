@@ -157,6 +157,7 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
   runtime.micro_batches = layout.micro_batches;
   runtime.layers_per_chunk = layout.layers_per_chunk;
   runtime.sequence_parallel = layout.sequence_parallel;
+  runtime.checkpoint_layers = !layout.checkpointed_kinds.empty();
   // One data-parallel mode for every operator, or (3D + OSDP) z2 with some layers ZDP: the
   // modes in the 3D model's order (embedding, each layer's attention and MLP, head).
   if (!layout.modes.empty()) {

@@ -91,6 +91,21 @@ TEST_CASE("sequence parallelism trains the parameters one process trains") {
   CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
 }
 
+TEST_CASE("activation checkpointing inside layouts trains the parameters one process trains") {
+  ParallelRuntimeOptions options;
+  options.checkpoint_layers = true;
+  CHECK(parity(two_layers, {2, 1, 1}, options, 4) < 2e-4);
+  options.micro_batches = 2;
+  CHECK(parity(two_layers, {1, 2, 1}, options, 2) < 2e-4);
+  options.sequence_parallel = true;
+  CHECK(parity(two_layers, {2, 2, 1}, options, 2) < 2e-4);
+  options.sequence_parallel = false;
+  // ZeRO-2 with a ZDP layer: the recompute runs on the parameters gathered for the backward.
+  options.data_parallel_mode = Mode::z2;
+  options.zdp_layers = {0};
+  CHECK(parity(two_layers, {1, 1, 2}, options, 2) < 2e-4);
+}
+
 TEST_CASE("tensor x data parallelism under SGD (gradients averaged, not only normalised)") {
   ParallelRuntimeOptions options;
   options.adam.kind = AdamSettings::Kind::sgd;
