@@ -346,24 +346,22 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     // Where the two share cores (CPU ranks), each slows the other while they overlap, as in the
     // data-parallel model (OverlappedPhase): a z2 backward's reduce-scatters stretched the
     // runtime's 2-rank backward by about their own time (10 ms of 12 on the CPU testbed).
-    const auto beside_stream = [&](double compute_s, double stream_s) {
-      return OverlappedPhase{Linear{compute_s, 0.0}, stream_s, model.overlap_slowdown(),
-                             model.overlap_communication_slowdown()};
+    // A pass of `compute_s` beside `stream_s` of data-parallel collectives: its length and
+    // what of it the compute waited for the stream.
+    const auto beside_stream = [&](double compute_s, double stream_s, double& pass_s,
+                                   double& wait_s) {
+      if (stream_s <= 0) return;
+      const OverlappedPhase phase{Linear{compute_s, 0.0}, stream_s, model.overlap_slowdown(),
+                                  model.overlap_communication_slowdown()};
+      pass_s = phase.at(1);
+      wait_s = phase.exposed_s(1);
     };
     chunk.forward_compute_s = chunk.forward_s;
     chunk.backward_compute_s = chunk.backward_s;
-    if (chunk.forward_data_parallel_s > 0) {
-      const OverlappedPhase phase =
-          beside_stream(chunk.forward_compute_s, chunk.forward_data_parallel_s);
-      chunk.forward_s = phase.at(1);
-      chunk.forward_stream_wait_s = phase.exposed_s(1);
-    }
-    if (chunk.backward_data_parallel_s > 0) {
-      const OverlappedPhase phase =
-          beside_stream(chunk.backward_compute_s, chunk.backward_data_parallel_s);
-      chunk.backward_s = phase.at(1);
-      chunk.backward_stream_wait_s = phase.exposed_s(1);
-    }
+    beside_stream(chunk.forward_compute_s, chunk.forward_data_parallel_s, chunk.forward_s,
+                  chunk.forward_stream_wait_s);
+    beside_stream(chunk.backward_compute_s, chunk.backward_data_parallel_s, chunk.backward_s,
+                  chunk.backward_stream_wait_s);
     chunk.forward_s += chunk.forward_communication_s;
     chunk.backward_s += chunk.backward_communication_s;
     if (p > 1) {

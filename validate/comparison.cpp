@@ -63,6 +63,11 @@ std::string describe_layout(const ParallelRun& run) {
                      run.checkpointed_kinds.empty() ? "" : ", layers recomputed");
 }
 
+// A row's simulated figures of `stage` (none: zeros).
+StageFigures simulated_stage(const ComparisonRow& row, std::size_t stage) {
+  return stage < row.simulated_stages.size() ? row.simulated_stages[stage] : StageFigures{};
+}
+
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }
 
 // Per stage of the layout: the highest peak and the longest receive wait of its ranks (a
@@ -220,8 +225,7 @@ std::string stage_table(const Comparison& comparison) {
   for (const auto& row : comparison.rows) {
     for (std::size_t stage = 0; stage < row.measured_stages.size(); ++stage) {
       const StageFigures& measured = row.measured_stages[stage];
-      const StageFigures simulated =
-          stage < row.simulated_stages.size() ? row.simulated_stages[stage] : StageFigures{};
+      const StageFigures simulated = simulated_stage(row, stage);
       const double memory_error =
           percent_error(simulated.peak_memory_bytes, measured.peak_memory_bytes);
       memory_errors.push_back(memory_error);
@@ -259,8 +263,7 @@ Json comparison_json(const Comparison& comparison) {
   for (const auto& row : comparison.rows) {
     Json stages = Json::array();
     for (std::size_t stage = 0; stage < row.measured_stages.size(); ++stage) {
-      const StageFigures simulated =
-          stage < row.simulated_stages.size() ? row.simulated_stages[stage] : StageFigures{};
+      const StageFigures simulated = simulated_stage(row, stage);
       stages.push_back(
           {{"stage", stage},
            {"measured_peak_memory_bytes", row.measured_stages[stage].peak_memory_bytes},

@@ -137,22 +137,22 @@ struct TimedGroup {
   int index = 0;  // this rank's in `ranks`
 
   at::Tensor sum(const at::Tensor& value) const {
-    const auto start = std::chrono::steady_clock::now();
-    at::Tensor summed = group_sum(*comm, value, ranks);
-    *wait_s += seconds_since(start);
-    return summed;
+    return timed([&] { return group_sum(*comm, value, ranks); });
   }
   at::Tensor gather_sequence(const at::Tensor& part) const {
-    const auto start = std::chrono::steady_clock::now();
-    at::Tensor whole = sequence_all_gather(*comm, part, ranks, index);
-    *wait_s += seconds_since(start);
-    return whole;
+    return timed([&] { return sequence_all_gather(*comm, part, ranks, index); });
   }
   at::Tensor scatter_sequence_sum(const at::Tensor& partial) const {
+    return timed([&] { return sequence_reduce_scatter(*comm, partial, ranks, index); });
+  }
+
+ private:
+  template <typename Collective>
+  at::Tensor timed(Collective collective) const {
     const auto start = std::chrono::steady_clock::now();
-    at::Tensor part = sequence_reduce_scatter(*comm, partial, ranks, index);
+    at::Tensor result = collective();
     *wait_s += seconds_since(start);
-    return part;
+    return result;
   }
 };
 
@@ -675,10 +675,8 @@ struct ParallelGpt::Impl {
       if (x.defined()) pass.input = x.detach().set_requires_grad(true);
       gather_for_pass(u, k + 1 < chunk_units.size() ? chunk_units[k + 1] : -1);
       pass.recompute = checkpointed(units[u]);
-      if (pass.recompute) {
-        torch::NoGradGuard no_graph;
-        pass.output = operator_forward(units[u], batch, pass.input);
-      } else {
+      {
+        const c10::AutoGradMode graph(/*enabled=*/!pass.recompute);
         pass.output = operator_forward(units[u], batch, pass.input);
       }
       free_after_pass(units[u]);
