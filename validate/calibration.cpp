@@ -20,6 +20,7 @@
 #include "validate/measurement.hpp"
 #include "validate/rank_device.hpp"
 #include "validate/rank_runner.hpp"
+#include "validate/runtime_process.hpp"
 #include "validate/sharded_gpt.hpp"
 
 namespace osdp::validate {
@@ -933,8 +934,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     parsed.cluster = load_cluster(JsonReader(document.at("cluster"), output, "$.cluster"));
     result = parsed;
   }
-  std::error_code ignored;
-  fs::remove_all(directory, ignored);
+  remove_directory_tree(directory);
   throw_if_failed(launched, "calibration");
   return result;
 }

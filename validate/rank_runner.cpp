@@ -14,6 +14,7 @@
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
 #include "validate/parallel_gpt.hpp"
+#include "validate/runtime_process.hpp"
 #include "validate/sharded_gpt.hpp"
 
 namespace osdp::validate {
@@ -419,8 +420,7 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
       }
     }
   }
-  std::error_code ignored;
-  fs::remove_all(directory, ignored);
+  remove_directory_tree(directory);
   throw_if_failed(launched, "validation");
   return measurements;
 }

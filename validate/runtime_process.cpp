@@ -1,6 +1,7 @@
 #include "validate/runtime_process.hpp"
 
 #include <fmt/format.h>
+#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -118,9 +120,20 @@ TemporaryDirectory::TemporaryDirectory(const std::string& prefix) {
   path_ = pattern;
 }
 
-TemporaryDirectory::~TemporaryDirectory() {
-  std::error_code ignored;
-  fs::remove_all(path_, ignored);
+namespace {
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  ::remove(path);  // a file, a link or (visited after its contents) an emptied directory
+  return 0;
 }
+
+}  // namespace
+
+void remove_directory_tree(const std::filesystem::path& directory) {
+  constexpr int kOpenDirectories = 16;
+  ::nftw(directory.c_str(), remove_entry, kOpenDirectories, FTW_DEPTH | FTW_PHYS);
+}
+
+TemporaryDirectory::~TemporaryDirectory() { remove_directory_tree(path_); }
 
 }  // namespace osdp::validate

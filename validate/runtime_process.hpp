@@ -21,6 +21,12 @@ int run_runtime(const std::vector<std::string>& arguments);
 // Replaces this process with osdp-runtime and `arguments`; throws InputError if it cannot.
 [[noreturn]] void exec_runtime(const std::vector<std::string>& arguments);
 
+// Removes a directory and everything in it with POSIX calls; missing is fine, errors are
+// ignored (it cleans up temporary folders). Not std::filesystem::remove_all: PyTorch's pip
+// libtorch exports its own copies of libstdc++'s filesystem functions, and the GPU runtime,
+// which loads libtorch, crashed in them (docs/validator.md, "The first GPU runs").
+void remove_directory_tree(const std::filesystem::path& directory);
+
 // A fresh private directory under the system's temporary folder, removed with everything in
 // it when the object goes.
 class TemporaryDirectory {

@@ -13,6 +13,7 @@
 #include "model/input_error.hpp"
 #include "tests/validate/rank_threads.hpp"
 #include "validate/rank_runner.hpp"
+#include "validate/runtime_process.hpp"
 
 // libtorch pulls in glog, whose CHECK would shadow Catch's.
 #undef CHECK
@@ -166,4 +167,29 @@ TEST_CASE("measured runs on forked ranks", "[validate][launch]") {
   CHECK((*measurements)[1].peak_memory_bytes() < (*measurements)[0].peak_memory_bytes());
   // Both plans train the same model on the same data.
   CHECK((*measurements)[0].ranks[0].loss == Approx((*measurements)[1].ranks[0].loss).epsilon(1e-4));
+}
+
+TEST_CASE("a temporary folder goes with its files, nested folders and links",
+          "[validate][launch]") {
+  namespace fs = std::filesystem;
+  fs::path kept;
+  {
+    const osdp::validate::TemporaryDirectory directory("osdp-remove-test");
+    kept = directory.path();
+    fs::create_directories(kept / "ranks" / "deeper");
+    std::ofstream(kept / "measurements.json") << "{}";
+    std::ofstream(kept / "ranks" / "deeper" / "trace.json") << "[]";
+    const fs::path outside = fs::temp_directory_path() / "osdp-remove-test-outside";
+    std::ofstream(outside) << "kept";
+    fs::create_symlink(outside, kept / "ranks" / "link");
+    REQUIRE(fs::exists(kept / "ranks" / "deeper" / "trace.json"));
+  }
+  CHECK_FALSE(fs::exists(kept));
+  // The link went, not what it pointed at.
+  const fs::path outside = fs::temp_directory_path() / "osdp-remove-test-outside";
+  CHECK(fs::exists(outside));
+  fs::remove(outside);
+  // A folder that is not there is no error.
+  osdp::validate::remove_directory_tree(kept);
+  CHECK_FALSE(fs::exists(kept));
 }
