@@ -419,19 +419,18 @@ run_step build "$build_timeout_s" "$out_dir/logs/build.log" \
   cmake --build "$build_dir" --target osdp osdp-runtime -j "$jobs" -- -k 0 || exit 1
 
 osdp="$(osdp_bin)"
-# PyTorch's pip libtorch exports copies of some libstdc++ symbols (std::filesystem's): a binary
-# that loads libtorch first binds to them and crashed in std::filesystem::remove_all (GPU run of
-# 2026-11-27). validate/CMakeLists.txt links libstdc++ first in the runtime (the binary that
-# loads libtorch); check that it is.
+# PyTorch's pip libtorch exports copies of some libstdc++ symbols (std::filesystem's): a runtime
+# that takes them from libtorch crashed in std::filesystem::remove_all (GPU runs of 2026-11-27).
+# The GPU machine's compiler links libstdc++ statically, so whatever libtorch exports binds to
+# libtorch however the libraries are ordered: the runtime removes folders with nftw and must not
+# import remove_all at all.
 runtime_binary="$build_dir/cli/osdp-runtime"
-first_needed="$(readelf -d "$runtime_binary" | awk '/NEEDED/ { print $NF; exit }')"
-case "$first_needed" in
-  "[libstdc++"*) ;;
-  *)
-    note "$runtime_binary loads $first_needed before libstdc++ (its std::filesystem calls may bind to libtorch's copies)"
-    failed=1
-    ;;
-esac
+if nm -D --undefined-only "$runtime_binary" | grep -q 'filesystem.*remove_all'; then
+  note "$runtime_binary imports std::filesystem::remove_all (libtorch's copy crashes; use validate::remove_directory_tree)"
+  failed=1
+fi
+readelf -d "$runtime_binary" | grep -q 'NEEDED.*libstdc++' ||
+  note "$runtime_binary has libstdc++ linked in statically: its std::filesystem calls bind to libtorch's exported copies"
 if [ "$mode" = cpu ]; then
   # What the carry build must be: no Debian library from the carry packages linked, the device
   # path refused, and the runtime running plans.
