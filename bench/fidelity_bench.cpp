@@ -47,6 +47,9 @@ Plan uniform(const Workload& workload, int batch, OperatorChoice choice, bool sl
 struct ScenarioFidelity {
   std::string name;
   validate::Comparison comparison;
+  // The same runs against the laws rescaled to the machine's speed during them (the cluster's
+  // speed reference); unset without one.
+  std::optional<validate::Comparison> rescaled;
   bool targets_met = false;
 };
 
@@ -59,7 +62,11 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
     scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
   }
   const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
-  const validate::ValidationOptions options = validate::read_validation_options(scenario);
+  validate::ValidationOptions options = validate::read_validation_options(scenario);
+  options.speed_probe = validate::speed_probe_of(scenario.cluster);
+  if (options.speed_probe) {
+    options.speed_probe_batch_size = scenario.cluster.gpu.speed_reference->batch_size;
+  }
   const CostModel model = scenario.cost_model();
   const Workload& workload = *scenario.workload;
   const int b = options.batch_size;
@@ -100,26 +107,44 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
   const validate::Spread again_spread = measurements->back().iteration_time_spread();
   const double spread_percent = 100.0 * std::abs(first_s - again_s) / std::min(first_s, again_s);
   measurements->pop_back();
-  std::vector<validate::SimulatedFigures> simulated;
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
-  for (const auto& plan : plans) {
-    const sim::SimulationResult result =
-        sim::simulate_plan(scenario, plan.plan, sim_options,
-                           out.empty() ? "" : out + "/traces/" + plan.name + ".simulated.json");
-    simulated.push_back(
-        {result.iteration_time_s, result.peak_memory_bytes, result.exposed_comm_total_s(), {}});
-  }
+  auto simulate_all = [&](const Scenario& on, const std::string& trace_directory) {
+    std::vector<validate::SimulatedFigures> simulated;
+    for (const auto& plan : plans) {
+      const sim::SimulationResult result = sim::simulate_plan(
+          on, plan.plan, sim_options,
+          trace_directory.empty() ? "" : trace_directory + "/" + plan.name + ".simulated.json");
+      simulated.push_back(
+          {result.iteration_time_s, result.peak_memory_bytes, result.exposed_comm_total_s(), {}});
+    }
+    return simulated;
+  };
   const validate::Comparison comparison =
-      validate::compare(scenario, plans, *measurements, simulated, "simgrid");
+      validate::compare(scenario, plans, *measurements,
+                        simulate_all(scenario, out.empty() ? "" : out + "/traces"), "simgrid");
+  const auto drift = validate::speed_drift(compute_check, scenario.cluster.gpu.speed_reference);
+  std::optional<validate::Comparison> rescaled;
+  if (drift) {
+    Scenario at_drift = scenario;
+    at_drift.cluster.gpu = with_compute_time_scaled(at_drift.cluster.gpu, drift->factor());
+    rescaled =
+        validate::compare(at_drift, plans, *measurements, simulate_all(at_drift, ""), "simgrid");
+  }
   fmt::print(
       "fidelity on {} ({} ranks, batch {} per rank, {} iterations per plan in {} rounds)\n{}{}\n",
       scenario.name, scenario.cluster.ranks, b, options.iterations, options.rounds,
       validate::comparison_table(comparison), validate::describe_load(load));
   const validate::ComputeAgainstLaws compute = validate::compare_compute(compute_check, model);
   if (!compute.line.empty()) fmt::print("{}\n", compute.line);
+  const auto& reference = scenario.cluster.gpu.speed_reference;
+  if (drift) {
+    fmt::print("{}\n", validate::speed_drift_line(*drift, *reference, comparison, *rescaled));
+  }
   if (!out.empty()) {
+    Json json = validate::comparison_json(comparison);
+    if (drift) json["speed_reference"] = validate::speed_drift_json(*drift, *reference, *rescaled);
     write_file_atomically(out + "/fidelity.csv", validate::comparison_csv(comparison));
-    write_file_atomically(out + "/fidelity.json", validate::comparison_json(comparison).dump(2));
+    write_file_atomically(out + "/fidelity.json", json.dump(2));
     fmt::print("{}\n", validate::plot_predicted_vs_measured(out + "/fidelity.csv",
                                                             out + "/predicted_vs_measured.png"));
   }
@@ -144,7 +169,7 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
       time_ok ? "met" : "MISSED", comparison.max_abs_time_error_percent(),
       largest_ok ? "met" : "MISSED", memory_ok ? "met" : "MISSED",
       ranking_ok ? "preserved" : "NOT preserved", repeat_ok ? "yes" : "NO");
-  return ScenarioFidelity{scenario.name, comparison,
+  return ScenarioFidelity{scenario.name, comparison, rescaled,
                           time_ok && largest_ok && memory_ok && ranking_ok && repeat_ok};
 }
 
@@ -192,6 +217,8 @@ int main(int argc, char** argv) {
     bool all_met = true;
     if (all.size() > 1) {
       validate::Comparison pooled;  // every scenario's plans as one comparison
+      validate::Comparison pooled_rescaled;
+      bool every_rescaled = true;
       fmt::print("every scenario, one cluster ({}):\n",
                  cluster_path.empty() ? "each scenario's own" : cluster_path);
       for (const ScenarioFidelity& figures : all) {
@@ -203,12 +230,24 @@ int main(int argc, char** argv) {
             comparison.max_abs_time_error_percent(), comparison.median_abs_memory_error_percent(),
             figures.targets_met ? "met" : "MISSED");
         pooled.rows.insert(pooled.rows.end(), comparison.rows.begin(), comparison.rows.end());
+        if (figures.rescaled) {
+          pooled_rescaled.rows.insert(pooled_rescaled.rows.end(), figures.rescaled->rows.begin(),
+                                      figures.rescaled->rows.end());
+        }
+        every_rescaled = every_rescaled && figures.rescaled.has_value();
       }
       fmt::print(
           "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %), median |peak memory "
           "error| {:>4.1f} % over {} plans\n",
           "all", pooled.median_abs_time_error_percent(), pooled.max_abs_time_error_percent(),
           pooled.median_abs_memory_error_percent(), pooled.rows.size());
+      if (every_rescaled) {
+        fmt::print(
+            "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %) with each scenario's laws "
+            "rescaled to its speed reference\n",
+            "all, speed-rescaled", pooled_rescaled.median_abs_time_error_percent(),
+            pooled_rescaled.max_abs_time_error_percent());
+      }
     }
     for (const ScenarioFidelity& figures : all) all_met = all_met && figures.targets_met;
     return all_met ? 0 : 1;

@@ -156,6 +156,23 @@ std::optional<std::vector<validate::PlanMeasurement>> measure_in_runtime(
                                               &compute_check);
 }
 
+// Every plan simulated on the scenario's cluster (layouts by the 3D model); traces under
+// out/traces when out is given.
+std::vector<validate::SimulatedFigures> simulate_plans(const Scenario& scenario,
+                                                       const std::vector<validate::PlanRun>& plans,
+                                                       const std::string& out) {
+  std::vector<validate::SimulatedFigures> simulated;
+  for (const auto& plan : plans) {
+    const std::string trace =
+        out.empty()
+            ? ""
+            : (std::filesystem::path(out) / "traces" / (plan.name + ".simulated.json")).string();
+    simulated.push_back(plan.layout ? predict_layout(scenario, *plan.layout, plan.name)
+                                    : simulate(scenario, plan.plan, trace));
+  }
+  return simulated;
+}
+
 int run(const ValidateOptions& options) {
   Scenario loaded = load_scenario(options.scenario_path);
   if (!options.cluster_path.empty()) {
@@ -227,6 +244,10 @@ int run(const ValidateOptions& options) {
 
   if (!options.out.empty()) require_writable_directory(options.out);
 
+  validation.speed_probe = validate::speed_probe_of(scenario->cluster);
+  if (validation.speed_probe) {
+    validation.speed_probe_batch_size = scenario->cluster.gpu.speed_reference->batch_size;
+  }
   validate::MeasureRequest request;
   request.shape = shape;
   request.plans = plans;
@@ -249,18 +270,18 @@ int run(const ValidateOptions& options) {
   if (!measurements) return exit_ok;  // a rank other than 0 under torchrun
   load.after = validate::one_minute_load_average();
 
-  std::vector<validate::SimulatedFigures> simulated;
-  for (const auto& plan : plans) {
-    const std::string trace =
-        options.out.empty()
-            ? ""
-            : (std::filesystem::path(options.out) / "traces" / (plan.name + ".simulated.json"))
-                  .string();
-    simulated.push_back(plan.layout ? predict_layout(*scenario, *plan.layout, plan.name)
-                                    : simulate(*scenario, plan.plan, trace));
-  }
   const validate::Comparison comparison =
-      validate::compare(*scenario, plans, *measurements, simulated, simulator_name());
+      validate::compare(*scenario, plans, *measurements,
+                        simulate_plans(*scenario, plans, options.out), simulator_name());
+  // The same measurements against the laws rescaled to the speed the machine had during them.
+  const auto drift = validate::speed_drift(compute_check, scenario->cluster.gpu.speed_reference);
+  std::optional<validate::Comparison> rescaled;
+  if (drift) {
+    Scenario at_drift = *scenario;
+    at_drift.cluster.gpu = with_compute_time_scaled(at_drift.cluster.gpu, drift->factor());
+    rescaled = validate::compare(at_drift, plans, *measurements,
+                                 simulate_plans(at_drift, plans, ""), simulator_name());
+  }
   Json json = validate::comparison_json(comparison);
   json["scenario"] = scenario->name;
   json["validation"] = validate::validation_options_to_json(validation);
@@ -271,6 +292,10 @@ int run(const ValidateOptions& options) {
     json["compute_check"] = {{"kinds", compute.json},
                              {"measured_over_law_before", compute.before_ratio},
                              {"measured_over_law_after", compute.after_ratio}};
+  }
+  if (drift) {
+    json["speed_reference"] =
+        validate::speed_drift_json(*drift, *scenario->cluster.gpu.speed_reference, *rescaled);
   }
 
   if (!options.out.empty()) {
@@ -298,6 +323,10 @@ int run(const ValidateOptions& options) {
       fmt::print("{}\n", line);
     }
     if (!compute.line.empty()) fmt::print("{}\n", compute.line);
+    if (drift) {
+      fmt::print("{}\n", validate::speed_drift_line(*drift, *scenario->cluster.gpu.speed_reference,
+                                                    comparison, *rescaled));
+    }
   }
   return exit_ok;
 }

@@ -496,4 +496,23 @@ double host_copy_s(const Cluster& cluster, double bytes) {
   return latency_s + bytes / bandwidth;
 }
 
+Gpu with_compute_time_scaled(Gpu gpu, double factor) {
+  auto scale_law = [factor](ComputeLaw& law) {
+    law.fixed_s *= factor;
+    law.host_floor_s *= factor;
+    if (law.extra_slice_s) *law.extra_slice_s *= factor;
+    if (law.score_row_s) *law.score_row_s *= factor;
+    for (std::optional<double>* rate :
+         {&law.flops_per_s, &law.score_flops_per_s, &law.activation_bytes_per_s}) {
+      if (*rate) **rate /= factor;
+    }
+  };
+  for (auto& [kind, compute] : gpu.operator_compute) {
+    scale_law(compute.forward);
+    scale_law(compute.backward);
+  }
+  if (gpu.compute_flops_per_s) *gpu.compute_flops_per_s /= factor;
+  return gpu;
+}
+
 }  // namespace osdp

@@ -149,6 +149,21 @@ struct OperatorCompute {
   ComputeLaw backward;
 };
 
+// One fixed probe's compute as `osdp calibrate` timed it: the probe GPT's operators, forward
+// and backward, at one batch size, from the same medians its laws were fitted on. It is the
+// machine's speed when calibrated: `osdp validate` times the same probe again before and after
+// its runs, because a machine's speed can move within minutes of its calibration (a shared
+// 2-core VM's by up to 18 %), and every time error moves with it.
+struct SpeedReference {
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int sequence_length = 0;
+  int vocabulary = 0;
+  int batch_size = 0;
+  double compute_s = 0;  // every operator's forward + backward, summed
+};
+
 struct Gpu {
   std::string name = "gpu";
   std::optional<double> memory_bytes;
@@ -180,9 +195,16 @@ struct Gpu {
   // Calibrated compute laws by operator kind name ("attention", "mlp", ...), measured by
   // `osdp calibrate`; kinds not listed use compute_flops_per_s.
   std::map<std::string, OperatorCompute, std::less<>> operator_compute;
+  std::optional<SpeedReference> speed_reference;
 
   const OperatorCompute* compute_law(std::string_view kind) const;
 };
+
+// The GPU with all of its compute taking `factor` times as long: every operator law's fixed
+// parts and floors multiplied, its rates divided, and the sustained rate divided (memory,
+// optimizer and communication figures unchanged). What a cluster's laws become on a machine
+// that now computes `factor` times slower than when it was calibrated.
+Gpu with_compute_time_scaled(Gpu gpu, double factor);
 
 // The CPU cores of a node whose ranks are processes on that CPU (the CPU testbed, `"host":
 // {"cores": 2, "ranks_on_cores": true}`): every rank's compute thread and its communication

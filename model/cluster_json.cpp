@@ -198,10 +198,29 @@ std::map<std::string, OperatorCompute, std::less<>> read_operator_compute(
   return laws;
 }
 
+// {"probe": {"layers": 2, "hidden": 320, "heads": 4, "sequence_length": 128, "vocabulary":
+// 2048}, "batch_size": 4, "compute": "21.5ms"}
+SpeedReference read_speed_reference(const JsonReader& reader) {
+  reader.require_only({"probe", "batch_size", "compute"});
+  const JsonReader probe = reader.object("probe");
+  probe.require_only({"layers", "hidden", "heads", "sequence_length", "vocabulary"});
+  SpeedReference reference;
+  reference.layers = static_cast<int>(probe.integer("layers", 1, 1 << 16));
+  reference.hidden = static_cast<int>(probe.integer("hidden", 1, 1 << 20));
+  reference.heads = static_cast<int>(probe.integer("heads", 1, 1 << 16));
+  reference.sequence_length = static_cast<int>(probe.integer("sequence_length", 1, 1 << 24));
+  reference.vocabulary = static_cast<int>(probe.integer("vocabulary", 1, 1 << 24));
+  reference.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
+  reference.compute_s =
+      reader.quantity("compute", Dimension::seconds, Range{1e-9, 3600, "a probe's compute time"});
+  return reference;
+}
+
 Gpu read_gpu(const JsonReader& reader) {
   reader.require_only({"name", "memory", "compute", "peak_compute", "memory_bandwidth",
                        "optimizer_bandwidth", "kernel_launch", "overlap_slowdown",
-                       "straggler_slowdown", "pipeline_pass", "fp8_speedup", "operator_compute"});
+                       "straggler_slowdown", "pipeline_pass", "fp8_speedup", "operator_compute",
+                       "speed_reference"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
@@ -234,6 +253,9 @@ Gpu read_gpu(const JsonReader& reader) {
   if (reader.has("operator_compute")) {
     gpu.operator_compute =
         read_operator_compute(reader.object("operator_compute"), gpu.peak_flops_per_s);
+  }
+  if (reader.has("speed_reference")) {
+    gpu.speed_reference = read_speed_reference(reader.object("speed_reference"));
   }
   return gpu;
 }
@@ -410,6 +432,16 @@ Json cluster_to_json(const Cluster& cluster) {
                     {"backward", law_json(compute.backward)}};
     }
     gpu["operator_compute"] = std::move(laws);
+  }
+  if (const auto& reference = cluster.gpu.speed_reference) {
+    gpu["speed_reference"] = {{"probe",
+                               {{"layers", reference->layers},
+                                {"hidden", reference->hidden},
+                                {"heads", reference->heads},
+                                {"sequence_length", reference->sequence_length},
+                                {"vocabulary", reference->vocabulary}}},
+                              {"batch_size", reference->batch_size},
+                              {"compute", reference->compute_s}};
   }
   Json json = {{"name", cluster.name},
                {"ranks", cluster.ranks},

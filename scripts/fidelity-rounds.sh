@@ -46,6 +46,12 @@ if "compute_check" in data:
     check = data["compute_check"]
     line += (f", compute check {check['measured_over_law_before']:.2f}x/"
              f"{check['measured_over_law_after']:.2f}x")
+if "speed_reference" in data:
+    drift = data["speed_reference"]
+    rescaled = [abs(r["time_error_percent"]) for r in drift["rescaled"]["plans"]]
+    line += (f"; speed reference {drift['before_s'] / drift['calibrated_s']:.2f}x/"
+             f"{drift['after_s'] / drift['calibrated_s']:.2f}x, rescaled: median "
+             f"{statistics.median(rescaled):.1f} % (max {max(rescaled):.1f} %)")
 print(line)
 EOF
 }
@@ -59,7 +65,7 @@ for round in $(seq 1 "$rounds"); do
   "$osdp" calibrate --ranks 2 --out "$dir/C.json" > "$dir/calibrate.txt" 2>&1
   "$bench" --cluster "$dir/C.json" --out "$dir/fresh" > "$dir/fresh.txt" 2>&1 || true
   echo "round $round, fresh calibration, fidelity_bench: $(summarize "$dir/fresh/fidelity.json")"
-  grep -h "machine load\|compute alone" "$dir/fresh.txt" | sed 's/^/    /' || true
+  grep -h "machine load\|compute alone\|speed reference" "$dir/fresh.txt" | sed 's/^/    /' || true
   "$osdp" validate scenarios/local-cpu.json --cluster "$dir/C.json" \
     --strategies osdp,ddp,fsdp,zero2 --ranks 2 --json > "$dir/validate.json"
   echo "round $round, fresh calibration, validate: $(summarize "$dir/validate.json")"
@@ -68,6 +74,8 @@ for round in $(seq 1 "$rounds"); do
     echo "round $round, fresh calibration, unseen $model: $(summarize "$dir/unseen/local-cpu-$model/fidelity.json")"
   done
   grep -h "^  all " "$dir/unseen.txt" | sed "s/^  all */round $round, unseen models pooled: /" || true
+  grep -h "^  all, speed-rescaled" "$dir/unseen.txt" |
+    sed "s/^  all, speed-rescaled */round $round, unseen models pooled, speed-rescaled: /" || true
   "$osdp" validate scenarios/local-cpu-3d.json --cluster "$dir/C.json" --json > "$dir/validate-3d.json"
   echo "round $round, fresh calibration, validate 3D layouts: $(summarize "$dir/validate-3d.json")"
 done

@@ -597,6 +597,34 @@ double measure_kernel_launch(Communicator& comm, const ProbeSetup& setup) {
   return from_rank0(comm, seconds_since(start) / count);
 }
 
+int reference_batch_size(const CalibrationOptions& options) {
+  return options.batch_sizes[options.batch_sizes.size() / 2];
+}
+
+// The main probe's compute at the middle batch size, from the medians the laws were fitted on:
+// what `osdp validate` times again to see how far the machine's speed has moved since.
+std::optional<SpeedReference> speed_reference(const std::vector<OperatorPoint>& points,
+                                              const CalibrationOptions& options) {
+  const GptShape& probe = options.probe;
+  if (probe.attention != AttentionKernel::standard)
+    return std::nullopt;  // runtime's probes: standard
+  SpeedReference reference{probe.layers,
+                           probe.hidden,
+                           probe.heads,
+                           probe.sequence_length,
+                           probe.vocabulary,
+                           reference_batch_size(options),
+                           0.0};
+  const std::string label = probe_label(probe);
+  for (const OperatorPoint& point : points) {
+    if (point.probe == label && point.batch_size == reference.batch_size) {
+      reference.compute_s += point.forward_s + point.backward_s;
+    }
+  }
+  if (reference.compute_s <= 0) return std::nullopt;
+  return reference;
+}
+
 // The cluster from the standalone figures (collectives alone, compute laws, bandwidths).
 Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOptions& options,
                            const ProbeSetup& setup) {
@@ -620,6 +648,7 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   // Ranks meet at every collective, so a step goes at the pace of the slowest rank's compute:
   // the jitter between ranks computing at once, measured with no collective among them.
   cluster.gpu.straggler_slowdown = result.compute_straggler_slowdown;
+  cluster.gpu.speed_reference = speed_reference(result.operators, options);
   for (const SlicingPoint& point : result.slicing) {
     cluster.gpu.operator_compute[point.kind].forward.extra_slice_s = point.forward_s;
     cluster.gpu.operator_compute[point.kind].backward.extra_slice_s = point.backward_s;

@@ -319,6 +319,7 @@ ComputeAgainstLaws compare_compute(const std::vector<ComputeCheck>& checks,
   double law_total = 0, before_total = 0, after_total = 0;
   std::string kinds;
   for (const ComputeCheck& check : checks) {
+    if (check.speed_reference) continue;
     double law_s = 0;
     for (int op = 0; op < model.workload().size(); ++op) {
       if (operator_kind_name(model.workload().op(op).kind) != check.kind) continue;
@@ -350,6 +351,60 @@ ComputeAgainstLaws compare_compute(const std::vector<ComputeCheck>& checks,
             "every time error above moves with it)"
           : "");
   return result;
+}
+
+std::optional<SpeedDrift> speed_drift(const std::vector<ComputeCheck>& checks,
+                                      const std::optional<SpeedReference>& reference) {
+  if (!reference || reference->compute_s <= 0) return std::nullopt;
+  SpeedDrift drift;
+  drift.calibrated_s = reference->compute_s;
+  for (const ComputeCheck& check : checks) {
+    if (!check.speed_reference) continue;
+    drift.before_s += check.before_s;
+    drift.after_s += check.after_s;
+  }
+  if (drift.before_s <= 0 || drift.after_s <= 0) return std::nullopt;
+  return drift;
+}
+
+Json speed_drift_json(const SpeedDrift& drift, const SpeedReference& reference,
+                      const Comparison& rescaled) {
+  Json plans = Json::array();
+  for (const ComparisonRow& row : rescaled.rows) {
+    plans.push_back({{"name", row.name},
+                     {"simulated_iteration_time_s", row.simulated_iteration_time_s},
+                     {"time_error_percent", row.time_error_percent()},
+                     {"simulated_exposed_communication_s", row.simulated_exposed_communication_s}});
+  }
+  return {{"probe",
+           {{"layers", reference.layers},
+            {"hidden", reference.hidden},
+            {"heads", reference.heads},
+            {"sequence_length", reference.sequence_length},
+            {"vocabulary", reference.vocabulary}}},
+          {"batch_size", reference.batch_size},
+          {"calibrated_s", drift.calibrated_s},
+          {"before_s", drift.before_s},
+          {"after_s", drift.after_s},
+          {"factor", drift.factor()},
+          {"rescaled",
+           {{"plans", std::move(plans)},
+            {"median_abs_time_error_percent", rescaled.median_abs_time_error_percent()},
+            {"max_abs_time_error_percent", rescaled.max_abs_time_error_percent()},
+            {"concordant_pairs", rescaled.concordant_pairs},
+            {"separated_pairs", rescaled.separated_pairs}}}};
+}
+
+std::string speed_drift_line(const SpeedDrift& drift, const SpeedReference& reference,
+                             const Comparison& as_calibrated, const Comparison& rescaled) {
+  return fmt::format(
+      "speed reference (the calibration's probe, {} x {}, sequence {}, batch {}): {:.2f}x / "
+      "{:.2f}x its calibrated time before / after the runs; with every compute law rescaled by "
+      "{:.3f}: median |time error| {:.1f} % (largest {:.1f} %), as calibrated {:.1f} % ({:.1f} %)",
+      reference.layers, reference.hidden, reference.sequence_length, reference.batch_size,
+      drift.before_s / drift.calibrated_s, drift.after_s / drift.calibrated_s, drift.factor(),
+      rescaled.median_abs_time_error_percent(), rescaled.max_abs_time_error_percent(),
+      as_calibrated.median_abs_time_error_percent(), as_calibrated.max_abs_time_error_percent());
 }
 
 }  // namespace osdp::validate

@@ -4,6 +4,7 @@
 // analytic extended cost model ("analytic"); `simulator` says which.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,5 +90,24 @@ struct ComputeAgainstLaws {
   std::string line;  // for the table's foot; empty without a check
 };
 ComputeAgainstLaws compare_compute(const std::vector<ComputeCheck>& checks, const CostModel& model);
+
+// The speed reference (model/cluster.hpp SpeedReference): the cluster's probe timed before and
+// after the runs over its time when the cluster was calibrated. A factor of 0.85 says this
+// machine now computes the probe in 85 % of the time its laws were fitted at.
+struct SpeedDrift {
+  double calibrated_s = 0;
+  double before_s = 0;
+  double after_s = 0;
+  double factor() const { return (before_s + after_s) / (2 * calibrated_s); }
+};
+// nullopt when the cluster has no reference or the checks did not time it.
+std::optional<SpeedDrift> speed_drift(const std::vector<ComputeCheck>& checks,
+                                      const std::optional<SpeedReference>& reference);
+// The same plans against a simulation with the laws rescaled by the drift (a second reading of
+// the run, beside the comparison as calibrated): JSON, and the line under the table.
+Json speed_drift_json(const SpeedDrift& drift, const SpeedReference& reference,
+                      const Comparison& rescaled);
+std::string speed_drift_line(const SpeedDrift& drift, const SpeedReference& reference,
+                             const Comparison& as_calibrated, const Comparison& rescaled);
 
 }  // namespace osdp::validate

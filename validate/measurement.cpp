@@ -94,7 +94,8 @@ Json compute_check_to_json(const std::vector<ComputeCheck>& checks) {
                     {"batch_size", check.batch_size},
                     {"calls", check.calls},
                     {"before_s", check.before_s},
-                    {"after_s", check.after_s}});
+                    {"after_s", check.after_s},
+                    {"speed_reference", check.speed_reference}});
   }
   return list;
 }
@@ -103,11 +104,12 @@ std::vector<ComputeCheck> compute_check_from_json(const JsonReader& reader,
                                                   const std::string& key) {
   std::vector<ComputeCheck> checks;
   for (const JsonReader& entry : reader.objects(key)) {
-    entry.require_only({"kind", "batch_size", "calls", "before_s", "after_s"});
+    entry.require_only({"kind", "batch_size", "calls", "before_s", "after_s", "speed_reference"});
     checks.push_back({entry.string("kind"),
                       static_cast<int>(entry.integer("batch_size", 1, 1 << 20)),
                       static_cast<int>(entry.integer("calls", 1, 1 << 20)),
-                      entry.non_negative_number("before_s"), entry.non_negative_number("after_s")});
+                      entry.non_negative_number("before_s"), entry.non_negative_number("after_s"),
+                      entry.optional_boolean("speed_reference").value_or(false)});
   }
   return checks;
 }

@@ -67,6 +67,9 @@ struct ComputeCheck {
   int calls = 0;       // operators of the kind; the times are their sum, forward + backward
   double before_s = 0;
   double after_s = 0;
+  // The cluster's speed reference probe (ValidationOptions::speed_probe) rather than the
+  // validated model.
+  bool speed_reference = false;
 };
 
 Json compute_check_to_json(const std::vector<ComputeCheck>& checks);

@@ -196,11 +196,19 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   const int rank = communicator.rank();
   const bool check_compute = compute_check && !plans.empty() && device.device().is_cpu();
   constexpr int check_repetitions = 3;
-  std::vector<OperatorPoint> before;
+  // The cluster's speed reference probe, timed the same way (how far this machine's speed has
+  // moved since its calibration, on a shape the calibration timed).
+  const bool check_speed = check_compute && options.speed_probe.has_value();
+  auto time_speed_probe = [&] {
+    return time_compute_by_kind(communicator, *options.speed_probe, options.speed_probe_batch_size,
+                                check_repetitions);
+  };
+  std::vector<OperatorPoint> before, reference_before;
   if (check_compute) {
     before =
         time_compute_by_kind(communicator, shape, plans.front().plan.batch_size, check_repetitions);
   }
+  if (check_speed) reference_before = time_speed_probe();
   RuntimeOptions runtime;
   runtime.adam.learning_rate = options.learning_rate;
   runtime.prefetch_depth = options.prefetch_depth;
@@ -298,11 +306,16 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     const std::vector<OperatorPoint> after =
         time_compute_by_kind(communicator, shape, plans.front().plan.batch_size, check_repetitions);
     compute_check->clear();
-    for (std::size_t k = 0; k < before.size() && k < after.size(); ++k) {
-      compute_check->push_back({before[k].kind, before[k].batch_size, before[k].calls,
-                                before[k].forward_s + before[k].backward_s,
-                                after[k].forward_s + after[k].backward_s});
-    }
+    auto add_checks = [&](const std::vector<OperatorPoint>& first,
+                          const std::vector<OperatorPoint>& last, bool speed_reference) {
+      for (std::size_t k = 0; k < first.size() && k < last.size(); ++k) {
+        compute_check->push_back({first[k].kind, first[k].batch_size, first[k].calls,
+                                  first[k].forward_s + first[k].backward_s,
+                                  last[k].forward_s + last[k].backward_s, speed_reference});
+      }
+    };
+    add_checks(before, after, false);
+    if (check_speed) add_checks(reference_before, time_speed_probe(), true);
   }
   return measurements;
 }

@@ -25,7 +25,8 @@ GptShape gpt_shape_from_json(const JsonReader& reader) {
 ValidationOptions validation_options_from_json(const JsonReader& reader) {
   reader.require_only({"batch_size", "accumulation_steps", "warmup_iterations", "iterations",
                        "rounds", "seed", "learning_rate", "collective_timeout_s", "prefetch_depth",
-                       "backward_prefetch", "dp_all_reduce_after_backward", "device"});
+                       "backward_prefetch", "dp_all_reduce_after_backward", "device",
+                       "speed_probe"});
   ValidationOptions options;
   options.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
   options.accumulation_steps = static_cast<int>(reader.integer("accumulation_steps", 1, 1 << 16));
@@ -42,6 +43,12 @@ ValidationOptions validation_options_from_json(const JsonReader& reader) {
       reader.optional_boolean("dp_all_reduce_after_backward").value_or(false);
   options.device =
       reader.choice("device", {"cpu", "cuda"}) == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
+  if (reader.has("speed_probe") && !reader.raw("speed_probe").is_null()) {
+    const JsonReader probe = reader.object("speed_probe");
+    probe.require_only({"shape", "batch_size"});
+    options.speed_probe = gpt_shape_from_json(probe.object("shape"));
+    options.speed_probe_batch_size = static_cast<int>(probe.integer("batch_size", 1, 1 << 16));
+  }
   return options;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "validate/runtime_request.hpp"
+
 namespace osdp::validate {
 
 bool cuda_device_path_built() {
@@ -89,18 +91,22 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
 }
 
 Json validation_options_to_json(const ValidationOptions& options) {
-  return {{"batch_size", options.batch_size},
-          {"accumulation_steps", options.accumulation_steps},
-          {"warmup_iterations", options.warmup_iterations},
-          {"iterations", options.iterations},
-          {"rounds", options.rounds},
-          {"seed", options.seed},
-          {"learning_rate", options.learning_rate},
-          {"collective_timeout_s", options.collective_timeout.count() / 1000.0},
-          {"prefetch_depth", options.prefetch_depth},
-          {"backward_prefetch", std::string(backward_prefetch_name(options.backward_prefetch))},
-          {"dp_all_reduce_after_backward", options.dp_all_reduce_after_backward},
-          {"device", std::string(device_kind_name(options.device))}};
+  return {
+      {"batch_size", options.batch_size},
+      {"accumulation_steps", options.accumulation_steps},
+      {"warmup_iterations", options.warmup_iterations},
+      {"iterations", options.iterations},
+      {"rounds", options.rounds},
+      {"seed", options.seed},
+      {"learning_rate", options.learning_rate},
+      {"collective_timeout_s", options.collective_timeout.count() / 1000.0},
+      {"prefetch_depth", options.prefetch_depth},
+      {"backward_prefetch", std::string(backward_prefetch_name(options.backward_prefetch))},
+      {"dp_all_reduce_after_backward", options.dp_all_reduce_after_backward},
+      {"device", std::string(device_kind_name(options.device))},
+      {"speed_probe", options.speed_probe ? Json{{"shape", gpt_shape_to_json(*options.speed_probe)},
+                                                 {"batch_size", options.speed_probe_batch_size}}
+                                          : Json()}};
 }
 
 }  // namespace osdp::validate

@@ -13,11 +13,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/prefetch_policy.hpp"
 #include "model/scenario.hpp"
 #include "validate/device_kind.hpp"
+#include "validate/gpt_shape.hpp"
 
 namespace osdp::validate {
 
@@ -42,6 +44,11 @@ struct ValidationOptions {
   // that size), instead of each operator's after its own backward ("per_operator").
   bool dp_all_reduce_after_backward = false;
   DeviceKind device = DeviceKind::cpu;
+  // The cluster's speed reference probe (SpeedReference in model/cluster.hpp), timed alone
+  // before and after the plans beside the compute check; unset: none. Set by `osdp validate`
+  // and the fidelity benchmark from the cluster, never read from a scenario.
+  std::optional<GptShape> speed_probe;
+  int speed_probe_batch_size = 0;
   // Tensor x pipeline x data layouts to run beside the plans (cli/validate_layouts: "tp2,
   // pp2:gpipe:m4, tp2xdp2"); `--layouts` replaces it. The front end's: not sent to the runtime.
   std::string layouts;

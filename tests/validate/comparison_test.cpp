@@ -171,3 +171,26 @@ TEST_CASE("ranking: plans whose middle halves overlap are ties", "[validate][com
   CHECK(json["separated_pairs"] == 2);
   CHECK(json["plans"][1]["measured_iteration_time_q1_s"].get<double>() == Approx(2.3));
 }
+
+TEST_CASE("the speed reference reads the drift from its own probe only", "[validate][speed]") {
+  SpeedReference reference;
+  reference.layers = 2;
+  reference.hidden = 320;
+  reference.batch_size = 4;
+  reference.compute_s = 0.020;
+  // The validated model's kinds are the compute check's, not the reference's.
+  std::vector<validate::ComputeCheck> checks{
+      {"attention", 4, 2, 0.050, 0.060, false},
+      {"attention", 4, 2, 0.008, 0.009, true},
+      {"mlp", 4, 2, 0.009, 0.008, true},
+  };
+  const auto drift = validate::speed_drift(checks, reference);
+  REQUIRE(drift);
+  CHECK(drift->before_s == Approx(0.017));
+  CHECK(drift->after_s == Approx(0.017));
+  CHECK(drift->factor() == Approx(0.85));
+  // No reference in the cluster, or none timed: no drift.
+  CHECK_FALSE(validate::speed_drift(checks, std::nullopt));
+  checks.erase(checks.begin() + 1, checks.end());
+  CHECK_FALSE(validate::speed_drift(checks, reference));
+}
