@@ -1,6 +1,7 @@
 """Checks what `osdp calibrate --json` wrote: the cluster's collectives are the fit of the
 points as a training step issues them (each point's mean inside its middle half, the
-back-to-back figure beside it), and its straggler_slowdown is the compute laws' straggling."""
+back-to-back figure beside it), its straggler_slowdown is the compute laws' straggling, and its
+speed reference is the main probe's compute at one batch size, as the laws' points timed it."""
 import json
 import sys
 
@@ -31,6 +32,18 @@ for point in report["collectives"]:
     steps = 2 if point["collective"] == "all-reduce" else 1
     if abs(point["step_time_s"] * steps - point["time_s"]) > 1e-12 * point["time_s"]:
         failures.append(f"{point['collective']}: step time is not the issued mean over its steps")
+reference = cluster["gpu"].get("speed_reference")
+if reference is None:
+    failures.append("no gpu.speed_reference in the cluster")
+else:
+    probe = reference["probe"]
+    label = f"{probe['layers']} x {probe['hidden']}, s {probe['sequence_length']}, v {probe['vocabulary']}"
+    points = [p for p in report["operators"]
+              if p["probe"] == label and p["batch_size"] == reference["batch_size"]]
+    total = sum(p["forward_s"] + p["backward_s"] for p in points)
+    if not points or abs(total - reference["compute"]) > 1e-9 * total:
+        failures.append(f"speed reference {reference['compute']} s != the {len(points)} points of "
+                        f"{label} at batch {reference['batch_size']} ({total} s)")
 for failure in failures:
     print("FAIL:", failure)
 sys.exit(1 if failures else 0)
