@@ -75,21 +75,36 @@ double ring_collective_s(CollectiveKind kind, double bytes, const RankGroup& gro
   return ring_time_s(kind, bytes, group.size(), timing);
 }
 
+// Megatron's tensor-parallel collectives on b x s x h activations of `bytes`. Without sequence
+// parallelism: an all-reduce after each row-parallel layer (forward) and of each
+// column-parallel layer's input gradient (backward). With it (Megatron-SP): a reduce-scatter
+// after the row-parallel layer (its backward an all-gather), an all-gather before the
+// column-parallel layer (its backward a reduce-scatter) and, in backward, the all-gather again
+// for the weight's gradient: only the rank's part of the input is kept.
 struct TensorParallelCollective {
   RankGroup group;
   AlphaBeta timing;
   bool sequence_parallel = false;
-  // One all-reduce of `bytes` (sequence parallel: its reduce-scatter and all-gather halves).
-  double activation_s(double bytes) const {
-    if (group.size() <= 1) return 0.0;
-    if (!sequence_parallel)
-      return ring_collective_s(CollectiveKind::all_reduce, bytes, group, timing);
-    return ring_collective_s(CollectiveKind::reduce_scatter, bytes, group, timing) +
-           ring_collective_s(CollectiveKind::all_gather, bytes, group, timing);
+  double collective_s(CollectiveKind kind, double bytes) const {
+    return group.size() <= 1 ? 0.0 : ring_collective_s(kind, bytes, group, timing);
+  }
+  double row_output_s(double bytes) const {
+    return collective_s(
+        sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
+  }
+  double row_output_backward_s(double bytes) const {
+    return sequence_parallel ? collective_s(CollectiveKind::all_gather, bytes) : 0.0;
+  }
+  double column_input_s(double bytes) const {
+    return sequence_parallel ? collective_s(CollectiveKind::all_gather, bytes) : 0.0;
+  }
+  double column_input_backward_s(double bytes) const {
+    if (!sequence_parallel) return collective_s(CollectiveKind::all_reduce, bytes);
+    return collective_s(CollectiveKind::reduce_scatter, bytes) +
+           collective_s(CollectiveKind::all_gather, bytes);
   }
   double all_reduce_s(double bytes) const {
-    return group.size() <= 1 ? 0.0
-                             : ring_collective_s(CollectiveKind::all_reduce, bytes, group, timing);
+    return collective_s(CollectiveKind::all_reduce, bytes);
   }
 };
 
@@ -298,20 +313,27 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       switch (o.kind) {
         case OperatorKind::attention:
         case OperatorKind::mlp: {
-          // Row-parallel output (forward) and column-parallel input gradient (backward).
+          // The column-parallel input and the row-parallel output; a recompute repeats the
+          // forward's in backward.
           const double bytes = b * o.output_bytes_per_sample;
-          chunk.forward_communication_s += tensor.activation_s(bytes);
-          chunk.backward_communication_s += tensor.activation_s(bytes) * (recompute ? 2.0 : 1.0);
+          const double forward_s = tensor.column_input_s(bytes) + tensor.row_output_s(bytes);
+          chunk.forward_communication_s += forward_s;
+          chunk.backward_communication_s += tensor.column_input_backward_s(bytes) +
+                                            tensor.row_output_backward_s(bytes) +
+                                            (recompute ? forward_s : 0.0);
           break;
         }
         case OperatorKind::embedding:
-          chunk.forward_communication_s += tensor.activation_s(layer_bytes);
+          // The vocabulary-parallel lookup's partial sums, as a row-parallel output.
+          chunk.forward_communication_s += tensor.row_output_s(layer_bytes);
+          chunk.backward_communication_s += tensor.row_output_backward_s(layer_bytes);
           break;
         case OperatorKind::head:
-          // Vocabulary-parallel cross-entropy: the logits' max, the sum of exponentials and the
-          // target logits, one fp32 value per token each; backward: the input's gradient.
-          chunk.forward_communication_s += 3 * tensor.all_reduce_s(4.0 * b * s);
-          chunk.backward_communication_s += tensor.activation_s(layer_bytes);
+          // A column-parallel product, then the vocabulary-parallel cross-entropy: the logits'
+          // max, the sum of exponentials and the target logits, one fp32 value per token each.
+          chunk.forward_communication_s +=
+              tensor.column_input_s(layer_bytes) + 3 * tensor.all_reduce_s(4.0 * b * s);
+          chunk.backward_communication_s += tensor.column_input_backward_s(layer_bytes);
           break;
         case OperatorKind::generic:
           break;

@@ -177,17 +177,29 @@ struct ScatterSequenceSum : torch::autograd::Function<ScatterSequenceSum> {
   }
 };
 
-// Megatron-SP's f: the whole sequence from every rank's part (all-gather) in forward; in
-// backward the sum of every rank's gradient of the whole, this rank's part of it
-// (reduce-scatter).
-struct GatherSequence : torch::autograd::Function<GatherSequence> {
+// Megatron-SP's f fused with the column-parallel linear after it: forward gathers the whole
+// sequence from every rank's part and multiplies; only this rank's part is kept for backward,
+// which gathers the whole again for the weight's gradient (Megatron's
+// LinearWithGradAccumulationAndAsyncCommunication): b x s x h / t saved instead of b x s x h,
+// one more all-gather per layer and pass. The input's gradient, a partial sum over the whole
+// sequence on each rank, is reduce-scattered to the parts.
+struct GatheredLinear : torch::autograd::Function<GatheredLinear> {
   static at::Tensor forward(AutogradContext* context, const at::Tensor& part,
-                            const TimedGroup* group) {
+                            const at::Tensor& weight, const TimedGroup* group) {
     keep_group(context, group);
-    return group->gather_sequence(part);
+    context->save_for_backward({part, weight});
+    return at::linear(group->gather_sequence(part), weight);
   }
   static variable_list backward(AutogradContext* context, variable_list gradients) {
-    return {timed_group_of(context)->scatter_sequence_sum(gradients[0]), at::Tensor()};
+    const TimedGroup* group = timed_group_of(context);
+    const auto saved = context->get_saved_variables();
+    const at::Tensor& part = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor whole = group->gather_sequence(part);
+    const at::Tensor weight_gradient =
+        gradients[0].reshape({-1, weight.size(0)}).t().mm(whole.reshape({-1, weight.size(1)}));
+    const at::Tensor input_gradient = gradients[0].matmul(weight);
+    return {group->scatter_sequence_sum(input_gradient), weight_gradient, at::Tensor()};
   }
 };
 
@@ -526,12 +538,23 @@ struct ParallelGpt::Impl {
   // tensor rank, is summed over the group in backward.
   at::Tensor into_tensor_parallel(const at::Tensor& x) {
     if (tensor_ranks == 1) return x;
-    if (sequence_parallel()) return GatherSequence::apply(x, &tensor_sums);
     // A checkpointed forward runs without a graph: no gradient to sum.
     if (!x.requires_grad() || !at::GradMode::is_enabled()) return x;
     at::Tensor copy = x.clone();
     copy.register_hook([this](at::Tensor gradient) { return tensor_sums.sum(gradient); });
     return copy;
+  }
+
+  // A column-parallel linear (QKV, the MLP's first, the head) on the activation x: under
+  // sequence parallelism x holds 1/t of the sequence, gathered in forward and again in
+  // backward (GatheredLinear); otherwise Megatron's f, then the rank's columns.
+  at::Tensor column_linear(const at::Tensor& x, const at::Tensor& weight,
+                           const at::Tensor& bias = {}) {
+    if (sequence_parallel()) {
+      const at::Tensor product = GatheredLinear::apply(x, weight, &tensor_sums);
+      return bias.defined() ? product + bias : product;
+    }
+    return at::linear(into_tensor_parallel(x), weight, bias);
   }
 
   at::Tensor sum_over_tensor_parallel(const at::Tensor& partial) {
@@ -585,8 +608,8 @@ struct ParallelGpt::Impl {
     const std::string a = "layer" + std::to_string(layer) + ".attention.";
     const int64_t heads = shape.heads / tensor_ranks;
     const int64_t d = shape.hidden / shape.heads;
-    const at::Tensor qkv = at::linear(into_tensor_parallel(layer_norm(x, a)),
-                                      parameter(a + "qkv.weight"), parameter(a + "qkv.bias"));
+    const at::Tensor qkv =
+        column_linear(layer_norm(x, a), parameter(a + "qkv.weight"), parameter(a + "qkv.bias"));
     const int64_t b = qkv.size(0);
     const int64_t s = qkv.size(1);  // the whole sequence (x holds 1/t of it under SP)
     auto split = qkv.split(heads * d, -1);
@@ -600,9 +623,10 @@ struct ParallelGpt::Impl {
 
   at::Tensor mlp(const at::Tensor& x, int layer) {
     const std::string m = "layer" + std::to_string(layer) + ".mlp.";
-    const at::Tensor projected =
-        mlp_partial_sum(into_tensor_parallel(layer_norm(x, m)), parameter(m + "fc.weight"),
-                        parameter(m + "fc.bias"), parameter(m + "proj.weight"));
+    // mlp_partial_sum's operations, with its first linear column_linear's.
+    const at::Tensor hidden =
+        column_linear(layer_norm(x, m), parameter(m + "fc.weight"), parameter(m + "fc.bias"));
+    const at::Tensor projected = at::linear(at::gelu(hidden, "tanh"), parameter(m + "proj.weight"));
     return x + sum_into_activation(projected) + parameter(m + "proj.bias");
   }
 
@@ -610,8 +634,7 @@ struct ParallelGpt::Impl {
   // softmax's normaliser and of the target's logit are summed over the group (a shared shift,
   // the largest logit of every rank, keeps the exponentials finite).
   at::Tensor loss(const at::Tensor& x, const at::Tensor& targets) {
-    const at::Tensor logits =
-        at::linear(into_tensor_parallel(layer_norm(x, "head.")), parameter("head.weight"));
+    const at::Tensor logits = column_linear(layer_norm(x, "head."), parameter("head.weight"));
     if (tensor_ranks == 1) return next_token_loss(logits, targets);
     const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
     const at::Tensor labels = targets.reshape({-1});

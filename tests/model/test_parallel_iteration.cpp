@@ -51,6 +51,44 @@ TEST_CASE("tensor-parallel collectives: 2 all-reduces of b s h a layer each way,
   }
 }
 
+TEST_CASE("sequence parallelism: reduce-scatter and all-gather forward, one all-gather more back",
+          "[parallel]") {
+  const Scenario scenario = vtrain();
+  const GptSpec spec = spec_of(12, 1024, 16, 1024);
+  for (bool checkpoint : {false, true}) {
+    ParallelRun run = run_of(2, 3, 1, 2, 6, checkpoint);
+    run.sequence_parallel = true;
+    Cluster six = cluster_with_ranks(scenario, 6);
+    const ParallelIterationCost cost =
+        parallel_iteration_cost(spec, scenario.training, six, scenario.cost, run, "test");
+    const ChunkCost& middle = cost.chunks[1];
+    REQUIRE(middle.ops.size() == 8);
+    const double bytes = 2.0 * 1024 * 1024 * 2;  // b s h in fp16
+    const AlphaBeta link = group_ring_timing(*six.topology, 2, 1);
+    const double gather_s = ring_time_s(CollectiveKind::all_gather, bytes, 2, link);
+    const double scatter_s = ring_time_s(CollectiveKind::reduce_scatter, bytes, 2, link);
+    // Per attention or MLP: an all-gather before the column-parallel layer and a
+    // reduce-scatter after the row-parallel one; backward their transposes and the all-gather
+    // again for the weight's gradient (Megatron keeps 1/t of the input); a recompute repeats
+    // the forward's two.
+    CHECK(middle.forward_communication_s == Approx(8 * (gather_s + scatter_s)));
+    CHECK(middle.backward_communication_s ==
+          Approx(8 * ((checkpoint ? 2 : 1) * (gather_s + scatter_s) + gather_s)));
+    // The first stage's embedding: a reduce-scatter forward, an all-gather back; the last
+    // stage's head: an all-gather forward, a reduce-scatter and the all-gather back.
+    ParallelRun plain = run;
+    plain.sequence_parallel = false;
+    const ParallelIterationCost without =
+        parallel_iteration_cost(spec, scenario.training, six, scenario.cost, plain, "test");
+    CHECK(cost.chunks[0].forward_communication_s - middle.forward_communication_s ==
+          Approx(scatter_s));
+    CHECK(cost.chunks[2].backward_communication_s - middle.backward_communication_s ==
+          Approx(scatter_s + gather_s));
+    CHECK(without.chunks[1].forward_communication_s <
+          middle.forward_communication_s + 1e-12);  // an all-reduce is its two halves or less
+  }
+}
+
 TEST_CASE("a rank's activations per layer are Megatron's s b h (10 + 24/t) + 5 a s^2 b / t",
           "[parallel]") {
   const Scenario scenario = vtrain();  // mixed precision: 2-byte activations, dropout masks
