@@ -63,10 +63,7 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
   }
   const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
   validate::ValidationOptions options = validate::read_validation_options(scenario);
-  options.speed_probe = validate::speed_probe_of(scenario.cluster);
-  if (options.speed_probe) {
-    options.speed_probe_batch_size = scenario.cluster.gpu.speed_reference->batch_size;
-  }
+  validate::set_speed_probe(options, scenario.cluster);
   const CostModel model = scenario.cost_model();
   const Workload& workload = *scenario.workload;
   const int b = options.batch_size;

@@ -244,10 +244,7 @@ int run(const ValidateOptions& options) {
 
   if (!options.out.empty()) require_writable_directory(options.out);
 
-  validation.speed_probe = validate::speed_probe_of(scenario->cluster);
-  if (validation.speed_probe) {
-    validation.speed_probe_batch_size = scenario->cluster.gpu.speed_reference->batch_size;
-  }
+  validate::set_speed_probe(validation, scenario->cluster);
   validate::MeasureRequest request;
   request.shape = shape;
   request.plans = plans;

@@ -152,16 +152,4 @@ void check_runnable(const GptShape& shape, const Plan& plan, int world, int gpus
   }
 }
 
-std::optional<GptShape> speed_probe_of(const Cluster& cluster) {
-  const auto& reference = cluster.gpu.speed_reference;
-  if (!reference) return std::nullopt;
-  GptShape probe;
-  probe.layers = reference->layers;
-  probe.hidden = reference->hidden;
-  probe.heads = reference->heads;
-  probe.sequence_length = reference->sequence_length;
-  probe.vocabulary = reference->vocabulary;
-  return probe;
-}
-
 }  // namespace osdp::validate

@@ -37,10 +37,6 @@ std::optional<GptShape> shape_of(const GptSpec& spec);
 // model cannot run in the validator (an explicit operator list, I&C widths, mixed precision).
 GptShape require_gpt_shape(const Scenario& scenario, const std::string& file);
 
-// The runtime's GPT for the cluster's speed reference probe (model/cluster.hpp
-// SpeedReference); nullopt without one.
-std::optional<GptShape> speed_probe_of(const Cluster& cluster);
-
 // The runtime's name of operator i: "embedding", "layer<L>.attention", "layer<L>.mlp", "head".
 std::string operator_name(const GptShape& shape, int i);
 

@@ -90,6 +90,21 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
   return options;
 }
 
+void set_speed_probe(ValidationOptions& options, const Cluster& cluster) {
+  options.speed_probe.reset();
+  options.speed_probe_batch_size = 0;
+  const auto& reference = cluster.gpu.speed_reference;
+  if (!reference) return;
+  GptShape probe;
+  probe.layers = reference->layers;
+  probe.hidden = reference->hidden;
+  probe.heads = reference->heads;
+  probe.sequence_length = reference->sequence_length;
+  probe.vocabulary = reference->vocabulary;
+  options.speed_probe = probe;
+  options.speed_probe_batch_size = reference->batch_size;
+}
+
 Json validation_options_to_json(const ValidationOptions& options) {
   return {
       {"batch_size", options.batch_size},

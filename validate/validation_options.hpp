@@ -55,6 +55,10 @@ struct ValidationOptions {
 };
 
 ValidationOptions read_validation_options(const Scenario& scenario);
+// The cluster's speed reference probe (model/cluster.hpp SpeedReference) into the options'
+// speed_probe and its batch size; none without one.
+void set_speed_probe(ValidationOptions& options, const Cluster& cluster);
+
 Json validation_options_to_json(const ValidationOptions& options);
 
 }  // namespace osdp::validate
