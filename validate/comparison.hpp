@@ -34,7 +34,13 @@ struct ComparisonRow {
   double measured_iteration_time_s = 0;
   Spread measured_spread;  // the measured iterations' middle half
   double simulated_iteration_time_s = 0;
+  // The time the critical rank's compute waited for communication in a step: of ranks that run
+  // the same passes (all of a plan's, a layout stage's) the one that waited least, i.e. computed
+  // longest; of a layout's stages the one that waited most. The model's ranks are that rank
+  // (alike, at the slowest one's pace), so this is the figure comparable with the simulated one;
+  // the faster ranks also wait for the slowest one to arrive.
   double measured_exposed_communication_s = 0;
+  double measured_longest_exposed_communication_s = 0;  // the rank that waited longest
   double simulated_exposed_communication_s = 0;
   double measured_peak_memory_bytes = 0;
   double simulated_peak_memory_bytes = 0;

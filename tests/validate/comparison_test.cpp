@@ -55,13 +55,19 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(json["plans"][0]["measured_iteration_time_s"] == 1.0);
   CHECK(json["plans"][2]["simulated_peak_memory_bytes"] == 300.0);
   CHECK(comparison_csv(comparison).find("a,2,1,1.1,") != std::string::npos);
-  // The table shows each plan's exposed communication, measured (the slowest rank's) and
-  // simulated, beside its time.
+  // The table shows each plan's exposed communication, measured (the critical rank's: the one
+  // that computed longest and so waited least) and simulated, beside its time; the JSON keeps
+  // the longest wait too.
   std::vector<PlanMeasurement> waited = measurements;
+  waited[0].ranks[0].exposed_communication_s = 0.0789;
   waited[0].ranks[1].exposed_communication_s = 0.0456;
   simulated[0].exposed_communication_s = 0.0123;
-  const std::string table =
-      comparison_table(compare(scenario, plans, waited, simulated, "simgrid"));
+  const Comparison with_waits = compare(scenario, plans, waited, simulated, "simgrid");
+  CHECK(with_waits.rows[0].measured_exposed_communication_s == Approx(0.0456));
+  CHECK(with_waits.rows[0].measured_longest_exposed_communication_s == Approx(0.0789));
+  CHECK(comparison_json(with_waits)["plans"][0]["measured_longest_exposed_communication_s"] ==
+        Approx(0.0789));
+  const std::string table = comparison_table(with_waits);
   const std::size_t row_a = table.find("\na ");
   REQUIRE(row_a != std::string::npos);
   const std::string line = table.substr(row_a + 1, table.find('\n', row_a + 1) - row_a - 1);
@@ -82,13 +88,18 @@ TEST_CASE("comparison: a layout's stages, peak memory and bubble by pipeline sta
   PlanMeasurement measurement{"tp2-pp2", {}};
   const double peaks[] = {100, 120, 90, 80};
   const double waits_s[] = {0.002, 0.001, 0.004, 0.003};
+  const double exposed_s[] = {0.030, 0.020, 0.010, 0.015};
   for (int rank = 0; rank < 4; ++rank) {
-    measurement.ranks.push_back({1.0, 0.01, peaks[rank], 1.0, {}, waits_s[rank]});
+    measurement.ranks.push_back({1.0, exposed_s[rank], peaks[rank], 1.0, {}, waits_s[rank]});
   }
   SimulatedFigures simulated{0.9, 110, 0.01, {{110, 0.001}, {99, 0.005}}};
   const Comparison comparison = compare(scenario, {run}, {measurement}, {simulated}, "simgrid");
   REQUIRE(comparison.rows.size() == 1);
   const ComparisonRow& row = comparison.rows.front();
+  // Exposed communication: each stage's least (its critical rank: 20 and 10 ms), the stage
+  // waiting most of those (20 ms); the longest of any rank beside it.
+  CHECK(row.measured_exposed_communication_s == Approx(0.020));
+  CHECK(row.measured_longest_exposed_communication_s == Approx(0.030));
   // Each stage: the highest peak and the longest wait of its two tensor-parallel ranks.
   REQUIRE(row.measured_stages.size() == 2);
   CHECK(row.measured_stages[0].peak_memory_bytes == 120);
