@@ -72,19 +72,37 @@ StageFigures simulated_stage(const ComparisonRow& row, std::size_t stage) {
 
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }
 
-// Per stage of the layout: the highest peak and the longest receive wait of its ranks (a
-// stage's tensor and data-parallel ranks run the same passes; the slowest one sets the pace).
-std::vector<StageFigures> measured_stages(const ParallelRun& run,
-                                          const PlanMeasurement& measurement) {
-  const ParallelLayout layout(run.degrees, run.order);
-  std::vector<StageFigures> stages(run.degrees.pipeline);
-  for (int stage = 0; stage < run.degrees.pipeline; ++stage) {
+// The ranks that run the same passes, of those measured: a layout's stages in order (a stage's
+// tensor and data-parallel ranks), or all of a plan's ranks as one group.
+std::vector<std::vector<int>> same_pass_ranks(const PlanRun& plan,
+                                              const PlanMeasurement& measurement) {
+  const int measured = static_cast<int>(measurement.ranks.size());
+  std::vector<std::vector<int>> groups;
+  if (!plan.layout) {
+    groups.emplace_back(measured);
+    std::iota(groups.back().begin(), groups.back().end(), 0);
+    return groups;
+  }
+  const ParallelLayout layout(plan.layout->degrees, plan.layout->order);
+  for (int stage = 0; stage < plan.layout->degrees.pipeline; ++stage) {
+    std::vector<int>& group = groups.emplace_back();
     for (const int rank : layout.stage_ranks(stage)) {
-      if (rank >= static_cast<int>(measurement.ranks.size())) continue;
+      if (rank < measured) group.push_back(rank);
+    }
+  }
+  return groups;
+}
+
+// Per stage of the layout: the highest peak and the longest receive wait of its ranks (they run
+// the same passes; the slowest one sets the pace).
+std::vector<StageFigures> measured_stages(const PlanRun& plan, const PlanMeasurement& measurement) {
+  std::vector<StageFigures> stages;
+  for (const std::vector<int>& group : same_pass_ranks(plan, measurement)) {
+    StageFigures& stage = stages.emplace_back();
+    for (const int rank : group) {
       const RankFigures& figures = measurement.ranks[rank];
-      stages[stage].peak_memory_bytes =
-          std::max(stages[stage].peak_memory_bytes, figures.peak_memory_bytes);
-      stages[stage].bubble_s = std::max(stages[stage].bubble_s, figures.pipeline_wait_s);
+      stage.peak_memory_bytes = std::max(stage.peak_memory_bytes, figures.peak_memory_bytes);
+      stage.bubble_s = std::max(stage.bubble_s, figures.pipeline_wait_s);
     }
   }
   return stages;
@@ -93,25 +111,14 @@ std::vector<StageFigures> measured_stages(const ParallelRun& run,
 // ComparisonRow::measured_exposed_communication_s: per group of ranks that run the same passes
 // the least wait, then the most over the groups (a layout's stages).
 double critical_exposed_communication_s(const PlanRun& plan, const PlanMeasurement& measurement) {
-  std::vector<std::vector<int>> groups;
-  if (plan.layout) {
-    const ParallelLayout layout(plan.layout->degrees, plan.layout->order);
-    for (int stage = 0; stage < plan.layout->degrees.pipeline; ++stage) {
-      groups.push_back(layout.stage_ranks(stage));
-    }
-  } else {
-    groups.emplace_back(measurement.ranks.size());
-    std::iota(groups.back().begin(), groups.back().end(), 0);
-  }
   double critical_s = 0;
-  for (const std::vector<int>& group : groups) {
+  for (const std::vector<int>& group : same_pass_ranks(plan, measurement)) {
+    if (group.empty()) continue;
     double least_s = std::numeric_limits<double>::infinity();
     for (const int rank : group) {
-      if (rank < static_cast<int>(measurement.ranks.size())) {
-        least_s = std::min(least_s, measurement.ranks[rank].exposed_communication_s);
-      }
+      least_s = std::min(least_s, measurement.ranks[rank].exposed_communication_s);
     }
-    if (std::isfinite(least_s)) critical_s = std::max(critical_s, least_s);
+    critical_s = std::max(critical_s, least_s);
   }
   return critical_s;
 }
@@ -165,7 +172,7 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
     row.simulated_exposed_communication_s = simulated.at(i).exposed_communication_s;
     row.simulated_peak_memory_bytes = simulated.at(i).peak_memory_bytes;
     if (plans[i].layout) {
-      row.measured_stages = measured_stages(*plans[i].layout, measurements.at(i));
+      row.measured_stages = measured_stages(plans[i], measurements.at(i));
       row.simulated_stages = simulated.at(i).stages;
     }
     comparison.rows.push_back(row);
