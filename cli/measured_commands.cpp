@@ -31,8 +31,9 @@ struct MeasuredOptions {
   std::vector<std::string> table_paths;
   std::string out_path;
   bool json = false;
-  bool no_simulate = false;  // fit: skip simulating every row with the fitted cluster
-  bool force = false;        // run even when the estimated work is absurd
+  bool no_simulate = false;           // fit: skip simulating every row with the fitted cluster
+  bool force = false;                 // run even when the estimated work is absurd
+  std::string weighting = "servers";  // fit: sim::RowWeighting (servers, rows)
 };
 
 MeasuredTable read_tables(const std::vector<std::string>& paths) {
@@ -186,7 +187,10 @@ int run_fit(const MeasuredOptions& options) {
   // The fit builds every row's program; the check simulates every row again.
   refuse_unless_forced(measured_rows_work(table, !options.no_simulate ? 2 : 1), options.force);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
-  const sim::FitResult fit = sim::fit_table(scenario, table, sim_options);
+  const sim::FitResult fit =
+      sim::fit_table(scenario, table, sim_options,
+                     options.weighting == "rows" ? sim::RowWeighting::every_row
+                                                 : sim::RowWeighting::balance_servers);
   const double fit_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   write_file_atomically(options.out_path, fit.cluster_json.dump(2) + "\n");
@@ -216,13 +220,19 @@ int run_fit(const MeasuredOptions& options) {
     for (const auto& c : fit.constants) {
       constants.push_back({{"name", c.name}, {"unit", c.unit}, {"value", c.value}});
     }
-    Json document = {{"cluster_file", options.out_path},
-                     {"rows", table.runs.size()},
-                     {"model_sizes", fit.model_sizes},
-                     {"constants", constants},
-                     {"fit_mape_percent", fit.fit_mape_percent},
-                     {"cv_mape_percent", fit.cv_mape_percent},
-                     {"fit_time_s", fit_s}};
+    Json document = {
+        {"cluster_file", options.out_path},         {"rows", table.runs.size()},
+        {"model_sizes", fit.model_sizes},           {"constants", constants},
+        {"fit_mape_percent", fit.fit_mape_percent}, {"cv_mape_percent", fit.cv_mape_percent},
+        {"weighting", options.weighting},           {"fit_time_s", fit_s}};
+    Json groups = Json::array();
+    for (const sim::RowGroupFigures& group : fit.groups) {
+      groups.push_back({{"name", group.name},
+                        {"rows", group.rows},
+                        {"fit_mape_percent", group.fit_mape_percent},
+                        {"cv_mape_percent", group.cv_mape_percent}});
+    }
+    document["groups"] = std::move(groups);
     // The cross-validated predictions in `predict --json`'s shape (plots/measured_table_fit.py).
     Json rows = Json::array();
     std::vector<double> errors;
@@ -253,6 +263,15 @@ int run_fit(const MeasuredOptions& options) {
   }
   fmt::print("fit-set MAPE                                  {:.2f} %\n", fit.fit_mape_percent);
   fmt::print("cross-validated MAPE (leave one model size out) {:.2f} %\n", fit.cv_mape_percent);
+  if (fit.groups.size() > 1) {
+    fmt::print("weighting: {}\n", options.weighting == "rows"
+                                      ? "every row alike"
+                                      : "one-server and multi-server rows count equally");
+    for (const sim::RowGroupFigures& group : fit.groups) {
+      fmt::print("  {:<16} {:>4} rows: fit-set MAPE {:.2f} %, cross-validated {:.2f} %\n",
+                 group.name, group.rows, group.fit_mape_percent, group.cv_mape_percent);
+    }
+  }
   if (!options.no_simulate) {
     fmt::print(
         "simulated with the fitted cluster: MAPE {:.2f} % (fit vs simulator: at most "
@@ -284,6 +303,12 @@ Subcommand add_fit_command(CLI::App& root) {
   app->add_flag("--json", options->json, "print JSON");
   app->add_flag("--no-simulate", options->no_simulate,
                 "Skip simulating every row with the fitted cluster (default: simulate them)");
+  app->add_option("--weighting", options->weighting,
+                  "how rows count in the least squares: servers (rows on one server and rows "
+                  "spanning several count equally as groups; a table of one kind is unweighted) "
+                  "or rows (every row alike)")
+      ->check(CLI::IsMember({"servers", "rows"}))
+      ->capture_default_str();
   app->add_flag("--force", options->force,
                 "Run even when the estimated work is far beyond a few minutes");
   return {app, [options]() { return run_fit(*options); }};

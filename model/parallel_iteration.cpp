@@ -38,9 +38,21 @@ AlphaBeta sharing_node_links(const Topology& topology, const ParallelLayout& lay
                              const RankGroup& group, int nodes, AlphaBeta timing) {
   const int gpus_per_node = topology.node.gpus;
   const int node = group.ranks.front() / gpus_per_node;
+  // The groups of this kind with a rank on the node, in the layout's order (by lowest rank).
+  std::vector<RankGroup> touching;
+  for (int rank = node * gpus_per_node; rank < std::min((node + 1) * gpus_per_node, layout.world());
+       ++rank) {
+    const bool seen = std::any_of(touching.begin(), touching.end(), [&](const RankGroup& g) {
+      return std::binary_search(g.ranks.begin(), g.ranks.end(), rank);
+    });
+    if (!seen) touching.push_back(layout.group_of(group.kind, rank));
+  }
+  std::sort(touching.begin(), touching.end(), [](const RankGroup& a, const RankGroup& b) {
+    return a.ranks.front() < b.ranks.front();
+  });
   std::vector<std::vector<int>> on_node;
   std::optional<std::size_t> which;
-  for (const RankGroup& other : layout.groups(group.kind)) {
+  for (const RankGroup& other : touching) {
     std::vector<int> local;
     for (int rank : other.ranks) {
       if (rank / gpus_per_node == node) local.push_back(rank % gpus_per_node);
@@ -230,7 +242,8 @@ Cluster data_group_cluster(const Cluster& cluster, const ParallelLayout& layout,
 
 ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Training& training,
                                               const Cluster& cluster, const CostSettings& settings,
-                                              const ParallelRun& run, const std::string& source) {
+                                              const ParallelRun& run, const std::string& source,
+                                              PipelineRecord record) {
   std::optional<ParallelLayout> maybe_layout;
   try {
     maybe_layout.emplace(run.degrees, run.order);
@@ -410,10 +423,16 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   cost.work.chunks_per_stage = v;
   cost.work.micro_batches = run.micro_batches;
   cost.work.blocking_transfers = run.blocking_transfers;
+  // A boundary's transfer depends only on the stages it joins: chunk c's is stage c mod p's.
+  std::vector<std::optional<double>> stage_transfer_s(p);
   for (int c = 0; c < chunks; ++c) {
     cost.work.forward_s.push_back(cost.chunks[c].forward_s);
     cost.work.backward_s.push_back(cost.chunks[c].backward_s);
     if (c + 1 == chunks) break;
+    if (stage_transfer_s[c % p]) {
+      cost.work.transfer_s.push_back(*stage_transfer_s[c % p]);
+      continue;
+    }
     const int from = pipeline.ranks[c % p];
     const int to = pipeline.ranks[(c + 1) % p];
     AlphaBeta link = cluster.world.all_gather.alpha_beta;
@@ -443,7 +462,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
         if (std::isfinite(shared_Bps)) link.beta_s_per_byte = 1.0 / shared_Bps;
       }
     }
-    cost.work.transfer_s.push_back(link.step_time_s(transfer_bytes) + regather_s);
+    stage_transfer_s[c % p] = link.step_time_s(transfer_bytes) + regather_s;
+    cost.work.transfer_s.push_back(*stage_transfer_s[c % p]);
   }
   cost.transfer_s = cost.work.transfer_s.empty() ? 0.0 : cost.work.transfer_s.front();
   cost.transfer_bytes = transfer_bytes;
@@ -464,7 +484,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   }
   for (int r = 0; r < p; ++r) cost.work.stage_ready_s[r] = cost.stages[r].prologue_s;
   try {
-    cost.timeline = run_pipeline(run.schedule, cost.work);
+    cost.timeline = run_pipeline(run.schedule, cost.work, record);
   } catch (const std::invalid_argument& error) {
     throw InputError(source, "$.parallel.schedule",
                      std::string(pipeline_schedule_name(run.schedule)), error.what());

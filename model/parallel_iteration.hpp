@@ -147,10 +147,12 @@ struct ParallelIterationCost {
 
 // Throws InputError (file: `source`) when the run does not fit the model or the cluster: degrees
 // whose product is not the GPUs, heads or layers not divisible as the layout needs, modes that
-// do not match the operators or cannot run in a data-parallel group (hsdp).
+// do not match the operators or cannot run in a data-parallel group (hsdp). `record`: whether
+// the timeline keeps every pass and the critical path (a search needs only the figures).
 ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Training& training,
                                               const Cluster& cluster, const CostSettings& settings,
-                                              const ParallelRun& run, const std::string& source);
+                                              const ParallelRun& run, const std::string& source,
+                                              PipelineRecord record = PipelineRecord::passes);
 
 // The layer split of `chunks` chunks: `layers` as even as possible, the extra layers on the
 // chunks after the first (which holds the embedding) and before the last (the head).

@@ -215,9 +215,16 @@ std::vector<RankGroup> ParallelLayout::groups(GroupAxis kind) const {
 }
 
 std::vector<int> ParallelLayout::stage_ranks(int stage) const {
+  // The ranks whose pipeline coordinate is `stage`: runs of `stride` consecutive ranks, one in
+  // every block of stride x p (ascending; the layout search asks this often).
+  const int p = degree(ParallelAxis::pipeline);
+  if (stage < 0 || stage >= p) return {};
+  const int stride = stride_of_[static_cast<int>(ParallelAxis::pipeline)];
+  const int block = stride * p;
   std::vector<int> ranks;
-  for (int rank = 0; rank < world(); ++rank) {
-    if (coordinates_of(rank).pipeline == stage) ranks.push_back(rank);
+  ranks.reserve(world() / p);
+  for (int start = stage * stride; start < world(); start += block) {
+    for (int rank = start; rank < start + stride; ++rank) ranks.push_back(rank);
   }
   return ranks;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <tuple>
@@ -57,7 +58,10 @@ std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int
   if (stage < 0 || stage >= stages) {
     throw std::invalid_argument(fmt::format("stage {} outside 0..{}", stage, stages - 1));
   }
-  std::vector<PipelineStep> order;
+  // Filled in place (every schedule runs each pass once): the layout search builds many.
+  std::vector<PipelineStep> order(2 * static_cast<std::size_t>(micro_batches) * chunks_per_stage);
+  std::size_t filled = 0;
+  auto put = [&](const PipelineStep& step) { order[filled++] = step; };
   const int m = micro_batches;
   if (schedule != PipelineSchedule::interleaved && chunks_per_stage != 1) {
     throw std::invalid_argument(fmt::format("{} runs one model chunk per stage (got {})",
@@ -65,17 +69,17 @@ std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int
   }
   switch (schedule) {
     case PipelineSchedule::gpipe:
-      for (int j = 0; j < m; ++j) order.push_back({stage, j, Pass::forward});
-      for (int j = 0; j < m; ++j) order.push_back({stage, j, Pass::backward});
+      for (int j = 0; j < m; ++j) put({stage, j, Pass::forward});
+      for (int j = 0; j < m; ++j) put({stage, j, Pass::backward});
       break;
     case PipelineSchedule::one_f_one_b: {
       const int warmup = std::min(stages - stage - 1, m);
-      for (int j = 0; j < warmup; ++j) order.push_back({stage, j, Pass::forward});
+      for (int j = 0; j < warmup; ++j) put({stage, j, Pass::forward});
       for (int j = 0; j < m - warmup; ++j) {
-        order.push_back({stage, warmup + j, Pass::forward});
-        order.push_back({stage, j, Pass::backward});
+        put({stage, warmup + j, Pass::forward});
+        put({stage, j, Pass::backward});
       }
-      for (int j = m - warmup; j < m; ++j) order.push_back({stage, j, Pass::backward});
+      for (int j = m - warmup; j < m; ++j) put({stage, j, Pass::backward});
       break;
     }
     case PipelineSchedule::interleaved: {
@@ -90,19 +94,19 @@ std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int
           m == stages ? total
                       : std::min(total, (stages - stage - 1) * 2 + (chunks_per_stage - 1) * stages);
       for (int k = 0; k < warmup; ++k) {
-        order.push_back(interleaved_step(k, stages, chunks_per_stage, stage, Pass::forward));
+        put(interleaved_step(k, stages, chunks_per_stage, stage, Pass::forward));
       }
       for (int k = 0; k < total - warmup; ++k) {
-        order.push_back(
-            interleaved_step(warmup + k, stages, chunks_per_stage, stage, Pass::forward));
-        order.push_back(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
+        put(interleaved_step(warmup + k, stages, chunks_per_stage, stage, Pass::forward));
+        put(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
       }
       for (int k = total - warmup; k < total; ++k) {
-        order.push_back(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
+        put(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
       }
       break;
     }
   }
+  assert(filled == order.size());
   return order;
 }
 
@@ -126,7 +130,9 @@ struct StepState {
 
 }  // namespace
 
-PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work) {
+PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work,
+                              PipelineRecord record) {
+  const bool passes = record == PipelineRecord::passes;
   const int p = work.stages;
   const int v = work.chunks_per_stage;
   const int m = work.micro_batches;
@@ -148,7 +154,7 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     return (chunk * m + micro_batch) * 2 + (pass == Pass::backward ? 1 : 0);
   };
   std::vector<double> end_of(static_cast<std::size_t>(chunks) * m * 2, -1.0);
-  std::vector<std::pair<int, int>> slot_of(end_of.size(), {-1, -1});
+  std::vector<std::pair<int, int>> slot_of(passes ? end_of.size() : 0, {-1, -1});
 
   PipelineTimeline timeline;
   timeline.stages.resize(p);
@@ -163,6 +169,11 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
   std::vector<int> next(p, 0);
   std::vector<int> in_flight(p, 0);
   const int total_passes = 2 * m * v;
+  for (int stage = 0; stage < p && passes; ++stage) {
+    timeline.stages[stage].reserve(total_passes);
+    bindings[stage].reserve(total_passes);
+  }
+  std::vector<double> first_start_s(p, -1.0);
 
   // The input a pass waits for: its end time (< 0: not yet run) and the transfer after it.
   const bool blocking = work.blocking_transfers;
@@ -202,16 +213,19 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
           duration += work.transfer_s[outgoing_boundary(step)];
         }
         const double end_s = start_s + duration;
-        Binding binding = Binding::none;
-        if (next[stage] > 0 && free_s >= ready_s) {
-          binding = Binding::stage;
-        } else if (!(step.pass == Pass::forward && step.chunk == 0)) {
-          binding = Binding::input;
-        }
         end_of[key(step.chunk, step.micro_batch, step.pass)] = end_s;
-        slot_of[key(step.chunk, step.micro_batch, step.pass)] = {stage, next[stage]};
-        timeline.stages[stage].push_back({step, start_s, end_s});
-        bindings[stage].push_back(binding);
+        if (next[stage] == 0) first_start_s[stage] = start_s;
+        if (passes) {
+          Binding binding = Binding::none;
+          if (next[stage] > 0 && free_s >= ready_s) {
+            binding = Binding::stage;
+          } else if (!(step.pass == Pass::forward && step.chunk == 0)) {
+            binding = Binding::input;
+          }
+          slot_of[key(step.chunk, step.micro_batch, step.pass)] = {stage, next[stage]};
+          timeline.stages[stage].push_back({step, start_s, end_s});
+          bindings[stage].push_back(binding);
+        }
         timeline.finish_s[stage] = end_s;
         timeline.busy_s[stage] += duration;
         in_flight[stage] += step.pass == Pass::forward ? 1 : -1;
@@ -228,10 +242,10 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
   }
   timeline.makespan_s = *std::max_element(timeline.finish_s.begin(), timeline.finish_s.end());
   timeline.first_start_s = timeline.makespan_s;
-  for (const auto& passes : timeline.stages) {
-    if (!passes.empty())
-      timeline.first_start_s = std::min(timeline.first_start_s, passes.front().start_s);
+  for (double start_s : first_start_s) {
+    if (start_s >= 0) timeline.first_start_s = std::min(timeline.first_start_s, start_s);
   }
+  if (!passes) return timeline;
 
   // Walk the critical path back from the pass that ends last.
   timeline.critical_forwards.assign(chunks, 0);

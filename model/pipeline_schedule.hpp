@@ -67,11 +67,13 @@ struct TimedStep {
 };
 
 struct PipelineTimeline {
-  std::vector<std::vector<TimedStep>> stages;  // each stage's passes in the order it ran them
-  double makespan_s = 0;                       // from 0 (stages' prologues) to the last end
-  double first_start_s = 0;                    // the first pass's start (after its prologue)
-  std::vector<double> finish_s;                // per stage: the end of its last pass
-  std::vector<double> busy_s;                  // per stage: time spent in passes
+  // Each stage's passes in the order it ran them (empty under PipelineRecord::summary, as are
+  // the critical path's counts).
+  std::vector<std::vector<TimedStep>> stages;
+  double makespan_s = 0;         // from 0 (stages' prologues) to the last end
+  double first_start_s = 0;      // the first pass's start (after its prologue)
+  std::vector<double> finish_s;  // per stage: the end of its last pass
+  std::vector<double> busy_s;    // per stage: time spent in passes
   // Per stage: the most micro-batches (of all its chunks) whose forward ran and backward did not.
   std::vector<int> peak_in_flight;
   // The critical path: how often each chunk's forward and backward and each boundary's transfer
@@ -86,9 +88,17 @@ struct PipelineTimeline {
   double bubble_fraction() const;
 };
 
+// What run_pipeline records besides the per-stage figures (makespan, first start, finish, busy,
+// peak in flight).
+enum class PipelineRecord {
+  passes,   // every pass (stages) and the critical path
+  summary,  // the per-stage figures only (a search comparing many layouts needs no more)
+};
+
 // Runs the schedule on the work. Throws std::invalid_argument on an inconsistent work
 // description.
-PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work);
+PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& work,
+                              PipelineRecord record = PipelineRecord::passes);
 
 // The timeline as a Chrome / Perfetto trace (JSON; plots/timeline.py draws it): one process
 // per stage, each pass a slice of category "forward" or "backward" with its chunk and

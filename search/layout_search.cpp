@@ -40,7 +40,7 @@ ParallelIterationCost run_shape(const Scenario& scenario, const ParallelRun& run
   one.modes.clear();
   one.layers_per_chunk.clear();
   return parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster, scenario.cost,
-                                 one, scenario.file);
+                                 one, scenario.file, PipelineRecord::summary);
 }
 
 }  // namespace
@@ -197,8 +197,9 @@ class LayoutSearch {
 
   ParallelIterationCost cost_of(const ParallelRun& run) {
     ++result_.evaluations;
+    // Only the figures a plan keeps (time, memory, bubble): no per-pass timeline.
     return parallel_iteration_cost(*scenario_.gpt, scenario_.training, scenario_.cluster,
-                                   scenario_.cost, run, scenario_.file);
+                                   scenario_.cost, run, scenario_.file, PipelineRecord::summary);
   }
 
   bool stage_fits(const ParallelIterationCost& cost, int stage) const {

@@ -111,13 +111,19 @@ double predict(const RowModel& row, const std::vector<double>& theta) {
   return total;
 }
 
-// Sum of squared relative errors: what the fit minimises.
-double objective(const std::vector<RowModel>& rows, const std::vector<double>& measured,
+// The measured times and each row's weight in the least squares.
+struct Targets {
+  std::vector<double> time_s;
+  std::vector<double> weight;
+};
+
+// Weighted sum of squared relative errors: what the fit minimises.
+double objective(const std::vector<RowModel>& rows, const Targets& measured,
                  const std::vector<int>& use, const std::vector<double>& theta) {
   double total = 0;
   for (int r : use) {
-    const double error = (predict(rows[r], theta) - measured[r]) / measured[r];
-    total += error * error;
+    const double error = (predict(rows[r], theta) - measured.time_s[r]) / measured.time_s[r];
+    total += measured.weight[r] * error * error;
   }
   return total;
 }
@@ -150,10 +156,9 @@ struct Bounds {
   std::vector<bool> held;     // not fitted: keep theta's value
 };
 
-std::vector<double> solve_regimes(const std::vector<RowModel>& rows,
-                                  const std::vector<double>& measured, const std::vector<int>& use,
-                                  const Regimes& regimes, const Bounds& bounds,
-                                  const std::vector<double>& theta) {
+std::vector<double> solve_regimes(const std::vector<RowModel>& rows, const Targets& measured,
+                                  const std::vector<int>& use, const Regimes& regimes,
+                                  const Bounds& bounds, const std::vector<double>& theta) {
   // A row's time: base + columns . theta, the columns being its features under the regimes.
   auto columns_of = [&](int r) {
     const RowModel& row = rows[r];
@@ -181,14 +186,19 @@ std::vector<double> solve_regimes(const std::vector<RowModel>& rows,
   std::vector<double> scale(constants_count, 0.0);
   for (int r : use) {
     std::vector<double> columns = columns_of(r);
-    double target = measured[r] - rows[r].base_s;
+    double target = measured.time_s[r] - rows[r].base_s;
     for (int g = 0; g < constants_count; ++g) {
       target -= columns[g] * offset[g];
-      columns[g] = bounds.held[g] ? 0.0 : columns[g] / measured[r];
+      columns[g] = bounds.held[g] ? 0.0 : columns[g] / measured.time_s[r];
+    }
+    // Weighted least squares: each row's equation times the square root of its weight.
+    const double root_weight = std::sqrt(measured.weight[r]);
+    for (int g = 0; g < constants_count; ++g) {
+      columns[g] *= root_weight;
       scale[g] = std::max(scale[g], std::abs(columns[g]));
     }
     raw.push_back(std::move(columns));
-    b.push_back(target / measured[r]);
+    b.push_back(target / measured.time_s[r] * root_weight);
   }
   for (auto& line : raw) {
     for (int g = 0; g < constants_count; ++g) line[g] = scale[g] > 0 ? line[g] / scale[g] : 0.0;
@@ -202,9 +212,9 @@ std::vector<double> solve_regimes(const std::vector<RowModel>& rows,
 
 // Alternates between the calls' regimes under theta and the least squares under those regimes
 // until the regimes repeat; returns the best theta seen (by the true, max-law objective).
-std::vector<double> alternate(const std::vector<RowModel>& rows,
-                              const std::vector<double>& measured, const std::vector<int>& use,
-                              const Bounds& bounds, std::vector<double> theta) {
+std::vector<double> alternate(const std::vector<RowModel>& rows, const Targets& measured,
+                              const std::vector<int>& use, const Bounds& bounds,
+                              std::vector<double> theta) {
   std::vector<double> best = theta;
   double best_objective = objective(rows, measured, use, theta);
   std::vector<Regimes> seen;
@@ -226,9 +236,8 @@ std::vector<double> alternate(const std::vector<RowModel>& rows,
 // 10 ms per forward call, geometric), fit the rest at each, keep the best, then let the floor
 // move too. Deterministic; without floored calls (or a table the floor does not help) the
 // floor stays zero and the fit is the plain least squares.
-std::vector<double> solve_weighted(const std::vector<RowModel>& rows,
-                                   const std::vector<double>& measured, const std::vector<int>& use,
-                                   const Bounds& bounds) {
+std::vector<double> solve_weighted(const std::vector<RowModel>& rows, const Targets& measured,
+                                   const std::vector<int>& use, const Bounds& bounds) {
   bool any_floored = false;
   for (int r : use) any_floored = any_floored || !rows[r].floored.empty();
   Bounds held_floors = bounds;
@@ -501,14 +510,31 @@ std::vector<double> constants_of(const Cluster& cluster) {
   return theta;
 }
 
-FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
-                    const SimOptions& options) {
+std::vector<double> row_weights(const MeasuredTable& table, int gpus_per_server,
+                                RowWeighting weighting) {
+  const int n = static_cast<int>(table.runs.size());
+  std::vector<double> weights(n, 1.0);
+  if (weighting == RowWeighting::every_row) return weights;
+  int spanning = 0;
+  for (const MeasuredRun& run : table.runs) spanning += run.gpus > gpus_per_server;
+  if (spanning == 0 || spanning == n) return weights;
+  // Each group's weights sum to half the rows.
+  for (int r = 0; r < n; ++r) {
+    const bool spans = table.runs[r].gpus > gpus_per_server;
+    weights[r] = 0.5 * n / (spans ? spanning : n - spanning);
+  }
+  return weights;
+}
+
+FitResult fit_table(const Scenario& scenario, const MeasuredTable& table, const SimOptions& options,
+                    RowWeighting weighting) {
   if (!table.has_times()) {
     throw InputError(table.file, "header (line 1)", "no \"iteration time (ms)\" column",
                      "measured iteration times to fit");
   }
-  std::vector<double> measured;
-  for (const MeasuredRun& run : table.runs) measured.push_back(*run.iteration_time_s);
+  Targets measured;
+  for (const MeasuredRun& run : table.runs) measured.time_s.push_back(*run.iteration_time_s);
+  measured.weight = row_weights(table, scenario.cluster.gpus_per_node, weighting);
   const int n = static_cast<int>(table.runs.size());
   const Bounds bounds = bounds_for(scenario.cluster);
   bool any_parallel = false;
@@ -620,8 +646,25 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
         any_parallel ? fit_from(train, fitted.theta, fitted.rows).first : fit_on(train);
     for (int r : held_out) result.validated_s[r] = predict(fold.rows[r], fold.theta);
   }
-  result.fit_mape_percent = mean_abs_percent_error(result.fitted_s, measured);
-  result.cv_mape_percent = mean_abs_percent_error(result.validated_s, measured);
+  result.fit_mape_percent = mean_abs_percent_error(result.fitted_s, measured.time_s);
+  result.cv_mape_percent = mean_abs_percent_error(result.validated_s, measured.time_s);
+  result.weighting = weighting;
+  result.row_weights = measured.weight;
+  for (const bool spans : {false, true}) {
+    RowGroupFigures group{spans ? "several servers" : "one server"};
+    std::vector<double> measured_s, fitted_s, validated_s;
+    for (int r = 0; r < n; ++r) {
+      if ((table.runs[r].gpus > scenario.cluster.gpus_per_node) != spans) continue;
+      measured_s.push_back(measured.time_s[r]);
+      fitted_s.push_back(result.fitted_s[r]);
+      validated_s.push_back(result.validated_s[r]);
+    }
+    if (measured_s.empty()) continue;
+    group.rows = static_cast<int>(measured_s.size());
+    group.fit_mape_percent = mean_abs_percent_error(fitted_s, measured_s);
+    group.cv_mape_percent = mean_abs_percent_error(validated_s, measured_s);
+    result.groups.push_back(std::move(group));
+  }
   result.constants = describe_constants(theta);
   result.cluster_json = cluster_document_with(scenario.cluster_document, theta,
                                               scenario.cluster.gpu.peak_flops_per_s);

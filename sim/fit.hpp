@@ -6,10 +6,10 @@
 // Each compute item is max(floor, law): its host floor (the host cannot issue the call's kernels
 // faster) and its law, linear in the constants below (times per FLOP, fixed times). Both are
 // read off the program the simulator runs (each constant set to one unit, the others to zero),
-// and the fit minimises sum_r ((T_r - measured_r) / measured_r)^2, the relative error the MAPE
-// reports, over constants >= 0 and rates at most the GPU's peak_compute where the cluster
-// declares one. With the calls' regimes (floor or law) fixed, T_r is linear: the fit alternates
-// regimes and non-negative least squares from a grid of floors, and keeps the best.
+// and the fit minimises sum_r w_r ((T_r - measured_r) / measured_r)^2, the relative error the
+// MAPE reports (w_r: RowWeighting), over constants >= 0 and rates at most the GPU's peak_compute
+// where the cluster declares one. With the calls' regimes (floor or law) fixed, T_r is linear: the
+// fit alternates regimes and non-negative least squares from a grid of floors, and keeps the best.
 //
 // The constants (a handful for all rows, never one per row):
 //   layer rate      sustained FLOP/s of attention and MLP, forward, recompute and backward
@@ -57,6 +57,23 @@ struct RowModel {
   std::vector<FlooredCalls> floored;
 };
 
+// How much each row counts in the least squares.
+enum class RowWeighting {
+  // Rows on one server and rows spanning several count equally as groups (each group's weights
+  // sum to half the rows; a table of one kind is unweighted): unweighted, vTrain's 600 one-server
+  // 3D rows would outvote its 53 multi-server rows 11 to 1, and the constants serve one kind.
+  balance_servers,
+  every_row,  // every row alike
+};
+
+// The fit's figures over one kind of row (one server, several servers).
+struct RowGroupFigures {
+  std::string name;
+  int rows = 0;
+  double fit_mape_percent = 0;
+  double cv_mape_percent = 0;
+};
+
 struct FitResult {
   std::vector<FitConstant> constants;
   Cluster cluster;                  // the scenario's 8-GPU cluster with the fitted constants
@@ -66,6 +83,9 @@ struct FitResult {
   double fit_mape_percent = 0;
   double cv_mape_percent = 0;
   int model_sizes = 0;
+  RowWeighting weighting = RowWeighting::balance_servers;
+  std::vector<double> row_weights;      // per row, as the least squares used them
+  std::vector<RowGroupFigures> groups;  // one server, several servers (those present)
 };
 
 // The decomposition of every row (fails on rows the model cannot run, naming them).
@@ -76,8 +96,11 @@ std::vector<RowModel> row_models(const Scenario& scenario, const MeasuredTable& 
                                  const std::vector<double>& parallel_paths_theta = {});
 // The fit's constants (its units) as the cluster's compute laws hold them.
 std::vector<double> constants_of(const Cluster& cluster);
-FitResult fit_table(const Scenario& scenario, const MeasuredTable& table,
-                    const SimOptions& options);
+// Each row's weight (a table of one kind of row: all 1).
+std::vector<double> row_weights(const MeasuredTable& table, int gpus_per_server,
+                                RowWeighting weighting);
+FitResult fit_table(const Scenario& scenario, const MeasuredTable& table, const SimOptions& options,
+                    RowWeighting weighting = RowWeighting::balance_servers);
 // The scenario's cluster with these constants (theta in the fit's units).
 Cluster cluster_with_constants(const Cluster& cluster, const std::vector<double>& theta);
 

@@ -63,6 +63,14 @@ TEST_CASE("every group kind partitions the ranks, in any order of the axes", "[l
     for (int rank = 0; rank < layout.world(); ++rank) {
       CHECK(layout.rank_of(layout.coordinates_of(rank)) == rank);
     }
+    // A stage's ranks: exactly those whose pipeline coordinate it is, ascending.
+    for (int stage = 0; stage < 3; ++stage) {
+      std::vector<int> expected;
+      for (int rank = 0; rank < layout.world(); ++rank) {
+        if (layout.coordinates_of(rank).pipeline == stage) expected.push_back(rank);
+      }
+      CHECK(layout.stage_ranks(stage) == expected);
+    }
   }
 }
 

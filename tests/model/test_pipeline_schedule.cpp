@@ -128,6 +128,20 @@ TEST_CASE("unequal stages and transfers: every pass once, after its input", "[pi
     for (double t : work.transfer_s) chain += 2 * t;
     CHECK(timeline.makespan_s >= chain - 1e-9);
     for (int r = 0; r < p; ++r) CHECK(timeline.makespan_s >= timeline.busy_s[r] - 1e-9);
+
+    // The summary a search asks for: the same figures, without the passes.
+    for (bool blocking : {false, true}) {
+      work.blocking_transfers = blocking;
+      const PipelineTimeline full = run_pipeline(schedule, work);
+      const PipelineTimeline summary = run_pipeline(schedule, work, PipelineRecord::summary);
+      CHECK(summary.makespan_s == full.makespan_s);
+      CHECK(summary.first_start_s == full.first_start_s);
+      CHECK(summary.finish_s == full.finish_s);
+      CHECK(summary.busy_s == full.busy_s);
+      CHECK(summary.peak_in_flight == full.peak_in_flight);
+      CHECK(summary.bubble_fraction() == full.bubble_fraction());
+      for (const auto& passes : summary.stages) CHECK(passes.empty());
+    }
   }
 }
 

@@ -298,3 +298,69 @@ TEST_CASE("fit recovers known constants from rows with tensor and pipeline paral
           Approx(fit.fitted_s[r]).epsilon(1e-4));
   }
 }
+
+TEST_CASE("row weights: one-server and multi-server rows count equally as groups", "[fit]") {
+  MeasuredTable table;
+  for (int gpus : {8, 8, 8, 64}) {
+    MeasuredRun run;
+    run.gpus = gpus;
+    table.runs.push_back(run);
+  }
+  // Three one-server rows share half the weight, the multi-server row has the other half.
+  const std::vector<double> balanced = row_weights(table, 8, RowWeighting::balance_servers);
+  REQUIRE(balanced.size() == 4);
+  CHECK(balanced[0] == Approx(2.0 / 3));
+  CHECK(balanced[2] == Approx(2.0 / 3));
+  CHECK(balanced[3] == Approx(2.0));
+  CHECK(balanced[0] + balanced[1] + balanced[2] + balanced[3] == Approx(4.0));
+  CHECK(row_weights(table, 8, RowWeighting::every_row) == std::vector<double>(4, 1.0));
+  // A table of one kind (every row within a server of 64) is unweighted.
+  CHECK(row_weights(table, 64, RowWeighting::balance_servers) == std::vector<double>(4, 1.0));
+}
+
+TEST_CASE("a weighted fit equals the unweighted fit of a table with the rows repeated", "[fit]") {
+  // Rows the constants cannot fit exactly: the 4-rank rows measured slower than the model says.
+  Scenario scenario = synthetic_scenario();
+  Scenario truth = scenario;
+  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
+  const MeasuredTable generated = simulated_table(truth);
+  const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
+  MeasuredTable table = generated;
+  table.runs.clear();
+  int four_rank_rows = 0;
+  for (MeasuredRun run : generated.runs) {
+    if (run.gpus == 4 && ++four_rank_rows > 4) continue;  // 8 two-rank rows, 4 four-rank ones
+    *run.iteration_time_s *= run.gpus == 4 ? 1.2 + 0.01 * four_rank_rows : 0.97;
+    table.runs.push_back(run);
+  }
+  // Servers of 2 GPUs: weights 12 / (2 x 8) and 12 / (2 x 4), one to two.
+  scenario.cluster.gpus_per_node = 2;
+  const std::vector<double> weights = row_weights(table, 2, RowWeighting::balance_servers);
+  for (std::size_t r = 0; r < table.runs.size(); ++r) {
+    CHECK(weights[r] == Approx(table.runs[r].gpus == 4 ? 1.5 : 0.75));
+  }
+  const FitResult weighted = fit_table(scenario, table, options);
+
+  MeasuredTable repeated = table;
+  for (const MeasuredRun& run : table.runs) {
+    if (run.gpus == 4) repeated.runs.push_back(run);
+  }
+  const FitResult unweighted = fit_table(scenario, repeated, options, RowWeighting::every_row);
+  const FitResult plain = fit_table(scenario, table, options, RowWeighting::every_row);
+  REQUIRE(weighted.constants.size() == unweighted.constants.size());
+  bool weighting_moved_a_constant = false;
+  for (std::size_t c = 0; c < weighted.constants.size(); ++c) {
+    CAPTURE(weighted.constants[c].name);
+    CHECK(weighted.constants[c].value ==
+          Approx(unweighted.constants[c].value).epsilon(1e-6).margin(1e-12));
+    weighting_moved_a_constant = weighting_moved_a_constant ||
+                                 std::abs(plain.constants[c].value - weighted.constants[c].value) >
+                                     1e-3 * std::abs(plain.constants[c].value);
+  }
+  CHECK(weighting_moved_a_constant);
+  // The figures per kind of row.
+  REQUIRE(weighted.groups.size() == 2);
+  CHECK(weighted.groups[0].name == "one server");
+  CHECK(weighted.groups[0].rows == 8);
+  CHECK(weighted.groups[1].rows == 4);
+}
