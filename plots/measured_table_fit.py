@@ -70,8 +70,18 @@ def finish(axis, document, rows, title):
     axis.set_yscale("log")
     axis.set_xlabel("measured iteration time (ms)")
     axis.set_ylabel("predicted iteration time (ms)")
-    axis.set_title(f"{title}: MAPE {document['mape_percent']:.2f} %, "
-                   f"median {document['median_abs_error_percent']:.2f} %")
+    heading = (f"{title}: MAPE {document['mape_percent']:.2f} %, "
+               f"median {document['median_abs_error_percent']:.2f} %")
+    # Rows on one server and across several apart, when the table has both.
+    kinds = []
+    for name, several in (("one server", False), ("several servers", True)):
+        errors = [abs(r["error_percent"]) for r in rows
+                  if "error_percent" in r and (r["gpus"] > 8) == several]
+        if errors:
+            kinds.append(f"{name} {sum(errors) / len(errors):.2f} % ({len(errors)})")
+    if len(kinds) == 2:
+        heading += "\n" + ", ".join(kinds)
+    axis.set_title(heading, fontsize=10)
     axis.grid(True, which="both", linewidth=0.3)
 
 
