@@ -7,6 +7,13 @@
 //   skew       |rank 0's compute end - rank 1's| (the early rank waits for the late one);
 //   collective returned (first rank) - last arrival: the collective itself, mean and median.
 //   sync_probe [DIR]   (per-rank samples written to DIR/rank<r>.txt, default /tmp/osdp-sync)
+//   sync_probe --overlap [DIR]
+// The second asks how much of a collective runs beside compute on shared cores: each rank times
+// an all-gather alone (S), a stretch of products alone (C), then starts the all-gather, computes
+// the same stretch and waits (the compute's wall time T and the wait W), 20 times per size and
+// stretch; the table gives medians and two readings of the compute's share of a core while both
+// run: C / T (the compute's own slowing, where the collective outlasts it) and C / (C + S - W)
+// (from what the collective had left; an equal share of two threads on one core is 0.5).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -17,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -71,6 +79,84 @@ int run_rank(int rank, const std::string& dir) {
   return 0;
 }
 
+// --overlap: per rank, lines of "bytes products S C T W" in seconds.
+int run_overlap_rank(int rank, const std::string& dir) {
+  ConnectOptions connect;
+  connect.rank = rank;
+  connect.world_size = 2;
+  connect.file_store_path = dir + "/store";
+  auto comm = Communicator::connect(connect);
+  use_one_compute_thread();
+  let_communication_preempt_compute();
+  std::ofstream out(fmt::format("{}/overlap{}.txt", dir, rank));
+  at::Tensor work = at::rand({384, 384}, at::kFloat);
+  auto seconds = [](Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  };
+  for (int64_t floats : {262144, 1048576, 4194304}) {
+    at::Tensor buffer = at::ones({floats}, at::kFloat);
+    for (int products : {4, 16, 48}) {
+      for (int rep = 0; rep < 20; ++rep) {
+        comm->barrier();
+        auto start = Clock::now();
+        comm->run(CollectiveKind::all_gather, buffer);
+        const double alone_s = seconds(start);
+        comm->barrier();
+        start = Clock::now();
+        for (int p = 0; p < products; ++p) work = at::mm(work, work).div_(384);
+        const double compute_s = seconds(start);
+        comm->barrier();
+        start = Clock::now();
+        const CommHandle gather = comm->start(CollectiveKind::all_gather, buffer);
+        for (int p = 0; p < products; ++p) work = at::mm(work, work).div_(384);
+        const double beside_s = seconds(start);
+        const auto computed = Clock::now();
+        gather.wait();
+        const double wait_s = seconds(computed);
+        out << floats * 4 << ' ' << products << ' ' << alone_s << ' ' << compute_s << ' '
+            << beside_s << ' ' << wait_s << '\n';
+      }
+    }
+  }
+  return 0;
+}
+
+int overlap_main(const std::string& dir) {
+  const LaunchResult launched = launch_local_ranks(
+      2, [&](int rank) { return run_overlap_rank(rank, dir); }, std::chrono::seconds(5));
+  if (!launched.ok) {
+    std::fprintf(stderr, "sync_probe: a rank failed\n");
+    return 1;
+  }
+  std::map<std::pair<long long, int>, std::array<std::vector<double>, 4>> rows;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(fmt::format("{}/overlap{}.txt", dir, rank));
+    long long bytes = 0;
+    int products = 0;
+    double alone = 0, compute = 0, beside = 0, wait = 0;
+    while (in >> bytes >> products >> alone >> compute >> beside >> wait) {
+      auto& row = rows[{bytes, products}];
+      row[0].push_back(alone);
+      row[1].push_back(compute);
+      row[2].push_back(beside);
+      row[3].push_back(wait);
+    }
+  }
+  fmt::print("{:>10}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}{:>14}\n", "bytes", "products", "S ms",
+             "C ms", "T ms", "W ms", "C / T", "C/(C+S-W)");
+  for (auto& [key, row] : rows) {
+    std::array<double, 4> m{};
+    for (int c = 0; c < 4; ++c) {
+      std::sort(row[c].begin(), row[c].end());
+      m[c] = row[c][row[c].size() / 2];
+    }
+    fmt::print("{:>10}{:>9}{:>10.2f}{:>10.2f}{:>10.2f}{:>10.2f}{:>10.2f}{:>14.2f}\n", key.first,
+               key.second, 1e3 * m[0], 1e3 * m[1], 1e3 * m[2], 1e3 * m[3], m[1] / m[2],
+               m[1] / (m[1] + m[0] - m[3]));
+  }
+  return 0;
+}
+
 std::map<Key, Sample> read_samples(const std::string& path) {
   std::map<Key, Sample> samples;
   std::ifstream in(path);
@@ -97,9 +183,12 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : "/tmp/osdp-sync";
+  const bool overlap = argc > 1 && std::string(argv[1]) == "--overlap";
+  const int dir_argument = overlap ? 2 : 1;
+  const std::string dir = argc > dir_argument ? argv[dir_argument] : "/tmp/osdp-sync";
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir + "/store");
+  if (overlap) return overlap_main(dir);
   const LaunchResult launched = launch_local_ranks(
       2, [&](int rank) { return run_rank(rank, dir); }, std::chrono::seconds(5));
   if (!launched.ok) {
