@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -47,14 +48,20 @@ long long ns_of(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-int run_rank(int rank, const std::string& dir) {
+// One of the two ranks, its threads set as the validator's CPU ranks run.
+std::unique_ptr<Communicator> connect_rank(int rank, const std::string& dir) {
   ConnectOptions connect;
   connect.rank = rank;
   connect.world_size = 2;
   connect.file_store_path = dir + "/store";
   auto comm = Communicator::connect(connect);
-  use_one_compute_thread();  // as the validator's CPU ranks run
+  use_one_compute_thread();
   let_communication_preempt_compute();
+  return comm;
+}
+
+int run_rank(int rank, const std::string& dir) {
+  auto comm = connect_rank(rank, dir);
   at::Tensor buffer = at::ones({65536}, at::kFloat);
   std::ofstream out(fmt::format("{}/rank{}.txt", dir, rank));
   for (int width : {128, 256, 384, 512}) {
@@ -81,13 +88,7 @@ int run_rank(int rank, const std::string& dir) {
 
 // --overlap: per rank, lines of "bytes products S C T W" in seconds.
 int run_overlap_rank(int rank, const std::string& dir) {
-  ConnectOptions connect;
-  connect.rank = rank;
-  connect.world_size = 2;
-  connect.file_store_path = dir + "/store";
-  auto comm = Communicator::connect(connect);
-  use_one_compute_thread();
-  let_communication_preempt_compute();
+  auto comm = connect_rank(rank, dir);
   std::ofstream out(fmt::format("{}/overlap{}.txt", dir, rank));
   at::Tensor work = at::rand({384, 384}, at::kFloat);
   auto seconds = [](Clock::time_point from) {

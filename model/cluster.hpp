@@ -154,12 +154,15 @@ struct OperatorCompute {
 // machine's speed when calibrated: `osdp validate` times the same probe again before and after
 // its runs, because a machine's speed can move within minutes of its calibration (a shared
 // 2-core VM's by up to 18 %), and every time error moves with it.
-struct SpeedReference {
+struct ProbeShape {  // a generated GPT's (validate's GptShape holds the same)
   int layers = 0;
   int hidden = 0;
   int heads = 0;
   int sequence_length = 0;
   int vocabulary = 0;
+};
+struct SpeedReference {
+  ProbeShape probe;
   int batch_size = 0;
   double compute_s = 0;  // every operator's forward + backward, summed
 };

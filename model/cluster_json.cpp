@@ -205,11 +205,12 @@ SpeedReference read_speed_reference(const JsonReader& reader) {
   const JsonReader probe = reader.object("probe");
   probe.require_only({"layers", "hidden", "heads", "sequence_length", "vocabulary"});
   SpeedReference reference;
-  reference.layers = static_cast<int>(probe.integer("layers", 1, 1 << 16));
-  reference.hidden = static_cast<int>(probe.integer("hidden", 1, 1 << 20));
-  reference.heads = static_cast<int>(probe.integer("heads", 1, 1 << 16));
-  reference.sequence_length = static_cast<int>(probe.integer("sequence_length", 1, 1 << 24));
-  reference.vocabulary = static_cast<int>(probe.integer("vocabulary", 1, 1 << 24));
+  ProbeShape& shape = reference.probe;
+  shape.layers = static_cast<int>(probe.integer("layers", 1, 1 << 16));
+  shape.hidden = static_cast<int>(probe.integer("hidden", 1, 1 << 20));
+  shape.heads = static_cast<int>(probe.integer("heads", 1, 1 << 16));
+  shape.sequence_length = static_cast<int>(probe.integer("sequence_length", 1, 1 << 24));
+  shape.vocabulary = static_cast<int>(probe.integer("vocabulary", 1, 1 << 24));
   reference.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 16));
   reference.compute_s =
       reader.quantity("compute", Dimension::seconds, Range{1e-9, 3600, "a probe's compute time"});
@@ -398,6 +399,14 @@ Json group_json(const GroupTiming& group) {
 
 }  // namespace
 
+Json probe_shape_json(const ProbeShape& probe) {
+  return {{"layers", probe.layers},
+          {"hidden", probe.hidden},
+          {"heads", probe.heads},
+          {"sequence_length", probe.sequence_length},
+          {"vocabulary", probe.vocabulary}};
+}
+
 Json cluster_to_json(const Cluster& cluster) {
   Json gpu = {{"name", cluster.gpu.name}, {"kernel_launch", cluster.gpu.kernel_launch_s}};
   if (!cluster.host_cores || cluster.gpu.overlap_slowdown != 1.0) {
@@ -434,12 +443,7 @@ Json cluster_to_json(const Cluster& cluster) {
     gpu["operator_compute"] = std::move(laws);
   }
   if (const auto& reference = cluster.gpu.speed_reference) {
-    gpu["speed_reference"] = {{"probe",
-                               {{"layers", reference->layers},
-                                {"hidden", reference->hidden},
-                                {"heads", reference->heads},
-                                {"sequence_length", reference->sequence_length},
-                                {"vocabulary", reference->vocabulary}}},
+    gpu["speed_reference"] = {{"probe", probe_shape_json(reference->probe)},
                               {"batch_size", reference->batch_size},
                               {"compute", reference->compute_s}};
   }

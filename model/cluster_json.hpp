@@ -9,5 +9,7 @@ namespace osdp {
 
 Cluster load_cluster(const JsonReader& reader);
 Json cluster_to_json(const Cluster& cluster);
+// A probe's shape as the cluster's speed reference writes it ({"layers", "hidden", ...}).
+Json probe_shape_json(const ProbeShape& probe);
 
 }  // namespace osdp

@@ -608,13 +608,7 @@ std::optional<SpeedReference> speed_reference(const std::vector<OperatorPoint>& 
   const GptShape& probe = options.probe;
   if (probe.attention != AttentionKernel::standard)
     return std::nullopt;  // runtime's probes: standard
-  SpeedReference reference{probe.layers,
-                           probe.hidden,
-                           probe.heads,
-                           probe.sequence_length,
-                           probe.vocabulary,
-                           reference_batch_size(options),
-                           0.0};
+  SpeedReference reference{probe_shape_of(probe), reference_batch_size(options), 0.0};
   const std::string label = probe_label(probe);
   for (const OperatorPoint& point : points) {
     if (point.probe == label && point.batch_size == reference.batch_size) {

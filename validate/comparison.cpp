@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "model/cluster_json.hpp"
 #include "model/parallel_layout.hpp"
 #include "model/wrapping.hpp"
 
@@ -415,12 +416,7 @@ Json speed_drift_json(const SpeedDrift& drift, const SpeedReference& reference,
                      {"time_error_percent", row.time_error_percent()},
                      {"simulated_exposed_communication_s", row.simulated_exposed_communication_s}});
   }
-  return {{"probe",
-           {{"layers", reference.layers},
-            {"hidden", reference.hidden},
-            {"heads", reference.heads},
-            {"sequence_length", reference.sequence_length},
-            {"vocabulary", reference.vocabulary}}},
+  return {{"probe", probe_shape_json(reference.probe)},
           {"batch_size", reference.batch_size},
           {"calibrated_s", drift.calibrated_s},
           {"before_s", drift.before_s},
@@ -440,10 +436,11 @@ std::string speed_drift_line(const SpeedDrift& drift, const SpeedReference& refe
       "speed reference (the calibration's probe, {} x {}, sequence {}, batch {}): {:.2f}x / "
       "{:.2f}x its calibrated time before / after the runs; with every compute law rescaled by "
       "{:.3f}: median |time error| {:.1f} % (largest {:.1f} %), as calibrated {:.1f} % ({:.1f} %)",
-      reference.layers, reference.hidden, reference.sequence_length, reference.batch_size,
-      drift.before_s / drift.calibrated_s, drift.after_s / drift.calibrated_s, drift.factor(),
-      rescaled.median_abs_time_error_percent(), rescaled.max_abs_time_error_percent(),
-      as_calibrated.median_abs_time_error_percent(), as_calibrated.max_abs_time_error_percent());
+      reference.probe.layers, reference.probe.hidden, reference.probe.sequence_length,
+      reference.batch_size, drift.before_s / drift.calibrated_s, drift.after_s / drift.calibrated_s,
+      drift.factor(), rescaled.median_abs_time_error_percent(),
+      rescaled.max_abs_time_error_percent(), as_calibrated.median_abs_time_error_percent(),
+      as_calibrated.max_abs_time_error_percent());
 }
 
 }  // namespace osdp::validate

@@ -20,6 +20,20 @@ GptSpec GptShape::spec() const {
   return spec;
 }
 
+GptShape gpt_shape_of(const ProbeShape& probe) {
+  GptShape shape;
+  shape.layers = probe.layers;
+  shape.hidden = probe.hidden;
+  shape.heads = probe.heads;
+  shape.sequence_length = probe.sequence_length;
+  shape.vocabulary = probe.vocabulary;
+  return shape;
+}
+
+ProbeShape probe_shape_of(const GptShape& shape) {
+  return {shape.layers, shape.hidden, shape.heads, shape.sequence_length, shape.vocabulary};
+}
+
 std::optional<GptShape> shape_of(const GptSpec& spec) {
   for (int hidden : spec.hidden_sizes) {
     if (hidden != spec.hidden_sizes.front()) return std::nullopt;  // I&C widths

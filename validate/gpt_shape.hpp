@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cluster.hpp"
 #include "model/plan.hpp"
 #include "model/scenario.hpp"
 #include "model/training.hpp"
@@ -28,6 +29,11 @@ struct GptShape {
   GptSpec spec() const;
   int operators() const { return 2 * layers + 2; }
 };
+
+// A probe's shape (model/cluster.hpp ProbeShape: a cluster's speed reference) as the runtime's
+// GPT (standard attention, no dropout), and back.
+GptShape gpt_shape_of(const ProbeShape& probe);
+ProbeShape probe_shape_of(const GptShape& shape);
 
 // The runtime's GPT for a generator spec (the scenario keeps the spec it was made from);
 // nullopt when its layers differ in width (I&C), which the runtime does not build.

@@ -95,13 +95,7 @@ void set_speed_probe(ValidationOptions& options, const Cluster& cluster) {
   options.speed_probe_batch_size = 0;
   const auto& reference = cluster.gpu.speed_reference;
   if (!reference) return;
-  GptShape probe;
-  probe.layers = reference->layers;
-  probe.hidden = reference->hidden;
-  probe.heads = reference->heads;
-  probe.sequence_length = reference->sequence_length;
-  probe.vocabulary = reference->vocabulary;
-  options.speed_probe = probe;
+  options.speed_probe = gpt_shape_of(reference->probe);
   options.speed_probe_batch_size = reference->batch_size;
 }
 

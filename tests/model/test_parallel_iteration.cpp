@@ -31,21 +31,30 @@ ParallelRun run_of(int tensor, int pipeline, int data, int micro_batch, int micr
   return run;
 }
 
+// GPT 12 x 1024 (16 heads, sequence 1024) on tensor 2 x three stages of four layers (the middle
+// one holds layers only), micro-batch 2: the cost and the tensor-parallel pair's ring.
+struct ThreeStages {
+  ParallelIterationCost cost;
+  AlphaBeta tensor_link;
+  static constexpr double layer_bytes = 2.0 * 1024 * 1024 * 2;  // b s h in fp16
+};
+
+ThreeStages three_stages(const Scenario& scenario, const ParallelRun& run) {
+  const Cluster six = cluster_with_ranks(scenario, 6);
+  return {parallel_iteration_cost(spec_of(12, 1024, 16, 1024), scenario.training, six,
+                                  scenario.cost, run, "test"),
+          group_ring_timing(*six.topology, 2, 1)};
+}
+
 TEST_CASE("tensor-parallel collectives: 2 all-reduces of b s h a layer each way, 2 more recomputed",
           "[parallel]") {
   const Scenario scenario = vtrain();
-  const GptSpec spec = spec_of(12, 1024, 16, 1024);
   for (bool checkpoint : {false, true}) {
-    // Three stages of four layers: the middle one holds layers only.
-    const ParallelRun run = run_of(2, 3, 1, 2, 6, checkpoint);
-    Cluster six = cluster_with_ranks(scenario, 6);
-    const ParallelIterationCost cost =
-        parallel_iteration_cost(spec, scenario.training, six, scenario.cost, run, "test");
-    const ChunkCost& middle = cost.chunks[1];
+    const ThreeStages stages = three_stages(scenario, run_of(2, 3, 1, 2, 6, checkpoint));
+    const ChunkCost& middle = stages.cost.chunks[1];
     REQUIRE(middle.ops.size() == 8);
-    const double bytes = 2.0 * 1024 * 1024 * 2;  // b s h in fp16
-    const AlphaBeta link = group_ring_timing(*six.topology, 2, 1);
-    const double all_reduce_s = ring_time_s(CollectiveKind::all_reduce, bytes, 2, link);
+    const double all_reduce_s =
+        ring_time_s(CollectiveKind::all_reduce, ThreeStages::layer_bytes, 2, stages.tensor_link);
     CHECK(middle.forward_communication_s == Approx(4 * 2 * all_reduce_s));
     CHECK(middle.backward_communication_s == Approx(4 * (checkpoint ? 4 : 2) * all_reduce_s));
   }
@@ -54,19 +63,17 @@ TEST_CASE("tensor-parallel collectives: 2 all-reduces of b s h a layer each way,
 TEST_CASE("sequence parallelism: reduce-scatter and all-gather forward, one all-gather more back",
           "[parallel]") {
   const Scenario scenario = vtrain();
-  const GptSpec spec = spec_of(12, 1024, 16, 1024);
   for (bool checkpoint : {false, true}) {
     ParallelRun run = run_of(2, 3, 1, 2, 6, checkpoint);
     run.sequence_parallel = true;
-    Cluster six = cluster_with_ranks(scenario, 6);
-    const ParallelIterationCost cost =
-        parallel_iteration_cost(spec, scenario.training, six, scenario.cost, run, "test");
+    const ThreeStages stages = three_stages(scenario, run);
+    const ParallelIterationCost& cost = stages.cost;
     const ChunkCost& middle = cost.chunks[1];
     REQUIRE(middle.ops.size() == 8);
-    const double bytes = 2.0 * 1024 * 1024 * 2;  // b s h in fp16
-    const AlphaBeta link = group_ring_timing(*six.topology, 2, 1);
-    const double gather_s = ring_time_s(CollectiveKind::all_gather, bytes, 2, link);
-    const double scatter_s = ring_time_s(CollectiveKind::reduce_scatter, bytes, 2, link);
+    const double bytes = ThreeStages::layer_bytes;
+    const double gather_s = ring_time_s(CollectiveKind::all_gather, bytes, 2, stages.tensor_link);
+    const double scatter_s =
+        ring_time_s(CollectiveKind::reduce_scatter, bytes, 2, stages.tensor_link);
     // Per attention or MLP: an all-gather before the column-parallel layer and a
     // reduce-scatter after the row-parallel one; backward their transposes and the all-gather
     // again for the weight's gradient (Megatron keeps 1/t of the input); a recompute repeats
@@ -78,8 +85,7 @@ TEST_CASE("sequence parallelism: reduce-scatter and all-gather forward, one all-
     // stage's head: an all-gather forward, a reduce-scatter and the all-gather back.
     ParallelRun plain = run;
     plain.sequence_parallel = false;
-    const ParallelIterationCost without =
-        parallel_iteration_cost(spec, scenario.training, six, scenario.cost, plain, "test");
+    const ParallelIterationCost without = three_stages(scenario, plain).cost;
     CHECK(cost.chunks[0].forward_communication_s - middle.forward_communication_s ==
           Approx(scatter_s));
     CHECK(cost.chunks[2].backward_communication_s - middle.backward_communication_s ==

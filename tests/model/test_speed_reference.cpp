@@ -29,13 +29,13 @@ const char* const kReference = R"({"probe": {"layers": 2, "hidden": 320, "heads"
 TEST_CASE("a speed reference is read in SI units and written back", "[model][cluster][speed]") {
   const Cluster cluster = load_cluster_json(with_reference(Json::parse(kReference)));
   REQUIRE(cluster.gpu.speed_reference);
-  CHECK(cluster.gpu.speed_reference->hidden == 320);
-  CHECK(cluster.gpu.speed_reference->sequence_length == 128);
+  CHECK(cluster.gpu.speed_reference->probe.hidden == 320);
+  CHECK(cluster.gpu.speed_reference->probe.sequence_length == 128);
   CHECK(cluster.gpu.speed_reference->batch_size == 4);
   CHECK(cluster.gpu.speed_reference->compute_s == Approx(0.0215));
   const Cluster again = load_cluster_json(cluster_to_json(cluster));
   REQUIRE(again.gpu.speed_reference);
-  CHECK(again.gpu.speed_reference->vocabulary == 2048);
+  CHECK(again.gpu.speed_reference->probe.vocabulary == 2048);
   CHECK(again.gpu.speed_reference->compute_s == Approx(0.0215));
   // None given, none written.
   Json plain = with_reference(Json());

@@ -89,6 +89,13 @@ MeasuredTable simulated_table(const Scenario& truth) {
 // pass; no pipeline in these rows), ms (floor).
 const std::vector<double> floored_truth{10.0, 25.0, 0.05, 0.2, 50.0, 0.0, 0.4};
 
+// The synthetic rows as the simulator times them under floored_truth's constants.
+MeasuredTable floored_table() {
+  Scenario truth = synthetic_scenario();
+  truth.cluster = cluster_with_constants(truth.cluster, floored_truth);
+  return simulated_table(truth);
+}
+
 }  // namespace
 
 TEST_CASE("non-negative least squares", "[fit]") {
@@ -144,9 +151,7 @@ TEST_CASE("fit recovers the constants that generated a table", "[fit]") {
 
 TEST_CASE("fit recovers a host floor and the law above it", "[fit][floor]") {
   const Scenario scenario = synthetic_scenario();
-  Scenario truth = scenario;
-  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
-  const MeasuredTable table = simulated_table(truth);
+  const MeasuredTable table = floored_table();
   const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
 
   // Both regimes are in the table: some layer calls sit on the floor, others above it.
@@ -195,9 +200,7 @@ TEST_CASE("fit recovers a host floor and the law above it", "[fit][floor]") {
 
 TEST_CASE("fit never puts a rate above the GPU's declared peak", "[fit][floor]") {
   Scenario scenario = synthetic_scenario();
-  Scenario truth = scenario;
-  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
-  const MeasuredTable table = simulated_table(truth);
+  const MeasuredTable table = floored_table();
   const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
   // A peak below the rate that generated the table: the fit stops at it.
   scenario.cluster.gpu.peak_flops_per_s = 0.08e12;
@@ -321,9 +324,7 @@ TEST_CASE("row weights: one-server and multi-server rows count equally as groups
 TEST_CASE("a weighted fit equals the unweighted fit of a table with the rows repeated", "[fit]") {
   // Rows the constants cannot fit exactly: the 4-rank rows measured slower than the model says.
   Scenario scenario = synthetic_scenario();
-  Scenario truth = scenario;
-  truth.cluster = cluster_with_constants(scenario.cluster, floored_truth);
-  const MeasuredTable generated = simulated_table(truth);
+  const MeasuredTable generated = floored_table();
   const SimOptions options = read_sim_options(scenario.simulation, scenario.file);
   MeasuredTable table = generated;
   table.runs.clear();

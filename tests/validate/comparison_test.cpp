@@ -185,8 +185,8 @@ TEST_CASE("ranking: plans whose middle halves overlap are ties", "[validate][com
 
 TEST_CASE("the speed reference reads the drift from its own probe only", "[validate][speed]") {
   SpeedReference reference;
-  reference.layers = 2;
-  reference.hidden = 320;
+  reference.probe.layers = 2;
+  reference.probe.hidden = 320;
   reference.batch_size = 4;
   reference.compute_s = 0.020;
   // The validated model's kinds are the compute check's, not the reference's.
