@@ -187,10 +187,10 @@ int run_fit(const MeasuredOptions& options) {
   // The fit builds every row's program; the check simulates every row again.
   refuse_unless_forced(measured_rows_work(table, !options.no_simulate ? 2 : 1), options.force);
   const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
+  const bool every_row = options.weighting == "rows";
   const sim::FitResult fit =
       sim::fit_table(scenario, table, sim_options,
-                     options.weighting == "rows" ? sim::RowWeighting::every_row
-                                                 : sim::RowWeighting::balance_servers);
+                     every_row ? sim::RowWeighting::every_row : sim::RowWeighting::balance_servers);
   const double fit_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   write_file_atomically(options.out_path, fit.cluster_json.dump(2) + "\n");
@@ -264,9 +264,8 @@ int run_fit(const MeasuredOptions& options) {
   fmt::print("fit-set MAPE                                  {:.2f} %\n", fit.fit_mape_percent);
   fmt::print("cross-validated MAPE (leave one model size out) {:.2f} %\n", fit.cv_mape_percent);
   if (fit.groups.size() > 1) {
-    fmt::print("weighting: {}\n", options.weighting == "rows"
-                                      ? "every row alike"
-                                      : "one-server and multi-server rows count equally");
+    fmt::print("weighting: {}\n",
+               every_row ? "every row alike" : "one-server and multi-server rows count equally");
     for (const sim::RowGroupFigures& group : fit.groups) {
       fmt::print("  {:<16} {:>4} rows: fit-set MAPE {:.2f} %, cross-validated {:.2f} %\n",
                  group.name, group.rows, group.fit_mape_percent, group.cv_mape_percent);

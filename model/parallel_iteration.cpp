@@ -38,21 +38,10 @@ AlphaBeta sharing_node_links(const Topology& topology, const ParallelLayout& lay
                              const RankGroup& group, int nodes, AlphaBeta timing) {
   const int gpus_per_node = topology.node.gpus;
   const int node = group.ranks.front() / gpus_per_node;
-  // The groups of this kind with a rank on the node, in the layout's order (by lowest rank).
-  std::vector<RankGroup> touching;
-  for (int rank = node * gpus_per_node; rank < std::min((node + 1) * gpus_per_node, layout.world());
-       ++rank) {
-    const bool seen = std::any_of(touching.begin(), touching.end(), [&](const RankGroup& g) {
-      return std::binary_search(g.ranks.begin(), g.ranks.end(), rank);
-    });
-    if (!seen) touching.push_back(layout.group_of(group.kind, rank));
-  }
-  std::sort(touching.begin(), touching.end(), [](const RankGroup& a, const RankGroup& b) {
-    return a.ranks.front() < b.ranks.front();
-  });
   std::vector<std::vector<int>> on_node;
   std::optional<std::size_t> which;
-  for (const RankGroup& other : touching) {
+  for (const RankGroup& other :
+       layout.groups(group.kind, node * gpus_per_node, (node + 1) * gpus_per_node)) {
     std::vector<int> local;
     for (int rank : other.ranks) {
       if (rank / gpus_per_node == node) local.push_back(rank % gpus_per_node);

@@ -203,14 +203,26 @@ RankGroup ParallelLayout::group_of(GroupAxis kind, int rank) const {
 }
 
 std::vector<RankGroup> ParallelLayout::groups(GroupAxis kind) const {
+  return groups(kind, 0, world());
+}
+
+std::vector<RankGroup> ParallelLayout::groups(GroupAxis kind, int first_rank, int end_rank) const {
+  first_rank = std::max(first_rank, 0);
+  end_rank = std::min(end_rank, world());
   std::vector<RankGroup> result;
-  std::vector<bool> placed(world(), false);
-  for (int rank = 0; rank < world(); ++rank) {
-    if (placed[rank]) continue;
+  std::vector<bool> placed(std::max(0, end_rank - first_rank), false);
+  for (int rank = first_rank; rank < end_rank; ++rank) {
+    if (placed[rank - first_rank]) continue;
     RankGroup group = group_of(kind, rank);
-    for (int member : group.ranks) placed[member] = true;
+    for (int member : group.ranks) {
+      if (member >= first_rank && member < end_rank) placed[member - first_rank] = true;
+    }
     result.push_back(std::move(group));
   }
+  // A group's lowest rank may lie before the range.
+  std::sort(result.begin(), result.end(), [](const RankGroup& a, const RankGroup& b) {
+    return a.ranks.front() < b.ranks.front();
+  });
   return result;
 }
 

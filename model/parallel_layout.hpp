@@ -78,6 +78,8 @@ class ParallelLayout {
 
   // Every group of a kind, each rank in exactly one of them, ordered by their lowest rank.
   std::vector<RankGroup> groups(GroupAxis kind) const;
+  // The groups of a kind with a rank in [first_rank, end_rank) (e.g. one node's), ordered alike.
+  std::vector<RankGroup> groups(GroupAxis kind, int first_rank, int end_rank) const;
   // The group of `kind` that holds `rank`.
   RankGroup group_of(GroupAxis kind, int rank) const;
   // Ranks of pipeline stage `stage` (every tensor and data coordinate).

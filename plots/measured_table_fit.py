@@ -19,6 +19,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 MARKERS = {2: "o", 4: "s", 8: "^"}
 
 
+def several_servers(row):
+    """Whether a vTrain row spans more than one 8-GPU server."""
+    return row["gpus"] > 8
+
+
 def layout_of(row):
     tensor = row.get("tensor_parallelism", 1) > 1
     pipeline = row.get("pipeline_parallelism", 1) > 1
@@ -31,7 +36,7 @@ def scatter_3d(axis, rows):
     colours = plt.get_cmap("tab10")
     for index, layout in enumerate(layouts):
         for several, marker, where in ((False, "o", "one server"), (True, "^", "several servers")):
-            chosen = [r for r in rows if layout_of(r) == layout and (r["gpus"] > 8) == several]
+            chosen = [r for r in rows if layout_of(r) == layout and several_servers(r) == several]
             if not chosen:
                 continue
             axis.scatter([r["measured_iteration_time_s"] * 1e3 for r in chosen],
@@ -76,7 +81,7 @@ def finish(axis, document, rows, title):
     kinds = []
     for name, several in (("one server", False), ("several servers", True)):
         errors = [abs(r["error_percent"]) for r in rows
-                  if "error_percent" in r and (r["gpus"] > 8) == several]
+                  if "error_percent" in r and several_servers(r) == several]
         if errors:
             kinds.append(f"{name} {sum(errors) / len(errors):.2f} % ({len(errors)})")
     if len(kinds) == 2:

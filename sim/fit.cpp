@@ -510,17 +510,25 @@ std::vector<double> constants_of(const Cluster& cluster) {
   return theta;
 }
 
+namespace {
+
+bool spans_servers(const MeasuredRun& run, int gpus_per_server) {
+  return run.gpus > gpus_per_server;
+}
+
+}  // namespace
+
 std::vector<double> row_weights(const MeasuredTable& table, int gpus_per_server,
                                 RowWeighting weighting) {
   const int n = static_cast<int>(table.runs.size());
   std::vector<double> weights(n, 1.0);
   if (weighting == RowWeighting::every_row) return weights;
   int spanning = 0;
-  for (const MeasuredRun& run : table.runs) spanning += run.gpus > gpus_per_server;
+  for (const MeasuredRun& run : table.runs) spanning += spans_servers(run, gpus_per_server);
   if (spanning == 0 || spanning == n) return weights;
   // Each group's weights sum to half the rows.
   for (int r = 0; r < n; ++r) {
-    const bool spans = table.runs[r].gpus > gpus_per_server;
+    const bool spans = spans_servers(table.runs[r], gpus_per_server);
     weights[r] = 0.5 * n / (spans ? spanning : n - spanning);
   }
   return weights;
@@ -648,13 +656,11 @@ FitResult fit_table(const Scenario& scenario, const MeasuredTable& table, const 
   }
   result.fit_mape_percent = mean_abs_percent_error(result.fitted_s, measured.time_s);
   result.cv_mape_percent = mean_abs_percent_error(result.validated_s, measured.time_s);
-  result.weighting = weighting;
-  result.row_weights = measured.weight;
   for (const bool spans : {false, true}) {
     RowGroupFigures group{spans ? "several servers" : "one server"};
     std::vector<double> measured_s, fitted_s, validated_s;
     for (int r = 0; r < n; ++r) {
-      if ((table.runs[r].gpus > scenario.cluster.gpus_per_node) != spans) continue;
+      if (spans_servers(table.runs[r], scenario.cluster.gpus_per_node) != spans) continue;
       measured_s.push_back(measured.time_s[r]);
       fitted_s.push_back(result.fitted_s[r]);
       validated_s.push_back(result.validated_s[r]);

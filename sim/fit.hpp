@@ -83,8 +83,6 @@ struct FitResult {
   double fit_mape_percent = 0;
   double cv_mape_percent = 0;
   int model_sizes = 0;
-  RowWeighting weighting = RowWeighting::balance_servers;
-  std::vector<double> row_weights;      // per row, as the least squares used them
   std::vector<RowGroupFigures> groups;  // one server, several servers (those present)
 };
 

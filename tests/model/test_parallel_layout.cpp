@@ -63,6 +63,21 @@ TEST_CASE("every group kind partitions the ranks, in any order of the axes", "[l
     for (int rank = 0; rank < layout.world(); ++rank) {
       CHECK(layout.rank_of(layout.coordinates_of(rank)) == rank);
     }
+    // The groups with a rank in a range: those of all the groups, in the same order.
+    for (GroupAxis kind : {GroupAxis::tensor, GroupAxis::data, GroupAxis::pipeline}) {
+      for (const auto& [first, end] : {std::pair{0, 4}, std::pair{5, 11}, std::pair{20, 30}}) {
+        std::vector<RankGroup> expected;
+        for (const RankGroup& group : layout.groups(kind)) {
+          if (std::any_of(group.ranks.begin(), group.ranks.end(),
+                          [&](int rank) { return rank >= first && rank < end; })) {
+            expected.push_back(group);
+          }
+        }
+        const std::vector<RankGroup> found = layout.groups(kind, first, end);
+        REQUIRE(found.size() == expected.size());
+        for (std::size_t g = 0; g < found.size(); ++g) CHECK(found[g].ranks == expected[g].ranks);
+      }
+    }
     // A stage's ranks: exactly those whose pipeline coordinate it is, ascending.
     for (int stage = 0; stage < 3; ++stage) {
       std::vector<int> expected;
