@@ -177,19 +177,15 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   // tensor-parallel GPT (embedding, attention and MLP per layer, head) in that mode, as the
   // runtime shards them.
   if (data_mode == Mode::z1 || data_mode == Mode::z2) run.modes.assign(2 * layers + 2, *data_mode);
-  // 3D + OSDP as the layout search writes it: z2 for the embedding, the head and the other
-  // layers, ZDP for the first K layers of every stage (a stage with fewer: all of them).
+  // 3D + OSDP as the layout search writes it: the stated mode (z2 unless :dp or :z1) for the
+  // embedding, the head and the other layers, ZDP for the first K layers of every stage (a
+  // stage with fewer: all of them).
   if (zdp_layers_per_stage > 0) {
-    if (data_mode && *data_mode != Mode::z2) {
-      throw refuse(
-          fmt::format(":zdp{} with z2 for the other operators (the runtime mixes no "
-                      "other modes), not :{}",
-                      zdp_layers_per_stage, mode_name(*data_mode)));
-    }
     if (data_degree < 2) throw refuse(":zdp<K> with a data-parallel degree of 2 or more");
     const ParallelIterationCost shape = parallel_iteration_cost(
         *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, flag);
-    run.modes = stage_modes(shape, Mode::z2, std::vector<int>(pipeline, zdp_layers_per_stage));
+    run.modes = stage_modes(shape, data_mode.value_or(Mode::z2),
+                            std::vector<int>(pipeline, zdp_layers_per_stage));
   }
   return run;
 }
@@ -286,12 +282,10 @@ RuntimeLayoutItem runtime_layout_item(const Scenario& scenario, const LayoutPlan
     const bool same_count =
         !counts.empty() && std::all_of(counts.begin(), counts.end(),
                                        [&](int count) { return count == counts.front(); });
-    if (plan.base_mode != Mode::z2) {
-      return {"", fmt::format("ZDP layers beside {} (the runtime mixes them with z2 only)",
-                              mode_name(plan.base_mode))};
-    }
     if (!same_count || counts.front() < 1) return {"", "different ZDP layer counts per stage"};
-    token = fmt::format(":zdp{}", counts.front());
+    // z2 is the ZDP layers' default company.
+    if (plan.base_mode != Mode::z2) token = fmt::format(":{}", mode_name(plan.base_mode));
+    token += fmt::format(":zdp{}", counts.front());
   }
   std::string axes;
   for (const auto& [name, degree] :

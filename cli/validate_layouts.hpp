@@ -31,7 +31,7 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
 
 // The `--layouts` item that trains `plan` in the runtime as the 3D model costs it (at the plan's
 // micro-batch, `--batch`), or, in `why_not`, what the runtime does not run (checkpointing, an
-// uneven layer split, ZDP layers beside dp or z1, different ZDP counts per stage).
+// uneven layer split, different ZDP counts per stage).
 struct RuntimeLayoutItem {
   std::string item;
   std::string why_not;

@@ -262,15 +262,19 @@ std::vector<ChunkLayers> split_layers(const GptShape& shape, int chunks,
 namespace {
 
 // One operator of the GPT as the 3D model counts them (the embedding, a layer's attention, its
-// MLP, the head with the loss): the unit a pass runs through, and under z2 the unit whose
-// parameters are sharded, gathered and whose gradients are reduce-scattered together.
+// MLP, the head with the loss): the unit a pass runs through, and the unit whose parameters are
+// sharded, gathered and whose gradients are reduce-scattered together (under z2, or ZDP).
 struct OperatorUnit {
   enum class Kind { embedding, attention, mlp, head } kind = Kind::embedding;
   int layer = -1;
   std::string prefix;       // of its parameters' names: "embedding.", "layer2.mlp.", ...
   std::vector<int> leaves;  // its parameters: indices into the rank's local tensors
-  // z2 only. The flat parameters, padded to a multiple of d: this rank's 1/d, what the optimizer
-  // updates (its gradient the reduce-scattered accumulator); while gathered a view of the whole.
+  // Its parameters sharded over the data-parallel group: every operator under z2, a ZDP layer's
+  // under any mode (the others then in dp's or z1's flat bucket).
+  bool sharded = false;
+  // Sharded only. The flat parameters, padded to a multiple of d: this rank's 1/d, what the
+  // optimizer updates (its gradient the reduce-scattered accumulator); while gathered a view of
+  // the whole.
   int64_t padded_numel = 0;
   at::Tensor shard;
   // Whole: z2 from before the first micro-batch to the last backward; a ZDP unit (every_pass)
@@ -335,10 +339,13 @@ struct ParallelGpt::Impl {
   std::vector<std::vector<int64_t>> local_sizes;  // of each (z2 releases them between steps)
   std::vector<OperatorUnit> units;                // this rank's operators, in model order
   std::vector<std::vector<int>> units_of_chunk;   // per local chunk (c / p), in model order
-  at::Tensor gradient_bucket;                     // dp and z1: every local gradient, flat
-  at::Tensor parameter_buffer;  // z1: every local parameter, flat (the leaves are views of it)
+  // The leaves of the units not sharded (all of them with one data-parallel rank), in order:
+  // dp's and z1's flat bucket.
+  std::vector<int> bucket_leaves;
+  at::Tensor gradient_bucket;   // dp and z1: the bucket leaves' gradients, flat
+  at::Tensor parameter_buffer;  // z1: the bucket leaves, flat (the leaves are views of it)
   at::Tensor optimizer_shard;   // z1: this rank's chunk of it, what the optimizer updates
-  std::vector<CommHandle> gradient_reductions;  // z2: the step's reduce-scatters in flight
+  std::vector<CommHandle> gradient_reductions;  // sharded units' reduce-scatters in flight
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 
   Impl(const GptShape& shape_in, const ParallelLayout& layout_in, Communicator& comm_in,
@@ -357,18 +364,36 @@ struct ParallelGpt::Impl {
     tensor_sums = {&comm, tensor_group, &communication_wait_s,
                    group_index(tensor_group, comm.rank())};
     take_local_parameters(initial);
-    if (sharded_parameters()) {
-      shard_operator_parameters();
-    } else if (sharded_optimizer()) {
+    mark_sharded_units();
+    // The optimizer updates the sharded units' shards and the bucket's parameters (z1: this
+    // rank's chunk of them); Adam is elementwise, so their split does not change the update.
+    std::vector<at::Tensor> updated = shard_operator_parameters();
+    if (sharded_optimizer()) {
       share_flat_parameters();
+      updated.push_back(optimizer_shard);
     } else {
-      std::vector<at::Tensor> leaves;
-      for (const auto& [name, tensor] : local) leaves.push_back(tensor);
-      optimizer = make_torch_optimizer(leaves, options.adam);
+      for (int leaf : bucket_leaves) updated.push_back(local[leaf].second);
     }
+    optimizer = make_torch_optimizer(updated, options.adam);
   }
 
   int chunks() const { return stages * chunks_per_stage; }
+
+  // Which units shard their parameters (z2: all; a ZDP layer's attention and MLP under any mode)
+  // and which leaves the bucket holds; with one data-parallel rank nothing is sharded.
+  void mark_sharded_units() {
+    const bool sharding = data_group.size() > 1;
+    for (OperatorUnit& unit : units) {
+      unit.every_pass = sharding && unit.layer >= 0 &&
+                        std::find(options.zdp_layers.begin(), options.zdp_layers.end(),
+                                  unit.layer) != options.zdp_layers.end();
+      unit.sharded = sharding && (options.data_parallel_mode == Mode::z2 || unit.every_pass);
+      if (!unit.sharded)
+        bucket_leaves.insert(bucket_leaves.end(), unit.leaves.begin(), unit.leaves.end());
+    }
+    // The bucket in the local tensors' order (units are, and their leaves within them).
+    std::sort(bucket_leaves.begin(), bucket_leaves.end());
+  }
 
   // This rank's tensor-parallel shards of its chunks' parameters, grouped by operator.
   void take_local_parameters(const NamedTensors& initial) {
@@ -398,7 +423,8 @@ struct ParallelGpt::Impl {
   void share_flat_parameters() {
     parameter_buffer = flat_parameters();
     int64_t offset = 0;
-    for (auto& [name, tensor] : local) {
+    for (int leaf : bucket_leaves) {
+      at::Tensor& tensor = local[leaf].second;
       tensor = parameter_buffer.narrow(0, offset, tensor.numel())
                    .view(tensor.sizes())
                    .set_requires_grad(true);
@@ -410,12 +436,13 @@ struct ParallelGpt::Impl {
     optimizer = make_torch_optimizer({optimizer_shard}, options.adam);
   }
 
-  // z2: each operator keeps this rank's 1/d of its flat parameters and a gradient accumulator
-  // of that size; the whole parameters exist only while gathered.
-  void shard_operator_parameters() {
+  // Each sharded operator keeps this rank's 1/d of its flat parameters and a gradient
+  // accumulator of that size; the whole parameters exist only while gathered. Returns the shards.
+  std::vector<at::Tensor> shard_operator_parameters() {
     const int64_t ranks = static_cast<int64_t>(data_group.size());
     std::vector<at::Tensor> shards;
     for (OperatorUnit& unit : units) {
+      if (!unit.sharded) continue;
       int64_t numel = 0;
       for (int leaf : unit.leaves) numel += local[leaf].second.numel();
       unit.padded_numel = (numel + ranks - 1) / ranks * ranks;
@@ -428,14 +455,11 @@ struct ParallelGpt::Impl {
         tensor = at::Tensor();  // gathered before each step's first micro-batch
       }
       const int64_t chunk = unit.padded_numel / ranks;
-      unit.every_pass =
-          unit.layer >= 0 && std::find(options.zdp_layers.begin(), options.zdp_layers.end(),
-                                       unit.layer) != options.zdp_layers.end();
       unit.shard = flat.narrow(0, data_index() * chunk, chunk).clone().set_requires_grad(true);
       unit.shard.mutable_grad() = at::zeros_like(unit.shard);
       shards.push_back(unit.shard);
     }
-    optimizer = make_torch_optimizer(shards, options.adam);
+    return shards;
   }
 
   // The layout as an error message names it.
@@ -470,12 +494,6 @@ struct ParallelGpt::Impl {
     if (mode != Mode::dp && mode != Mode::z1 && mode != Mode::z2) {
       throw InputError("plan", "$.layout.data_parallel_mode", std::string(mode_name(mode)),
                        "dp, z1 or z2 (the runtime shards nothing else inside a layout yet)");
-    }
-    if (!options.zdp_layers.empty() && mode != Mode::z2) {
-      throw InputError("plan", "$.layout.modes",
-                       "zdp layers beside " + std::string(mode_name(mode)),
-                       "zdp layers with z2 for the other operators (the runtime mixes no other "
-                       "modes inside a layout)");
     }
     for (int layer : options.zdp_layers) {
       if (layer < 0 || layer >= shape.layers) {
@@ -782,33 +800,38 @@ struct ParallelGpt::Impl {
     metrics.most_sends_in_flight = transfers.most_sends_in_flight();
   }
 
+  // z1 with a bucket on this rank (a stage of ZDP layers only has none).
   bool sharded_optimizer() const {
-    return options.data_parallel_mode == Mode::z1 && data_group.size() > 1;
+    return options.data_parallel_mode == Mode::z1 && data_group.size() > 1 &&
+           !bucket_leaves.empty();
   }
+  // Some operator's parameters are sharded (z2, or ZDP layers beside any mode).
   bool sharded_parameters() const {
-    return options.data_parallel_mode == Mode::z2 && data_group.size() > 1;
+    return std::any_of(units.begin(), units.end(),
+                       [](const OperatorUnit& unit) { return unit.sharded; });
   }
   int data_index() const { return group_index(data_group, comm.rank()); }
   int64_t padded_parameter_count() const {
     const int64_t ranks = static_cast<int64_t>(data_group.size());
     int64_t total = 0;
-    for (const auto& [name, tensor] : local) total += tensor.numel();
+    for (int leaf : bucket_leaves) total += local[leaf].second.numel();
     return (total + ranks - 1) / ranks * ranks;
   }
-  // The local parameters flat, in the bucket's order, padded as it is.
+  // The bucket's parameters flat, in its order, padded as it is.
   at::Tensor flat_parameters() const {
     at::Tensor flat = at::zeros({padded_parameter_count()});
     int64_t offset = 0;
-    for (const auto& [name, tensor] : local) {
+    for (int leaf : bucket_leaves) {
+      const at::Tensor& tensor = local[leaf].second;
       flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
       offset += tensor.numel();
     }
     return flat;
   }
 
-  // dp and z1: every local gradient, zeroed for the step. With data parallelism, views of one
-  // flat bucket (DDP's, larger than the model) that the backward accumulates into and the
-  // reduction sums in place, so that no gradient is copied.
+  // dp and z1: the bucket leaves' gradients, zeroed for the step. With data parallelism, views
+  // of one flat bucket (DDP's, larger than the model) that the backward accumulates into and
+  // the reduction sums in place, so that no gradient is copied.
   void fresh_gradients() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) {
@@ -827,19 +850,21 @@ struct ParallelGpt::Impl {
       gradient_bucket.zero_();
       return;
     }
+    if (bucket_leaves.empty()) return;
     gradient_bucket = at::zeros({padded_parameter_count()});
     int64_t offset = 0;
-    for (auto& [name, tensor] : local) {
+    for (int leaf : bucket_leaves) {
+      at::Tensor& tensor = local[leaf].second;
       tensor.mutable_grad() =
           gradient_bucket.narrow(0, offset, tensor.numel()).view(tensor.sizes());
       offset += tensor.numel();
     }
   }
 
-  // z2: before an operator's backward, its parameters' gradients become views of one flat
+  // Sharded: before an operator's backward, its parameters' gradients become views of one flat
   // buffer of one micro-batch (the reduce-scatter's, so that nothing is copied into it).
   void begin_operator_backward(OperatorUnit& unit) {
-    if (!sharded_parameters()) return;
+    if (!unit.sharded) return;
     unit.gradient_flat = at::zeros({unit.padded_numel});
     int64_t offset = 0;
     for (int leaf : unit.leaves) {
@@ -857,7 +882,7 @@ struct ParallelGpt::Impl {
   // while the communication thread is busy with the pipeline's transfers (they did: a
   // pp 2 x dp 2 step peaked 26 % above the model, and z2's peak varied 9 % from run to run).
   void end_operator_backward(OperatorUnit& unit) {
-    if (!sharded_parameters()) return;
+    if (!unit.sharded) return;
     if (!gradient_reductions.empty()) {
       const auto start = std::chrono::steady_clock::now();
       gradient_reductions.back().wait();
@@ -883,6 +908,7 @@ struct ParallelGpt::Impl {
     const int64_t ranks = static_cast<int64_t>(data_group.size());
     std::vector<CommHandle> gathers;
     for (OperatorUnit& unit : units) {
+      if (!unit.sharded) continue;
       const int64_t chunk = unit.padded_numel / ranks;
       unit.gathered = at::empty({unit.padded_numel});
       if (unit.every_pass && !with_zdp) {
@@ -908,7 +934,7 @@ struct ParallelGpt::Impl {
     for (const CommHandle& gather : gathers) gather.wait();
     communication_wait_s += seconds_since(start);
     for (OperatorUnit& unit : units) {
-      if (!unit.every_pass || with_zdp) make_leaves(unit);
+      if (unit.sharded && (!unit.every_pass || with_zdp)) make_leaves(unit);
     }
   }
 
@@ -928,7 +954,7 @@ struct ParallelGpt::Impl {
   // filled from the shards (the leaves, views of the buffer, see the data again). Issued one
   // operator ahead of the compute (FSDP's prefetch; at most two whole buffers at once).
   void start_pass_gather(OperatorUnit& unit) {
-    if (!unit.every_pass || !sharded_parameters() || unit.pass_gather.valid()) return;
+    if (!unit.every_pass || unit.pass_gather.valid()) return;
     allocate_storage(unit.gathered);
     const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
     // Unversioned: autograd's saved views of the buffer (this micro-batch's forward) check
@@ -941,7 +967,7 @@ struct ParallelGpt::Impl {
   // operator's (`next`, -1: none) started.
   void gather_for_pass(int u, int next) {
     OperatorUnit& unit = units[u];
-    if (!unit.every_pass || !sharded_parameters()) {
+    if (!unit.every_pass) {
       if (next >= 0) start_pass_gather(units[next]);
       return;
     }
@@ -955,7 +981,7 @@ struct ParallelGpt::Impl {
 
   // After a ZDP unit's pass: its whole parameters' memory returned.
   void free_after_pass(OperatorUnit& unit) {
-    if (!unit.every_pass || !sharded_parameters()) return;
+    if (!unit.every_pass) return;
     free_storage(unit.gathered);
   }
 
@@ -963,6 +989,7 @@ struct ParallelGpt::Impl {
   // parameters are freed.
   void release_parameters() {
     for (OperatorUnit& unit : units) {
+      if (!unit.sharded) continue;
       {
         torch::NoGradGuard no_grad;
         unit.shard.set_(unit.shard.detach().clone());
@@ -980,51 +1007,49 @@ struct ParallelGpt::Impl {
       for (const CommHandle& reduction : gradient_reductions) reduction.wait();
       gradient_reductions.clear();
       communication_wait_s += seconds_since(start);
-      for (OperatorUnit& unit : units) unit.shard.mutable_grad().div_(ranks);
-      return;
+      for (OperatorUnit& unit : units) {
+        if (unit.sharded) unit.shard.mutable_grad().div_(ranks);
+      }
     }
+    if (bucket_leaves.empty()) return;
+    const auto bucket_start = std::chrono::steady_clock::now();
     if (sharded_optimizer()) {
       // Only this rank's chunk is summed: the optimizer updates that chunk alone.
       comm.run(CollectiveKind::reduce_scatter, gradient_bucket, data_group);
-      communication_wait_s += seconds_since(start);
+      communication_wait_s += seconds_since(bucket_start);
       const int64_t chunk = gradient_bucket.numel() / ranks;
       optimizer_shard.mutable_grad() =
           gradient_bucket.narrow(0, data_index() * chunk, chunk).div_(ranks);
       return;
     }
     comm.run(CollectiveKind::all_reduce, gradient_bucket, data_group);
-    communication_wait_s += seconds_since(start);
+    communication_wait_s += seconds_since(bucket_start);
     gradient_bucket.div_(ranks);
   }
 
   // Sequence parallelism: the replicated parameters (LayerNorms, biases after a reduction, the
   // position table) saw 1/t of the sequence on each tensor-parallel rank, so their gradients
   // are partial sums: summed over the group once a step, in one buffer (Megatron all-reduces
-  // its sequence-parallel parameters' gradients likewise). Under z2 only this rank's shard of
-  // them: every tensor-parallel rank of a data-parallel position shards alike.
+  // its sequence-parallel parameters' gradients likewise). Of a sharded unit only this rank's
+  // shard of them: every tensor-parallel rank of a data-parallel position shards alike.
   void sum_replicated_gradients_over_tensor_parallel() {
     std::vector<at::Tensor> parts;
-    if (sharded_parameters()) {
-      const int64_t ranks = static_cast<int64_t>(data_group.size());
-      for (OperatorUnit& unit : units) {
-        const int64_t chunk = unit.padded_numel / ranks;
-        const int64_t first = data_index() * chunk;
-        int64_t offset = 0;
-        for (int leaf : unit.leaves) {
-          const int64_t numel = c10::multiply_integers(local_sizes[leaf]);
-          const int64_t begin = std::max(offset, first);
-          const int64_t end = std::min(offset + numel, first + chunk);
-          if (split_of(local[leaf].first).kind == TensorSplit::Kind::replicated && begin < end) {
-            parts.push_back(unit.shard.mutable_grad().narrow(0, begin - first, end - begin));
-          }
-          offset += numel;
+    const int64_t ranks = static_cast<int64_t>(data_group.size());
+    for (OperatorUnit& unit : units) {
+      const int64_t chunk = unit.padded_numel / ranks;
+      const int64_t first = data_index() * chunk;
+      int64_t offset = 0;
+      for (int leaf : unit.leaves) {
+        const bool replicated = split_of(local[leaf].first).kind == TensorSplit::Kind::replicated;
+        const int64_t numel = c10::multiply_integers(local_sizes[leaf]);
+        const int64_t begin = std::max(offset, first);
+        const int64_t end = std::min(offset + numel, first + chunk);
+        if (replicated && !unit.sharded) {
+          parts.push_back(local[leaf].second.mutable_grad().view({-1}));
+        } else if (replicated && begin < end) {
+          parts.push_back(unit.shard.mutable_grad().narrow(0, begin - first, end - begin));
         }
-      }
-    } else {
-      for (auto& [name, tensor] : local) {
-        if (split_of(name).kind == TensorSplit::Kind::replicated) {
-          parts.push_back(tensor.mutable_grad().view({-1}));
-        }
+        offset += numel;
       }
     }
     int64_t total = 0;
@@ -1062,17 +1087,20 @@ struct ParallelGpt::Impl {
     communication_wait_s = 0;
     if (counting_allocator_installed()) reset_peak_memory();
     if (sharded_parameters()) {
-      for (OperatorUnit& unit : units) unit.shard.mutable_grad().zero_();
+      for (OperatorUnit& unit : units) {
+        if (unit.sharded) unit.shard.mutable_grad().zero_();
+      }
       gather_parameters();
-    } else {
-      fresh_gradients();
     }
+    fresh_gradients();
     std::vector<TokenBatch> micro;
     for (int i = 0; i < m; ++i) micro.push_back(batch.rows(i * (rows / m), rows / m));
     ParallelStepMetrics metrics;
     run_schedule(micro, metrics);
     // z2 keeps the whole parameters to the last backward only.
     if (sharded_parameters()) release_parameters();
+    // The replicated parameters' partial sums over the tensor ranks: before the data-parallel
+    // reduction where every gradient is whole, after it where some are shards.
     if (sequence_parallel() && !sharded_parameters()) {
       sum_replicated_gradients_over_tensor_parallel();
     }

@@ -30,10 +30,12 @@
 //             backward; each micro-batch's gradients of an operator reduce-scattered as soon as
 //             its backward is done, into a 1/d gradient accumulator; the optimizer updates the
 //             shard, and the whole copy is freed after the last backward.
-//             OSDP inside 3D: under z2, the layers listed in zdp_layers are ZDP instead (ZeRO-3):
-//             their attention's and MLP's parameters all-gathered before every pass (each
-//             micro-batch's forward and backward) and freed after it, their gradients
-//             reduce-scattered per micro-batch as z2's.
+//             OSDP inside 3D: under any of the three, the layers listed in zdp_layers are ZDP
+//             instead (ZeRO-3): their attention's and MLP's parameters sharded as z2's,
+//             all-gathered before every pass (each micro-batch's forward and backward) and freed
+//             after it, their gradients reduce-scattered per micro-batch as z2's; under dp and
+//             z1 the other operators' parameters form the bucket, and its reduction waits for
+//             the ZDP layers' last reduce-scatters.
 // The optimizer is torch::optim's, elementwise, so its step on a shard is its step on the whole.
 #pragma once
 
@@ -71,8 +73,8 @@ struct ParallelRuntimeOptions {
   // What the data-parallel group shards: nothing (dp, DDP), the optimizer states (z1) or the
   // parameters, gradients and optimizer states between steps (z2); see above.
   Mode data_parallel_mode = Mode::dp;
-  // Under z2: the transformer layers (indices into the model's) whose attention and MLP are ZDP,
-  // gathered for every pass rather than kept across micro-batches (3D + OSDP).
+  // The transformer layers (indices into the model's) whose attention and MLP are ZDP, gathered
+  // for every pass (3D + OSDP), beside any of the three modes; with one data-parallel rank none.
   std::vector<int> zdp_layers;
 };
 
@@ -118,7 +120,7 @@ class ParallelGpt {
   // a tensor degree that does not divide the heads, the vocabulary or the MLP's hidden units, a
   // world of another size, a bad split of layers, chunks per stage other than 1 outside the
   // interleaved schedule, interleaving with micro-batches that are not a multiple of the stages,
-  // a data-parallel mode other than dp, z1 or z2, ZDP layers outside z2 or not among the model's.
+  // a data-parallel mode other than dp, z1 or z2, ZDP layers not among the model's.
   ParallelGpt(const GptShape& shape, const ParallelLayout& layout, Communicator& communicator,
               const NamedTensors& initial, ParallelRuntimeOptions options);
   ~ParallelGpt();

@@ -51,11 +51,12 @@ Measured measure(const GptShape& shape, Mode mode, int ranks = 2) {
 }
 
 // The tensor x pipeline x data runtime (validate/parallel_gpt) on dp 2 in `mode`, one step.
-Measured measure_layout(const GptShape& shape, Mode mode) {
+Measured measure_layout(const GptShape& shape, Mode mode, std::vector<int> zdp_layers = {}) {
   install_counting_allocator();
   const ParallelLayout layout({1, 1, 2});
   ParallelRuntimeOptions options;
   options.data_parallel_mode = mode;
+  options.zdp_layers = std::move(zdp_layers);
   Measured measured;
   std::mutex mutex;
   const std::int64_t baseline = memory_counts().live_bytes;
@@ -91,6 +92,32 @@ TEST_CASE("Z2 inside a layout holds 1/d of the states between steps and frees it
   // In the step Z2 holds the whole parameters once (its shard is their chunk), its gradients
   // a micro-batch's operator at a time: below DP's peak by about 6 bytes a parameter a rank.
   CHECK(z2.step_peak_bytes < dp.step_peak_bytes);
+}
+
+TEST_CASE("ZDP layers inside a layout hold 1/d of their states beside dp and z1",
+          "[validate][memory]") {
+  const GptShape shape{2, 64, 4, 16, 128};
+  const Workload gpt = make_gpt(shape.spec(), Training{});
+  double layer_parameters = 0;
+  for (int op = 0; op < gpt.size(); ++op) {
+    const OperatorKind kind = gpt.op(op).kind;
+    if (kind == OperatorKind::attention || kind == OperatorKind::mlp) {
+      layer_parameters += gpt.op(op).parameter_count;
+    }
+  }
+  const double other_parameters = gpt.parameter_count() - layer_parameters;
+  // Layer 1 ZDP (half the layers' parameters), the rest in dp's bucket or z1's: the ZDP layer
+  // keeps its 16 bytes a parameter halved across the two ranks, the bucket what its mode keeps.
+  const double zdp_parameters = layer_parameters / 2;
+  const Measured dp = measure_layout(shape, Mode::dp, {1});
+  const Measured z1 = measure_layout(shape, Mode::z1, {1});
+  CHECK(dp.live_after_step_bytes ==
+        Approx(2 * 16 * (other_parameters + zdp_parameters) + 16 * zdp_parameters).epsilon(1e-2));
+  CHECK(z1.live_after_step_bytes ==
+        Approx(2 * 12 * (other_parameters + zdp_parameters) + 16 * zdp_parameters).epsilon(1e-2));
+  // Within the step too: the ZDP layer's whole parameters exist only during its passes.
+  const Measured replicated = measure_layout(shape, Mode::dp);
+  CHECK(dp.step_peak_bytes < replicated.step_peak_bytes);
 }
 
 TEST_CASE("ZDP holds 1/N of the model states and frees its gathers", "[validate][memory]") {

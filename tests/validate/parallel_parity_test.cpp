@@ -279,6 +279,37 @@ TEST_CASE("OSDP inside 3D (z2 with ZDP layers gathered every pass) trains what D
   CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
 }
 
+TEST_CASE("ZDP layers beside dp and z1 inside 3D train what DDP trains") {
+  for (const Mode base : {Mode::dp, Mode::z1}) {
+    INFO(mode_name(base) << " with ZDP layers");
+    ParallelRuntimeOptions options;
+    options.data_parallel_mode = base;
+    options.zdp_layers = {0};
+    options.micro_batches = 2;
+    CHECK(parity(two_layers, {1, 1, 2}, options, 4) < 2e-4);
+    CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
+    // Under a pipeline: stage 0's layer is ZDP, stage 1's in the bucket; then a stage of ZDP
+    // layers only (no bucket on it).
+    CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
+    options.zdp_layers = {0, 1};
+    CHECK(parity(four_layers, {1, 2, 2}, options, 2) < 2e-4);
+    options.schedule = PipelineSchedule::gpipe;
+    CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
+    // With sequence parallelism (the replicated gradients summed over the tensor ranks on
+    // the ZDP shards and in the bucket alike) and checkpointing, under SGD, whose update shows
+    // the gradients' scale.
+    options = {};
+    options.data_parallel_mode = base;
+    options.zdp_layers = {1};
+    options.micro_batches = 2;
+    options.sequence_parallel = true;
+    options.checkpoint_layers = true;
+    options.adam.kind = AdamSettings::Kind::sgd;
+    options.adam.learning_rate = 0.1;
+    CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
+  }
+}
+
 TEST_CASE("layouts the model cannot take are refused with the value and what was expected") {
   CHECK_THROWS_AS(split_layers(four_layers, 3, {1, 1}), InputError);
   CHECK_THROWS_AS(split_layers(four_layers, 2, {1, 2}), InputError);
@@ -322,10 +353,7 @@ TEST_CASE("layouts the model cannot take are refused with the value and what was
   // Tensor degree 3 divides neither 4 heads nor the vocabulary.
   CHECK(refused({3, 1, 1}, {}).find("$.layout.tensor: 3") == 0);
   CHECK(refused({1, 2, 1}, {}).empty());
-  // ZDP layers only beside z2, and only the model's layers.
-  ParallelRuntimeOptions zdp_beside_dp;
-  zdp_beside_dp.zdp_layers = {0};
-  CHECK(refused({1, 1, 2}, zdp_beside_dp).find("$.layout.modes: zdp layers beside dp") == 0);
+  // ZDP layers only the model's.
   ParallelRuntimeOptions zdp_layer_9;
   zdp_layer_9.data_parallel_mode = Mode::z2;
   zdp_layer_9.zdp_layers = {9};
