@@ -192,6 +192,11 @@ struct Gpu {
   // transfers (the schedule's own send / receive calls and buffers; a pipeline engine's
   // instruction). Fitted by `osdp fit` on runs with pipeline parallelism; 0 elsewhere.
   double pipeline_pass_s = 0.0;
+  // What each blocking tensor-parallel collective waits beyond its own time: the ranks do not
+  // arrive together after a stretch of compute (CPU ranks whose threads the host schedules
+  // late; about 1.5 ms a sum on a 2-core VM). Measured by `osdp calibrate` with a
+  // tensor-parallel step of its probe; 0 elsewhere (GPUs arrive within microseconds).
+  double blocking_sync_s = 0.0;
   // How much faster the transformer layers' and the head's matrix products run with fp8 inputs
   // (Transformer Engine's amp_fp8) than in bf16, the rest of the step unchanged; 1: no fp8.
   double fp8_speedup = 1.0;

@@ -220,8 +220,8 @@ SpeedReference read_speed_reference(const JsonReader& reader) {
 Gpu read_gpu(const JsonReader& reader) {
   reader.require_only({"name", "memory", "compute", "peak_compute", "memory_bandwidth",
                        "optimizer_bandwidth", "kernel_launch", "overlap_slowdown",
-                       "straggler_slowdown", "pipeline_pass", "fp8_speedup", "operator_compute",
-                       "speed_reference"});
+                       "straggler_slowdown", "pipeline_pass", "blocking_sync", "fp8_speedup",
+                       "operator_compute", "speed_reference"});
   Gpu gpu;
   gpu.name = reader.optional_string("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
@@ -248,6 +248,9 @@ Gpu read_gpu(const JsonReader& reader) {
                                .value_or(gpu.straggler_slowdown);
   gpu.pipeline_pass_s =
       reader.optional_quantity("pipeline_pass", Dimension::seconds, limits::latency_s)
+          .value_or(0.0);
+  gpu.blocking_sync_s =
+      reader.optional_quantity("blocking_sync", Dimension::seconds, limits::latency_s)
           .value_or(0.0);
   gpu.fp8_speedup = reader.optional_number("fp8_speedup", Range{1, 4, "an fp8 speedup"})
                         .value_or(gpu.fp8_speedup);
@@ -413,6 +416,7 @@ Json cluster_to_json(const Cluster& cluster) {
     gpu["overlap_slowdown"] = cluster.gpu.overlap_slowdown;
   }
   if (cluster.gpu.pipeline_pass_s > 0) gpu["pipeline_pass"] = cluster.gpu.pipeline_pass_s;
+  if (cluster.gpu.blocking_sync_s > 0) gpu["blocking_sync"] = cluster.gpu.blocking_sync_s;
   if (cluster.gpu.fp8_speedup != 1.0) gpu["fp8_speedup"] = cluster.gpu.fp8_speedup;
   if (cluster.gpu.straggler_slowdown != 1.0) {
     gpu["straggler_slowdown"] = cluster.gpu.straggler_slowdown;

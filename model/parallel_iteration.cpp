@@ -86,11 +86,20 @@ struct TensorParallelCollective {
   RankGroup group;
   AlphaBeta timing;
   bool sequence_parallel = false;
+  // The ranks' arrival skew at a collective issued after a stretch of compute (the cluster's
+  // blocking_sync_s): one per operator pass, at the collective that ends its compute. A
+  // collective right after another, or after a LayerNorm (sequence parallelism's all-gathers),
+  // pays none: measured on CPU ranks, sequence parallelism's twice as many collectives waited
+  // about what tensor parallelism's sums did.
+  double sync_s = 0.0;
   double collective_s(CollectiveKind kind, double bytes) const {
     return group.size() <= 1 ? 0.0 : ring_collective_s(kind, bytes, group, timing);
   }
+  double after_compute_s(CollectiveKind kind, double bytes) const {
+    return group.size() <= 1 ? 0.0 : collective_s(kind, bytes) + sync_s;
+  }
   double row_output_s(double bytes) const {
-    return collective_s(
+    return after_compute_s(
         sequence_parallel ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, bytes);
   }
   double row_output_backward_s(double bytes) const {
@@ -100,12 +109,16 @@ struct TensorParallelCollective {
     return sequence_parallel ? collective_s(CollectiveKind::all_gather, bytes) : 0.0;
   }
   double column_input_backward_s(double bytes) const {
-    if (!sequence_parallel) return collective_s(CollectiveKind::all_reduce, bytes);
-    return collective_s(CollectiveKind::reduce_scatter, bytes) +
+    if (!sequence_parallel) return after_compute_s(CollectiveKind::all_reduce, bytes);
+    return after_compute_s(CollectiveKind::reduce_scatter, bytes) +
            collective_s(CollectiveKind::all_gather, bytes);
   }
-  double all_reduce_s(double bytes) const {
-    return collective_s(CollectiveKind::all_reduce, bytes);
+  // The vocabulary-parallel cross-entropy's three sums of one fp32 value a token (the logits'
+  // max, the sum of exponentials, the target logits), the second and third right after the one
+  // before.
+  double cross_entropy_s(double bytes) const {
+    return after_compute_s(CollectiveKind::all_reduce, bytes) +
+           2 * collective_s(CollectiveKind::all_reduce, bytes);
   }
 };
 
@@ -276,7 +289,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
 
   const TensorParallelCollective tensor{
       layout.group_of(GroupAxis::tensor, 0),
-      timing_of(cluster, layout, layout.group_of(GroupAxis::tensor, 0)), run.sequence_parallel};
+      timing_of(cluster, layout, layout.group_of(GroupAxis::tensor, 0)), run.sequence_parallel,
+      cluster.gpu.blocking_sync_s};
 
   const std::vector<int> split =
       run.layers_per_chunk.empty() ? even_layer_split(spec.layers, chunks) : run.layers_per_chunk;
@@ -334,7 +348,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
           // A column-parallel product, then the vocabulary-parallel cross-entropy: the logits'
           // max, the sum of exponentials and the target logits, one fp32 value per token each.
           chunk.forward_communication_s +=
-              tensor.column_input_s(layer_bytes) + 3 * tensor.all_reduce_s(4.0 * b * s);
+              tensor.column_input_s(layer_bytes) + tensor.cross_entropy_s(4.0 * b * s);
           chunk.backward_communication_s += tensor.column_input_backward_s(layer_bytes);
           break;
         case OperatorKind::generic:

@@ -748,6 +748,12 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   result.cluster = standalone_cluster(result, options, setup);
   // The in-training figures are those of collectives beside compute: none on one GPU.
   if (!on_gpu) measure_in_training(comm, options, setup, workload, result);
+  if (!on_gpu) {
+    result.blocking_sync = measure_blocking_sync(
+        comm, options.probe, setup.initial, options.batch_sizes[options.batch_sizes.size() / 2],
+        3 * options.repetitions, result.cluster);
+    result.cluster.gpu.blocking_sync_s = result.blocking_sync.per_sync_s;
+  }
   return result;
 }
 
@@ -792,6 +798,30 @@ Json slicing_json(const std::vector<SlicingPoint>& points) {
 }
 
 namespace {
+Json blocking_sync_json(const BlockingSyncFigures& figures) {
+  return {{"tensor_degree", figures.tensor_degree},
+          {"batch_size", figures.batch_size},
+          {"steps", figures.steps},
+          {"measured_wait_s", figures.measured_wait_s},
+          {"model_wait_s", figures.model_wait_s},
+          {"model_syncs", figures.model_syncs},
+          {"per_sync_s", figures.per_sync_s},
+          {"step_wait_s", figures.step_wait_s}};
+}
+
+BlockingSyncFigures blocking_sync_from_json(const Json& json) {
+  BlockingSyncFigures figures;
+  figures.tensor_degree = json.at("tensor_degree").get<int>();
+  figures.batch_size = json.at("batch_size").get<int>();
+  figures.steps = json.at("steps").get<int>();
+  figures.measured_wait_s = json.at("measured_wait_s").get<double>();
+  figures.model_wait_s = json.at("model_wait_s").get<double>();
+  figures.model_syncs = json.at("model_syncs").get<double>();
+  figures.per_sync_s = json.at("per_sync_s").get<double>();
+  figures.step_wait_s = json.at("step_wait_s").get<std::vector<double>>();
+  return figures;
+}
+
 Json in_training_runs_json(const std::vector<CalibrationResult::InTrainingRun>& runs) {
   Json json = Json::array();
   for (const auto& run : runs) {
@@ -846,7 +876,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"straggler_slowdown", result.straggler_slowdown},
           {"compute_straggler_slowdown", result.compute_straggler_slowdown},
           {"compute_straggling_runs", result.compute_straggling_runs},
-          {"in_training_runs", in_training_runs_json(result.in_training_runs)}};
+          {"in_training_runs", in_training_runs_json(result.in_training_runs)},
+          {"blocking_sync", blocking_sync_json(result.blocking_sync)}};
 }
 
 std::optional<CalibrationResult> run_calibration(int local_ranks,
@@ -954,6 +985,7 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
           segment.at("min_step_bytes").get<double>());
       parsed.collective_contention.factors.push_back(segment.at("factor").get<double>());
     }
+    parsed.blocking_sync = blocking_sync_from_json(report.at("blocking_sync"));
     parsed.cluster = load_cluster(JsonReader(document.at("cluster"), output, "$.cluster"));
     result = parsed;
   }

@@ -14,6 +14,7 @@
 #include "model/cluster.hpp"
 #include "model/json_reader.hpp"
 #include "model/scenario.hpp"
+#include "validate/blocking_sync.hpp"
 #include "validate/communicator.hpp"
 #include "validate/device_kind.hpp"
 #include "validate/gpt_shape.hpp"
@@ -136,6 +137,9 @@ struct CalibrationResult {
     double straggler_slowdown = 1;
   };
   std::vector<InTrainingRun> in_training_runs;
+  // The ranks' arrival skew at tensor-parallel sums (CPU ranks, 2 or more): the cluster's
+  // blocking_sync_s.
+  BlockingSyncFigures blocking_sync;
   Cluster cluster;  // what the figures above make
 };
 

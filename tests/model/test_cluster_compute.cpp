@@ -25,12 +25,13 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
           "[model][cluster]") {
   const Cluster cluster = load_cluster_json(with_gpu(Json::parse(R"({
     "compute": "70GFLOP/s", "memory_bandwidth": "12GB/s", "optimizer_bandwidth": "9GB/s",
-    "straggler_slowdown": 1.1,
+    "straggler_slowdown": 1.1, "blocking_sync": "1.5ms",
     "operator_compute": {
       "mlp": {"forward": {"fixed": "0.25ms", "rate": "80GFLOP/s"},
               "backward": {"fixed": "4ms", "rate": "90GFLOP/s", "extra_slice": "0.5ms"}},
       "embedding": {"backward": {"fixed": "2ms"}}}})")));
   CHECK(cluster.gpu.optimizer_bandwidth_Bps == Approx(9e9));
+  CHECK(cluster.gpu.blocking_sync_s == Approx(1.5e-3));
   const OperatorCompute* mlp = cluster.gpu.compute_law("mlp");
   REQUIRE(mlp != nullptr);
   CHECK(mlp->forward.fixed_s == Approx(2.5e-4));
@@ -48,6 +49,7 @@ TEST_CASE("per-kind compute laws and the update bandwidth are read in SI units",
   const Cluster again = load_cluster_json(cluster_to_json(cluster));
   CHECK(again.gpu.optimizer_bandwidth_Bps == cluster.gpu.optimizer_bandwidth_Bps);
   CHECK(again.gpu.straggler_slowdown == Approx(1.1));
+  CHECK(again.gpu.blocking_sync_s == Approx(1.5e-3));
   REQUIRE(again.gpu.operator_compute.size() == 2);
   CHECK(again.gpu.compute_law("mlp")->backward.fixed_s == Approx(4e-3));
   CHECK(*again.gpu.compute_law("mlp")->backward.flops_per_s == Approx(9e10));
@@ -73,6 +75,8 @@ TEST_CASE("bad compute laws name the path and what was expected", "[model][clust
             .find("$.gpu.optimizer_bandwidth") != std::string::npos);
   CHECK(cluster_error(with_gpu(Json::parse(R"({"straggler_slowdown": 0.9})")))
             .find("$.gpu.straggler_slowdown") != std::string::npos);
+  CHECK(cluster_error(with_gpu(Json::parse(R"({"blocking_sync": "-1ms"})")))
+            .find("$.gpu.blocking_sync") != std::string::npos);
 }
 
 TEST_CASE("shared host cores are read, written back, and replace the overlap slowdown",

@@ -95,6 +95,46 @@ TEST_CASE("sequence parallelism: reduce-scatter and all-gather forward, one all-
   }
 }
 
+TEST_CASE("a blocking sync adds the ranks' arrival skew once per operator pass", "[parallel]") {
+  Scenario scenario = vtrain();
+  constexpr double sync_s = 1.5e-3;
+  for (bool sequence_parallel : {false, true}) {
+    for (bool checkpoint : {false, true}) {
+      INFO("sequence parallel " << sequence_parallel << ", checkpoint " << checkpoint);
+      ParallelRun run = run_of(2, 3, 1, 2, 6, checkpoint);
+      run.sequence_parallel = sequence_parallel;
+      scenario.cluster.gpu.blocking_sync_s = 0;
+      const ParallelIterationCost without = three_stages(scenario, run).cost;
+      scenario.cluster.gpu.blocking_sync_s = sync_s;
+      const ParallelIterationCost with = three_stages(scenario, run).cost;
+      // Four layers a stage, each an attention and an MLP: one skew each forward (the sum, or
+      // the reduce-scatter, after its compute; sequence parallelism's all-gathers follow a
+      // LayerNorm) and one each backward (two with a recompute); the embedding's forward sum,
+      // the head's first cross-entropy sum and its backward sum one each.
+      const int layer_passes = 8;
+      const int recomputes = checkpoint ? layer_passes : 0;
+      const std::vector<std::pair<int, int>> syncs{
+          {layer_passes + 1, layer_passes + recomputes},
+          {layer_passes, layer_passes + recomputes},
+          {layer_passes + 1, layer_passes + recomputes + 1}};
+      for (int c = 0; c < 3; ++c) {
+        INFO("stage " << c);
+        CHECK(with.chunks[c].forward_communication_s - without.chunks[c].forward_communication_s ==
+              Approx(syncs[c].first * sync_s));
+        CHECK(with.chunks[c].backward_communication_s -
+                  without.chunks[c].backward_communication_s ==
+              Approx(syncs[c].second * sync_s));
+      }
+    }
+  }
+  // Without tensor parallelism there is no sum to wait at.
+  ParallelRun pipeline_only = run_of(1, 3, 2, 2, 6, false);
+  scenario.cluster.gpu.blocking_sync_s = 0;
+  const double without_s = three_stages(scenario, pipeline_only).cost.iteration_time_s;
+  scenario.cluster.gpu.blocking_sync_s = sync_s;
+  CHECK(three_stages(scenario, pipeline_only).cost.iteration_time_s == without_s);
+}
+
 TEST_CASE("a rank's activations per layer are Megatron's s b h (10 + 24/t) + 5 a s^2 b / t",
           "[parallel]") {
   const Scenario scenario = vtrain();  // mixed precision: 2-byte activations, dropout masks

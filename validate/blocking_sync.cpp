@@ -1,0 +1,75 @@
+#include "validate/blocking_sync.hpp"
+
+#include <algorithm>
+
+#include "model/parallel_iteration.hpp"
+#include "validate/parallel_gpt.hpp"
+
+namespace osdp::validate {
+namespace {
+
+// The 3D model's time for the tensor-parallel collectives of one step of `run`.
+double model_tensor_collectives_s(const GptShape& probe, const Cluster& cluster,
+                                  const ParallelRun& run) {
+  const ParallelIterationCost cost =
+      parallel_iteration_cost(probe.spec(), Training{}, cluster, CostSettings{}, run, "calibration",
+                              PipelineRecord::summary);
+  double seconds = 0;
+  for (const ChunkCost& chunk : cost.chunks) {
+    seconds += chunk.forward_communication_s + chunk.backward_communication_s;
+  }
+  return seconds * run.micro_batches;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& probe,
+                                          const NamedTensors& initial, int batch_size, int steps,
+                                          const Cluster& cluster) {
+  BlockingSyncFigures figures;
+  const int t = comm.size();
+  if (t < 2 || steps < 1 || probe.heads % t != 0 || probe.vocabulary % t != 0 ||
+      (4 * probe.hidden) % t != 0) {
+    return figures;
+  }
+  figures.tensor_degree = t;
+  figures.batch_size = batch_size;
+  figures.steps = steps;
+  const ParallelLayout layout({t, 1, 1});
+  ParallelGpt model(probe, layout, comm, initial, ParallelRuntimeOptions{});
+  // Every rank of the tensor group trains the same rows; the first step warms up.
+  for (int step = 0; step <= steps; ++step) {
+    const ParallelStepMetrics metrics =
+        model.train_step(make_token_batch(probe, batch_size, /*seed=*/3, step));
+    if (step == 0) continue;
+    // Every rank's wait (a ring all-gather: one slot per rank).
+    at::Tensor waits = at::zeros({t}, at::kDouble);
+    waits[comm.rank()] = metrics.communication_wait_s;
+    comm.run(CollectiveKind::all_gather, waits);
+    figures.step_wait_s.push_back(waits.mean().item<double>());
+  }
+  figures.measured_wait_s = median_of(figures.step_wait_s);
+
+  ParallelRun run;
+  run.degrees = {t, 1, 1};
+  run.micro_batch = batch_size;
+  Cluster without_skew = cluster;
+  without_skew.gpu.blocking_sync_s = 0.0;
+  Cluster unit_skew = cluster;
+  unit_skew.gpu.blocking_sync_s = 1.0;
+  figures.model_wait_s = model_tensor_collectives_s(probe, without_skew, run);
+  figures.model_syncs = model_tensor_collectives_s(probe, unit_skew, run) - figures.model_wait_s;
+  if (figures.model_syncs > 0) {
+    figures.per_sync_s =
+        std::max(0.0, figures.measured_wait_s - figures.model_wait_s) / figures.model_syncs;
+  }
+  return figures;
+}
+
+}  // namespace osdp::validate

@@ -1,0 +1,35 @@
+// The ranks' arrival skew at blocking tensor-parallel sums, measured on a training step: the
+// calibration's probe trained with every rank in one tensor-parallel group (validate/parallel_gpt),
+// what its ranks waited beyond the 3D model's time for the sums, per sum the model counts. On CPU
+// ranks that share a machine's cores the late rank's threads are scheduled late and every sum
+// after a stretch of compute waits for it: about 1.5 ms a sum on a 2-core VM, where the sums
+// themselves take 0.3-1 ms. A stretch of matrix products does not show it (bench/sync_probe);
+// a step of a GPT does.
+#pragma once
+
+#include <vector>
+
+#include "model/cluster.hpp"
+#include "validate/communicator.hpp"
+#include "validate/gpt_parameters.hpp"
+
+namespace osdp::validate {
+
+struct BlockingSyncFigures {
+  int tensor_degree = 0;  // 0: not measured (one rank, or a probe the ranks do not divide)
+  int batch_size = 0;
+  int steps = 0;               // measured, after one warm-up step
+  double measured_wait_s = 0;  // a step's wait for the sums: ranks' mean, median over steps
+  double model_wait_s = 0;     // the 3D model's time for them with no skew
+  double model_syncs = 0;      // the sums that pay the skew, per step
+  double per_sync_s = 0;       // max(0, measured - model) / syncs: the cluster's blocking_sync_s
+  std::vector<double> step_wait_s;  // each measured step's ranks' mean wait
+};
+
+// A collective over `comm` (every rank calls it). `cluster` is the calibrated cluster of
+// comm.size() ranks, whose blocking_sync_s is ignored.
+BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& probe,
+                                          const NamedTensors& initial, int batch_size, int steps,
+                                          const Cluster& cluster);
+
+}  // namespace osdp::validate
