@@ -251,36 +251,8 @@ TEST_CASE("ZeRO-2 inside a layout (FSDP + PP, parameters kept gathered) trains w
   CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
 }
 
-TEST_CASE("OSDP inside 3D (z2 with ZDP layers gathered every pass) trains what DDP trains") {
-  ParallelRuntimeOptions options;
-  options.data_parallel_mode = Mode::z2;
-  options.zdp_layers = {0};
-  options.micro_batches = 2;
-  CHECK(parity(two_layers, {1, 1, 2}, options, 4) < 2e-4);
-  CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
-  // Under a pipeline: stage 0 holds layer 0 (ZDP), stage 1 layer 1 (z2); both ZDP.
-  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
-  options.zdp_layers = {0, 1};
-  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
-  options.schedule = PipelineSchedule::gpipe;
-  CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
-  options.schedule = PipelineSchedule::interleaved;
-  options.chunks_per_stage = 2;
-  options.micro_batches = 4;
-  options.zdp_layers = {1, 2};
-  CHECK(parity(four_layers, {1, 2, 2}, options, 4) < 2e-4);
-  // Under SGD the gradients' scale shows (Adam normalises it away).
-  options = {};
-  options.data_parallel_mode = Mode::z2;
-  options.zdp_layers = {1};
-  options.micro_batches = 2;
-  options.adam.kind = AdamSettings::Kind::sgd;
-  options.adam.learning_rate = 0.1;
-  CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
-}
-
-TEST_CASE("ZDP layers beside dp and z1 inside 3D train what DDP trains") {
-  for (const Mode base : {Mode::dp, Mode::z1}) {
+TEST_CASE("OSDP inside 3D (ZDP layers beside z2, dp or z1) trains what DDP trains") {
+  for (const Mode base : {Mode::z2, Mode::dp, Mode::z1}) {
     INFO(mode_name(base) << " with ZDP layers");
     ParallelRuntimeOptions options;
     options.data_parallel_mode = base;
@@ -288,24 +260,31 @@ TEST_CASE("ZDP layers beside dp and z1 inside 3D train what DDP trains") {
     options.micro_batches = 2;
     CHECK(parity(two_layers, {1, 1, 2}, options, 4) < 2e-4);
     CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
-    // Under a pipeline: stage 0's layer is ZDP, stage 1's in the bucket; then a stage of ZDP
-    // layers only (no bucket on it).
+    // Under a pipeline: stage 0 holds layer 0 (ZDP), stage 1 layer 1 (the base mode); then
+    // both ZDP, and a stage of ZDP layers only (dp and z1: no bucket on it).
     CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
     options.zdp_layers = {0, 1};
+    CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
     CHECK(parity(four_layers, {1, 2, 2}, options, 2) < 2e-4);
     options.schedule = PipelineSchedule::gpipe;
     CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
-    // With sequence parallelism (the replicated gradients summed over the tensor ranks on
-    // the ZDP shards and in the bucket alike) and checkpointing, under SGD, whose update shows
-    // the gradients' scale.
+    options.schedule = PipelineSchedule::interleaved;
+    options.chunks_per_stage = 2;
+    options.micro_batches = 4;
+    options.zdp_layers = {1, 2};
+    CHECK(parity(four_layers, {1, 2, 2}, options, 4) < 2e-4);
+    // Under SGD the gradients' scale shows (Adam normalises it away); then with sequence
+    // parallelism (the replicated gradients summed over the tensor ranks on the ZDP shards and
+    // in the bucket alike) and checkpointing.
     options = {};
     options.data_parallel_mode = base;
     options.zdp_layers = {1};
     options.micro_batches = 2;
-    options.sequence_parallel = true;
-    options.checkpoint_layers = true;
     options.adam.kind = AdamSettings::Kind::sgd;
     options.adam.learning_rate = 0.1;
+    CHECK(parity(two_layers, {2, 1, 2}, options, 4) < 2e-4);
+    options.sequence_parallel = true;
+    options.checkpoint_layers = true;
     CHECK(parity(two_layers, {2, 1, 2}, options, 2) < 2e-4);
   }
 }
