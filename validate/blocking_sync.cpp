@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/parallel_iteration.hpp"
+#include "validate/measurement.hpp"
 #include "validate/parallel_gpt.hpp"
 
 namespace osdp::validate {
@@ -19,12 +20,6 @@ double model_tensor_collectives_s(const GptShape& probe, const Cluster& cluster,
     seconds += chunk.forward_communication_s + chunk.backward_communication_s;
   }
   return seconds * run.micro_batches;
-}
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace

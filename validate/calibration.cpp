@@ -33,12 +33,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t m = values.size() / 2;
-  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
-}
-
 double mean(const std::vector<double>& values) {
   double sum = 0;
   for (double value : values) sum += value;
@@ -125,12 +119,12 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
     const Spread issued = spread_of(probe.issued_times_s);
     point.time_q1_s = from_rank0(comm, issued.first_quartile_s);
     point.time_q3_s = from_rank0(comm, issued.third_quartile_s);
-    point.back_to_back_time_s = from_rank0(comm, median(probe.back_to_back_times_s));
+    point.back_to_back_time_s = from_rank0(comm, median_of(probe.back_to_back_times_s));
     point.step_bytes = ring_step_bytes(point.bytes, n);
     point.step_time_s =
         ring_steps(probe.kind, n) > 0 ? point.time_s / ring_steps(probe.kind, n) : 0.0;
     point.bus_bandwidth_Bps = point.bytes / point.time_s * bus_bandwidth_factor(probe.kind, n);
-    point.cpu_fraction = from_rank0(comm, median(probe.cpu_fractions));
+    point.cpu_fraction = from_rank0(comm, median_of(probe.cpu_fractions));
     points.push_back(point);
   }
   return points;
@@ -362,11 +356,11 @@ ContentionBySize median_contention(const std::vector<ContentionBySize>& runs) {
   ContentionBySize result = runs.front();
   std::vector<double> values;
   for (const ContentionBySize& run : runs) values.push_back(run.overall);
-  result.overall = median(values);
+  result.overall = median_of(values);
   for (std::size_t s = 0; s < result.factors.size(); ++s) {
     values.clear();
     for (const ContentionBySize& run : runs) values.push_back(run.factors[s]);
-    result.factors[s] = median(values);
+    result.factors[s] = median_of(values);
   }
   return result;
 }
@@ -413,8 +407,8 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
     point.kind = operator_kind_name(op.kind);
     point.probe = probe_label(shape);
     point.batch_size = batch;
-    point.forward_s += from_rank0(comm, median(forward));
-    point.backward_s += from_rank0(comm, median(backward));
+    point.forward_s += from_rank0(comm, median_of(forward));
+    point.backward_s += from_rank0(comm, median_of(backward));
     point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
     point.forward_flops_per_sample += op.forward_flops_per_sample;
     point.backward_flops_per_sample += op.backward_flops_per_sample;
@@ -504,8 +498,8 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
       forward.push_back(sample.forward_s);
       backward.push_back(sample.backward_s);
     }
-    point.forward_s = median(forward);
-    point.backward_s = median(backward);
+    point.forward_s = median_of(forward);
+    point.backward_s = median_of(backward);
     // The spread of the rounds: (slowest - fastest) / median of forward + backward.
     std::vector<double> both;
     for (std::size_t r = 0; r < forward.size(); ++r) both.push_back(forward[r] + backward[r]);
@@ -519,7 +513,7 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
     result.operators.push_back(point);
   }
   result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
-  result.compute_straggler_slowdown = median(result.compute_straggling_runs);
+  result.compute_straggler_slowdown = median_of(result.compute_straggling_runs);
 }
 
 // Splitting: the middle batch size again with every operator but the embedding in k slices;
@@ -566,7 +560,7 @@ double measure_optimizer_bandwidth(Communicator& comm, const CalibrationOptions&
        train_probe(comm, options, setup, plan, options.repetitions).steps) {
     update_s.push_back(step.optimizer_step_s);
   }
-  return from_rank0(comm, 2.0 * workload.model_state_bytes() / median(update_s));
+  return from_rank0(comm, 2.0 * workload.model_state_bytes() / median_of(update_s));
 }
 
 // Memory bandwidth: a large copy reads and writes every byte.
@@ -582,7 +576,7 @@ double measure_memory_bandwidth(Communicator& comm, const CalibrationOptions& op
     setup.synchronize();
     times.push_back(seconds_since(start));
   }
-  return from_rank0(comm, 2.0 * source.nbytes() / median(times));
+  return from_rank0(comm, 2.0 * source.nbytes() / median_of(times));
 }
 
 // Per-kernel cost: a tiny operation, dominated by dispatch.
@@ -706,8 +700,8 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
         {contentions.back().overall, overlaps.back(), stragglers.back()});
   }
   result.collective_contention = median_contention(contentions);
-  result.overlap_slowdown = median(overlaps);
-  result.straggler_slowdown = median(stragglers);
+  result.overlap_slowdown = median_of(overlaps);
+  result.straggler_slowdown = median_of(stragglers);
 }
 
 }  // namespace

@@ -22,11 +22,8 @@ double percent_error(double simulated, double measured) {
 }
 
 double median_abs(std::vector<double> values) {
-  if (values.empty()) return 0.0;
   for (double& v : values) v = std::abs(v);
-  std::sort(values.begin(), values.end());
-  const std::size_t m = values.size() / 2;
-  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
+  return median_of(std::move(values));
 }
 
 std::string describe_plan(const Plan& plan) {

@@ -32,6 +32,8 @@ Spread spread_of(std::vector<double> times_s) {
   return {quantile(0.25), quantile(0.5), quantile(0.75)};
 }
 
+double median_of(std::vector<double> values) { return spread_of(std::move(values)).median_s; }
+
 std::vector<double> PlanMeasurement::slowest_iteration_times_s() const {
   if (ranks.empty()) return {};
   const std::size_t count = ranks.front().iteration_times_s.size();

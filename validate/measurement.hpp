@@ -43,6 +43,8 @@ struct Spread {
   }
 };
 Spread spread_of(std::vector<double> times_s);
+// The median (the mean of the middle two of an even count); 0 when there is none.
+double median_of(std::vector<double> values);
 
 struct PlanMeasurement {
   std::string name;

@@ -875,12 +875,12 @@ struct ParallelGpt::Impl {
     }
   }
 
-  // z2: the operator's gradients of this micro-batch reduce-scattered in the data-parallel group
-  // beside the compute; this rank's chunk of the sum is added to its accumulator and the whole
-  // buffer dropped as soon as the reduction ends (on the communication thread). One reduction in
-  // flight at a time: the previous one is waited for first, so that buffers do not pile up
-  // while the communication thread is busy with the pipeline's transfers (they did: a
-  // pp 2 x dp 2 step peaked 26 % above the model, and z2's peak varied 9 % from run to run).
+  // Sharded: the operator's gradients of this micro-batch reduce-scattered in the data-parallel
+  // group beside the compute; this rank's chunk of the sum is added to its accumulator and the
+  // whole buffer dropped as soon as the reduction ends (on the communication thread). One reduction
+  // in flight at a time: the previous one is waited for first, so that buffers do not pile up while
+  // the communication thread is busy with the pipeline's transfers (they did: a pp 2 x dp 2 step
+  // peaked 26 % above the model, and z2's peak varied 9 % from run to run).
   void end_operator_backward(OperatorUnit& unit) {
     if (!unit.sharded) return;
     if (!gradient_reductions.empty()) {
@@ -900,7 +900,7 @@ struct ParallelGpt::Impl {
                                              }));
   }
 
-  // z2: every operator's whole parameters, all-gathered from the shards (each shard becomes
+  // Sharded: the operators' whole parameters, all-gathered from the shards (each shard becomes
   // its own chunk of the whole, so the shard is not held twice), the leaves views of them. ZDP
   // units get their buffer and leaves but no data: each pass gathers them (gather_for_pass);
   // `with_zdp` gathers them too (to read the whole parameters).
@@ -985,7 +985,7 @@ struct ParallelGpt::Impl {
     free_storage(unit.gathered);
   }
 
-  // z2: the shards move out of the whole parameters into storage of their own, and the whole
+  // Sharded: the shards move out of the whole parameters into storage of their own, and the whole
   // parameters are freed.
   void release_parameters() {
     for (OperatorUnit& unit : units) {
@@ -1097,7 +1097,7 @@ struct ParallelGpt::Impl {
     for (int i = 0; i < m; ++i) micro.push_back(batch.rows(i * (rows / m), rows / m));
     ParallelStepMetrics metrics;
     run_schedule(micro, metrics);
-    // z2 keeps the whole parameters to the last backward only.
+    // Sharded units (z2's) keep the whole parameters to the last backward only.
     if (sharded_parameters()) release_parameters();
     // The replicated parameters' partial sums over the tensor ranks: before the data-parallel
     // reduction where every gradient is whole, after it where some are shards.

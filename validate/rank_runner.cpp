@@ -22,13 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
-
 constexpr int figures_per_rank = 5;
 
 // Chrome trace events of one iteration, in microseconds from the earliest rank's step start:
@@ -274,9 +267,9 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   }
   std::vector<PlanMeasurement> measurements;
   for (std::size_t p = 0; p < plans.size(); ++p) {
-    mine[p].iteration_time_s = median(mine[p].iteration_times_s);
-    mine[p].exposed_communication_s = median(exposed[p]);
-    mine[p].pipeline_wait_s = median(pipeline_waits[p]);
+    mine[p].iteration_time_s = median_of(mine[p].iteration_times_s);
+    mine[p].exposed_communication_s = median_of(exposed[p]);
+    mine[p].pipeline_wait_s = median_of(pipeline_waits[p]);
     // Every rank's figures and iteration times, gathered on every rank.
     const int count = options.iterations;
     const int per_rank = figures_per_rank + count;
