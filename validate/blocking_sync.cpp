@@ -29,10 +29,7 @@ BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& pr
                                           const Cluster& cluster) {
   BlockingSyncFigures figures;
   const int t = comm.size();
-  if (t < 2 || steps < 1 || probe.heads % t != 0 || probe.vocabulary % t != 0 ||
-      (4 * probe.hidden) % t != 0) {
-    return figures;
-  }
+  if (t < 2 || steps < 1 || !tensor_degree_fits(probe, t)) return figures;
   figures.tensor_degree = t;
   figures.batch_size = batch_size;
   figures.steps = steps;

@@ -33,6 +33,12 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The middle of the calibration's batch sizes: the speed reference's, the slicing probe's, the
+// in-training runs' and the blocking sync's.
+int reference_batch_size(const CalibrationOptions& options) {
+  return options.batch_sizes[options.batch_sizes.size() / 2];
+}
+
 double mean(const std::vector<double>& values) {
   double sum = 0;
   for (double value : values) sum += value;
@@ -526,7 +532,7 @@ std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo
   const int k = probe_slices(options.probe);
   if (k <= 1) return slicing;
   Plan plan;
-  plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+  plan.batch_size = reference_batch_size(options);
   plan.choices.assign(options.probe.operators(), OperatorChoice{Mode::dp, k, 0});
   plan.choices[0] = OperatorChoice::whole(Mode::dp);
   const std::string probe = probe_label(options.probe);
@@ -589,10 +595,6 @@ double measure_kernel_launch(Communicator& comm, const ProbeSetup& setup) {
   for (int r = 0; r < count; ++r) a.add_(b);
   setup.synchronize();
   return from_rank0(comm, seconds_since(start) / count);
-}
-
-int reference_batch_size(const CalibrationOptions& options) {
-  return options.batch_sizes[options.batch_sizes.size() / 2];
 }
 
 // The main probe's compute at the middle batch size, from the medians the laws were fitted on:
@@ -680,7 +682,7 @@ void measure_in_training(Communicator& comm, const CalibrationOptions& options,
                          CalibrationResult& result) {
   const Cluster& cluster = result.cluster;
   Plan plan;
-  plan.batch_size = options.batch_sizes[options.batch_sizes.size() / 2];
+  plan.batch_size = reference_batch_size(options);
   const int k = probe_slices(options.probe);
   for (int i = 0; i < options.probe.operators(); ++i) {
     const bool sliced = i % 3 == 2 && i > 0 && k > 1;  // the embedding cannot be split
@@ -741,11 +743,11 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   result.kernel_launch_s = measure_kernel_launch(comm, setup);
   result.cluster = standalone_cluster(result, options, setup);
   // The in-training figures are those of collectives beside compute: none on one GPU.
-  if (!on_gpu) measure_in_training(comm, options, setup, workload, result);
   if (!on_gpu) {
-    result.blocking_sync = measure_blocking_sync(
-        comm, options.probe, setup.initial, options.batch_sizes[options.batch_sizes.size() / 2],
-        3 * options.repetitions, result.cluster);
+    measure_in_training(comm, options, setup, workload, result);
+    result.blocking_sync =
+        measure_blocking_sync(comm, options.probe, setup.initial, reference_batch_size(options),
+                              3 * options.repetitions, result.cluster);
     result.cluster.gpu.blocking_sync_s = result.blocking_sync.per_sync_s;
   }
   return result;

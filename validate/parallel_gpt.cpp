@@ -216,6 +216,11 @@ struct SumInForward : torch::autograd::Function<SumInForward> {
 
 }  // namespace
 
+bool tensor_degree_fits(const GptShape& shape, int tensor_degree) {
+  return tensor_degree >= 1 && shape.heads % tensor_degree == 0 &&
+         shape.vocabulary % tensor_degree == 0 && (4 * shape.hidden) % tensor_degree == 0;
+}
+
 std::vector<ChunkLayers> split_layers(const GptShape& shape, int chunks,
                                       const std::vector<int>& layers_per_chunk) {
   std::vector<ChunkLayers> split;
@@ -478,7 +483,7 @@ struct ParallelGpt::Impl {
                        fmt::format("tensor x pipeline x data = the {} ranks", comm.size()));
     }
     const int t = degrees.tensor;
-    if (shape.heads % t != 0 || shape.vocabulary % t != 0 || (4 * shape.hidden) % t != 0) {
+    if (!tensor_degree_fits(shape, t)) {
       throw InputError("plan", "$.layout.tensor", std::to_string(t),
                        fmt::format("a tensor-parallel degree that divides the {} heads, the "
                                    "vocabulary of {} and the MLP's {} hidden units",

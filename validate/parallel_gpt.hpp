@@ -114,6 +114,10 @@ struct ChunkLayers {
 std::vector<ChunkLayers> split_layers(const GptShape& shape, int chunks,
                                       const std::vector<int>& layers_per_chunk);
 
+// Whether Megatron's splits take a tensor-parallel degree: it divides the attention heads, the
+// vocabulary and the MLP's 4 h hidden units.
+bool tensor_degree_fits(const GptShape& shape, int tensor_degree);
+
 class ParallelGpt {
  public:
   // Throws InputError (file "plan") when the layout does not fit the model or the communicator:
