@@ -8,12 +8,17 @@
 //   collective returned (first rank) - last arrival: the collective itself, mean and median.
 //   sync_probe [DIR]   (per-rank samples written to DIR/rank<r>.txt, default /tmp/osdp-sync)
 //   sync_probe --overlap [DIR]
+//   sync_probe --queue [DIR]
 // The second asks how much of a collective runs beside compute on shared cores: each rank times
 // an all-gather alone (S), a stretch of products alone (C), then starts the all-gather, computes
 // the same stretch and waits (the compute's wall time T and the wait W), 20 times per size and
 // stretch; the table gives medians and two readings of the compute's share of a core while both
 // run: C / T (the compute's own slowing, where the collective outlasts it) and C / (C + S - W)
 // (from what the collective had left; an equal share of two threads on one core is 0.5).
+// The third asks what a queue of collectives costs against one of the same bytes (a sharded
+// step's first gather is one all-gather per operator unit): after a barrier each rank times one
+// all-gather of B bytes, then N all-gathers of B / N issued at once and waited for together,
+// 20 times per (B, N); the table gives medians and the queue's extra time per extra collective.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -122,6 +127,74 @@ int run_overlap_rank(int rank, const std::string& dir) {
   return 0;
 }
 
+// --queue: per rank, lines of "bytes collectives one_s queue_s".
+int run_queue_rank(int rank, const std::string& dir) {
+  auto comm = connect_rank(rank, dir);
+  std::ofstream out(fmt::format("{}/queue{}.txt", dir, rank));
+  auto seconds = [](Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  };
+  for (int64_t floats : {1048576, 4194304}) {
+    at::Tensor whole = at::ones({floats}, at::kFloat);
+    for (int collectives : {2, 5, 10, 20}) {
+      std::vector<at::Tensor> parts;
+      for (int c = 0; c < collectives; ++c)
+        parts.push_back(at::ones({floats / collectives / 2 * 2}));
+      for (int rep = 0; rep < 20; ++rep) {
+        comm->barrier();
+        auto start = Clock::now();
+        comm->run(CollectiveKind::all_gather, whole);
+        const double one_s = seconds(start);
+        comm->barrier();
+        start = Clock::now();
+        std::vector<CommHandle> queued;
+        for (at::Tensor& part : parts)
+          queued.push_back(comm->start(CollectiveKind::all_gather, part));
+        for (const CommHandle& handle : queued) handle.wait();
+        const double queue_s = seconds(start);
+        comm->barrier();
+        start = Clock::now();
+        for (at::Tensor& part : parts) comm->run(CollectiveKind::all_gather, part);
+        const double serial_s = seconds(start);
+        out << floats * 4 << ' ' << collectives << ' ' << one_s << ' ' << queue_s << ' ' << serial_s
+            << '\n';
+      }
+    }
+  }
+  return 0;
+}
+
+int queue_main(const std::string& dir) {
+  const LaunchResult launched = launch_local_ranks(
+      2, [&](int rank) { return run_queue_rank(rank, dir); }, std::chrono::seconds(5));
+  if (!launched.ok) {
+    std::fprintf(stderr, "sync_probe: a rank failed\n");
+    return 1;
+  }
+  std::map<std::pair<long long, int>, std::array<std::vector<double>, 2>> rows;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(fmt::format("{}/queue{}.txt", dir, rank));
+    long long bytes = 0;
+    int collectives = 0;
+    double one = 0, queue = 0;
+    double serial = 0;
+    while (in >> bytes >> collectives >> one >> queue >> serial) {
+      rows[{bytes, collectives}][0].push_back(one);
+      rows[{bytes, collectives}][1].push_back(queue);
+    }
+  }
+  fmt::print("{:>10}{:>12}{:>10}{:>10}{:>12}{:>12}{:>22}\n", "bytes", "collectives", "one ms",
+             "queue ms", "queue p10", "queue p90", "extra per collective");
+  for (auto& [key, row] : rows) {
+    for (auto& column : row) std::sort(column.begin(), column.end());
+    const double one = row[0][row[0].size() / 2], queue = row[1][row[1].size() / 2];
+    fmt::print("{:>10}{:>12}{:>10.2f}{:>10.2f}{:>12.2f}{:>12.2f}{:>22.2f}\n", key.first, key.second,
+               1e3 * one, 1e3 * queue, 1e3 * row[1][row[1].size() / 10],
+               1e3 * row[1][row[1].size() * 9 / 10], 1e3 * (queue - one) / (key.second - 1));
+  }
+  return 0;
+}
+
 int overlap_main(const std::string& dir) {
   const LaunchResult launched = launch_local_ranks(
       2, [&](int rank) { return run_overlap_rank(rank, dir); }, std::chrono::seconds(5));
@@ -185,11 +258,13 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const bool overlap = argc > 1 && std::string(argv[1]) == "--overlap";
-  const int dir_argument = overlap ? 2 : 1;
+  const bool queue = argc > 1 && std::string(argv[1]) == "--queue";
+  const int dir_argument = overlap || queue ? 2 : 1;
   const std::string dir = argc > dir_argument ? argv[dir_argument] : "/tmp/osdp-sync";
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir + "/store");
   if (overlap) return overlap_main(dir);
+  if (queue) return queue_main(dir);
   const LaunchResult launched = launch_local_ranks(
       2, [&](int rank) { return run_rank(rank, dir); }, std::chrono::seconds(5));
   if (!launched.ok) {

@@ -183,6 +183,29 @@ TEST_CASE("1F1B: stage r holds p - r micro-batches, the first stage's activation
   CHECK(parameters == Approx(cost.workload->parameter_count()));
 }
 
+TEST_CASE("a stage without the head peaks at an MLP backward's temporaries, the last at the loss's",
+          "[parallel]") {
+  const Scenario scenario = vtrain();  // mixed precision: 2-byte activations
+  const GptSpec spec = spec_of(8, 1024, 16, 1024);
+  const double b = 2, s = 1024, h = 1024, f = 4096, e = 2;
+  for (int t : {1, 2}) {
+    const Cluster cluster = cluster_with_ranks(scenario, 4 * t);
+    const ParallelIterationCost cost = parallel_iteration_cost(
+        spec, scenario.training, cluster, scenario.cost, run_of(t, 4, 1, 2, 8, false), "test");
+    const Operator& mlp = cost.workload->op(2);
+    const Operator& head = cost.workload->op(cost.workload->size() - 1);
+    CAPTURE(t);
+    // The gradients of the b s f / t inner activation and of the GeLU's input, and one weight
+    // matrix's gradient (h x f / t) before it joins the accumulated one.
+    const double mlp_backward_bytes =
+        2.0 * b * s * f / t * e + h * f / t * mlp.gradient_bytes / mlp.parameter_count;
+    for (int c = 1; c < 3; ++c)
+      CHECK(cost.chunks[c].largest_transient_bytes == Approx(mlp_backward_bytes));
+    CHECK(cost.chunks[3].largest_transient_bytes == Approx(b * head.workspace_bytes_per_sample));
+    CHECK(b * head.workspace_bytes_per_sample > mlp_backward_bytes);
+  }
+}
+
 TEST_CASE("the iteration is the pipeline, then the slowest stage's reduction, then the step",
           "[parallel]") {
   const Scenario scenario = vtrain();
