@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -38,14 +39,20 @@ namespace {
 
 class FutureCompletion final : public CommHandle::Completion {
  public:
-  explicit FutureCompletion(std::shared_future<void> done) : done_(std::move(done)) {}
+  FutureCompletion(std::shared_future<void> done, std::shared_ptr<const double> completed_s)
+      : done_(std::move(done)), completed_s_(std::move(completed_s)) {}
   bool ready() const override {
     return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
   void wait() const override { done_.get(); }
+  std::optional<double> completed_s() const override {
+    if (!completed_s_ || !ready()) return std::nullopt;
+    return *completed_s_;
+  }
 
  private:
   std::shared_future<void> done_;
+  std::shared_ptr<const double> completed_s_;
 };
 
 // A point-to-point transfer: waits for its c10d work, a lost peer as a CollectiveError.
@@ -84,8 +91,62 @@ class TransferCompletion final : public CommHandle::Completion {
 
 }  // namespace
 
-CommHandle::CommHandle(std::shared_future<void> done)
-    : completion_(done.valid() ? std::make_shared<FutureCompletion>(std::move(done)) : nullptr) {}
+CommHandle::CommHandle(std::shared_future<void> done, std::shared_ptr<const double> completed_s)
+    : completion_(done.valid()
+                      ? std::make_shared<FutureCompletion>(std::move(done), std::move(completed_s))
+                      : nullptr) {}
+
+double wait_exposed_s(const std::vector<CommHandle>& handles) {
+  const double start_s = steady_seconds();
+  double completed_s = start_s;
+  for (const CommHandle& handle : handles) {
+    handle.wait();
+    completed_s = std::max(completed_s, handle.completed_s().value_or(steady_seconds()));
+  }
+  return completed_s - start_s;
+}
+
+double wait_exposed_s(const CommHandle& handle) {
+  return wait_exposed_s(std::vector<CommHandle>{handle});
+}
+
+namespace {
+
+// Several collectives waited for as one.
+class GroupCompletion final : public CommHandle::Completion {
+ public:
+  explicit GroupCompletion(std::vector<CommHandle> handles) : handles_(std::move(handles)) {}
+  bool ready() const override {
+    return std::all_of(handles_.begin(), handles_.end(),
+                       [](const CommHandle& handle) { return handle.ready(); });
+  }
+  void wait() const override {
+    for (const CommHandle& handle : handles_) handle.wait();
+  }
+  std::optional<double> completed_s() const override {
+    double last_s = 0;
+    for (const CommHandle& handle : handles_) {
+      const std::optional<double> completed_s = handle.completed_s();
+      if (!completed_s) return std::nullopt;
+      last_s = std::max(last_s, *completed_s);
+    }
+    return last_s;
+  }
+
+ private:
+  std::vector<CommHandle> handles_;
+};
+
+}  // namespace
+
+CommHandle Communicator::start_all_gather(std::vector<at::Tensor> buffers, std::vector<int> group) {
+  std::vector<CommHandle> handles;
+  for (at::Tensor& buffer : buffers) {
+    handles.push_back(start(CollectiveKind::all_gather, std::move(buffer), group));
+  }
+  return CommHandle(std::shared_ptr<const CommHandle::Completion>(
+      std::make_shared<GroupCompletion>(std::move(handles))));
+}
 
 CommHandle Communicator::send(at::Tensor, int) {
   TORCH_CHECK(false, "point-to-point transfers need the Gloo backend");
@@ -117,22 +178,26 @@ class SerialExecutor {
     thread_.join();
   }
 
-  std::shared_future<void> submit(std::function<void()> task) {
+  // The task's completion, and when it completed (written before the future is set).
+  CommHandle submit(std::function<void()> task) {
     auto promise = std::make_shared<std::promise<void>>();
     std::shared_future<void> done = promise->get_future().share();
+    auto completed_s = std::make_shared<double>(0.0);
     {
       std::lock_guard lock(mutex_);
-      tasks_.emplace_back([task = std::move(task), promise] {
+      tasks_.emplace_back([task = std::move(task), promise, completed_s] {
         try {
           task();
+          *completed_s = steady_seconds();
           promise->set_value();
         } catch (...) {
+          *completed_s = steady_seconds();
           promise->set_exception(std::current_exception());
         }
       });
     }
     wake_.notify_one();
-    return done;
+    return CommHandle(std::move(done), std::move(completed_s));
   }
 
  private:
@@ -183,7 +248,7 @@ class GlooCommunicator final : public Communicator {
     TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
                 buffer.numel(), " elements over ", group.size(), " ranks");
     const int tag = collective_tag(group);
-    return CommHandle(executor_->submit(
+    return executor_->submit(
         [this, kind, buffer, group = std::move(group), index, tag, then = std::move(then)] {
           if (failure_) std::rethrow_exception(failure_);
           const double start_s = steady_seconds();
@@ -208,7 +273,36 @@ class GlooCommunicator final : public Communicator {
             failure_ = std::current_exception();
             throw;
           }
-        }));
+        });
+  }
+
+  CommHandle start_all_gather(std::vector<at::Tensor> buffers, std::vector<int> group) override {
+    if (group.empty()) group = world_;
+    const int index = group_index(group, rank_);
+    TORCH_CHECK(index >= 0, "rank ", rank_, " issued a collective of a group it is not in");
+    double bytes = 0;
+    for (const at::Tensor& buffer : buffers) {
+      TORCH_CHECK(buffer.is_contiguous() && buffer.dim() == 1,
+                  "ring buffers are flat and contiguous");
+      TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
+                  buffer.numel(), " elements over ", group.size(), " ranks");
+      bytes += static_cast<double>(buffer.nbytes());
+    }
+    const int tag = collective_tag(group);
+    return executor_->submit(
+        [this, buffers = std::move(buffers), group = std::move(group), index, tag, bytes] {
+          if (failure_) std::rethrow_exception(failure_);
+          const double start_s = steady_seconds();
+          try {
+            packed_ring_all_gather(buffers, group, index, tag);
+            std::lock_guard lock(events_mutex_);
+            events_.push_back({CollectiveKind::all_gather, bytes, static_cast<int>(group.size()),
+                               start_s, steady_seconds()});
+          } catch (...) {
+            failure_ = std::current_exception();
+            throw;
+          }
+        });
   }
 
   std::vector<CollectiveEvent> take_events() override {
@@ -256,6 +350,35 @@ class GlooCommunicator final : public Communicator {
       const int recv_chunk = ((i - t - 1) % n + n) % n;
       at::Tensor receive = chunk(buffer, n, recv_chunk);
       exchange(chunk(buffer, n, send_chunk), receive, group, i, tag, "all-gather", t);
+    }
+  }
+
+  // ring_all_gather over several buffers at once: each step's message is every buffer's chunk,
+  // packed into one tensor (one send and one receive a step, whatever the number of buffers).
+  void packed_ring_all_gather(const std::vector<at::Tensor>& buffers, const std::vector<int>& group,
+                              int i, int tag) {
+    const int n = static_cast<int>(group.size());
+    if (n <= 1 || buffers.empty()) return;
+    int64_t packed_numel = 0;
+    for (const at::Tensor& buffer : buffers) packed_numel += buffer.numel() / n;
+    at::Tensor outgoing = at::empty({packed_numel}, buffers.front().options());
+    at::Tensor incoming = at::empty({packed_numel}, buffers.front().options());
+    for (int t = 0; t < ring_steps(CollectiveKind::all_gather, n); ++t) {
+      const int send_chunk = ((i - t) % n + n) % n;
+      const int recv_chunk = ((i - t - 1) % n + n) % n;
+      int64_t offset = 0;
+      for (const at::Tensor& buffer : buffers) {
+        const at::Tensor part = chunk(buffer, n, send_chunk);
+        outgoing.narrow(0, offset, part.numel()).copy_(part);
+        offset += part.numel();
+      }
+      exchange(outgoing, incoming, group, i, tag, "all-gather", t);
+      offset = 0;
+      for (const at::Tensor& buffer : buffers) {
+        at::Tensor part = chunk(buffer, n, recv_chunk);
+        part.copy_(incoming.narrow(0, offset, part.numel()));
+        offset += part.numel();
+      }
     }
   }
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,10 +67,15 @@ class CommHandle {
     virtual ~Completion() = default;
     virtual bool ready() const = 0;
     virtual void wait() const = 0;
+    // steady_seconds() when the collective completed, once it has; none where the backend
+    // cannot say (transfers, NCCL's events).
+    virtual std::optional<double> completed_s() const { return std::nullopt; }
   };
 
   CommHandle() = default;
-  explicit CommHandle(std::shared_future<void> done);
+  // A task on a communication thread: `done` when it ends, `completed_s` (written before
+  // `done` is set) when that was.
+  CommHandle(std::shared_future<void> done, std::shared_ptr<const double> completed_s);
   explicit CommHandle(std::shared_ptr<const Completion> completion)
       : completion_(std::move(completion)) {}
   bool valid() const { return completion_ != nullptr; }
@@ -78,6 +84,9 @@ class CommHandle {
   // caller's current stream from now on runs after the collective.
   void wait() const {
     if (completion_) completion_->wait();
+  }
+  std::optional<double> completed_s() const {
+    return completion_ ? completion_->completed_s() : std::nullopt;
   }
 
  private:
@@ -95,6 +104,15 @@ struct CollectiveEvent {
 
 // Seconds on the steady clock, the time base of CollectiveEvent and StepMetrics.
 double steady_seconds();
+
+// Blocks until every handle's collective is done; returns the seconds of the wait that were
+// communication: from now until the last of them completed. On CPU ranks a thread woken by a
+// completed collective may then wait for a core that the other ranks' threads hold; that is
+// not communication (on a GPU the compute resumes on the stream at once), and the validator's
+// exposed communication leaves it out. A handle that cannot say when it completed counts until
+// the wait returns.
+double wait_exposed_s(const std::vector<CommHandle>& handles);
+double wait_exposed_s(const CommHandle& handle);
 
 class Communicator {
  public:
@@ -118,6 +136,11 @@ class Communicator {
   // drop the full buffer as soon as possible.
   virtual CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {},
                            std::function<void()> then = {}) = 0;
+  // One all-gather of several buffers, as of their concatenation (each buffer's chunk c from
+  // the group's c-th rank): one collective's latency for all of them, as a flat parameter's
+  // gather (FSDP's, DeepSpeed's). Gloo: one ring whose steps carry every buffer's chunk, packed
+  // (2 / n of the bytes at a time beside the buffers); other backends: one collective each.
+  virtual CommHandle start_all_gather(std::vector<at::Tensor> buffers, std::vector<int> group = {});
   void run(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {}) {
     start(kind, std::move(buffer), std::move(group)).wait();
   }

@@ -889,9 +889,7 @@ struct ParallelGpt::Impl {
   void end_operator_backward(OperatorUnit& unit) {
     if (!unit.sharded) return;
     if (!gradient_reductions.empty()) {
-      const auto start = std::chrono::steady_clock::now();
-      gradient_reductions.back().wait();
-      communication_wait_s += seconds_since(start);
+      communication_wait_s += wait_exposed_s(gradient_reductions.back());
     }
     for (int leaf : unit.leaves) local[leaf].second.mutable_grad() = at::Tensor();
     const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
@@ -908,10 +906,12 @@ struct ParallelGpt::Impl {
   // Sharded: the operators' whole parameters, all-gathered from the shards (each shard becomes
   // its own chunk of the whole, so the shard is not held twice), the leaves views of them. ZDP
   // units get their buffer and leaves but no data: each pass gathers them (gather_for_pass);
-  // `with_zdp` gathers them too (to read the whole parameters).
+  // `with_zdp` gathers them too (to read the whole parameters). One all-gather for all the
+  // units, as the 3D model's bucket (a flat parameter's): on CPU ranks ten queued gathers of a
+  // 4-layer GPT took 15-35 ms where one of their bytes takes 6 (bench/sync_probe --queue).
   void gather_parameters(bool with_zdp = false) {
     const int64_t ranks = static_cast<int64_t>(data_group.size());
-    std::vector<CommHandle> gathers;
+    std::vector<at::Tensor> gathered;
     for (OperatorUnit& unit : units) {
       if (!unit.sharded) continue;
       const int64_t chunk = unit.padded_numel / ranks;
@@ -925,19 +925,15 @@ struct ParallelGpt::Impl {
       }
       at::Tensor slot = unit.gathered.narrow(0, data_index() * chunk, chunk);
       slot.copy_(unit.shard.detach());
-      if (unit.every_pass) {
-        gathers.push_back(comm.start(CollectiveKind::all_gather, unit.gathered, data_group));
-        continue;
-      }
-      {
+      if (!unit.every_pass) {
         torch::NoGradGuard no_grad;
         unit.shard.set_(slot);
       }
-      gathers.push_back(comm.start(CollectiveKind::all_gather, unit.gathered, data_group));
+      gathered.push_back(unit.gathered);
     }
-    const auto start = std::chrono::steady_clock::now();
-    for (const CommHandle& gather : gathers) gather.wait();
-    communication_wait_s += seconds_since(start);
+    if (!gathered.empty()) {
+      communication_wait_s += wait_exposed_s(comm.start_all_gather(gathered, data_group));
+    }
     for (OperatorUnit& unit : units) {
       if (unit.sharded && (!unit.every_pass || with_zdp)) make_leaves(unit);
     }
@@ -978,9 +974,7 @@ struct ParallelGpt::Impl {
     }
     start_pass_gather(unit);
     if (next >= 0) start_pass_gather(units[next]);
-    const auto start = std::chrono::steady_clock::now();
-    unit.pass_gather.wait();
-    communication_wait_s += seconds_since(start);
+    communication_wait_s += wait_exposed_s(unit.pass_gather);
     unit.pass_gather = CommHandle();
   }
 
@@ -1007,28 +1001,25 @@ struct ParallelGpt::Impl {
   void average_gradients_over_data_parallel() {
     const int ranks = static_cast<int>(data_group.size());
     if (ranks == 1) return;
-    const auto start = std::chrono::steady_clock::now();
     if (sharded_parameters()) {
-      for (const CommHandle& reduction : gradient_reductions) reduction.wait();
+      communication_wait_s += wait_exposed_s(gradient_reductions);
       gradient_reductions.clear();
-      communication_wait_s += seconds_since(start);
       for (OperatorUnit& unit : units) {
         if (unit.sharded) unit.shard.mutable_grad().div_(ranks);
       }
     }
     if (bucket_leaves.empty()) return;
-    const auto bucket_start = std::chrono::steady_clock::now();
     if (sharded_optimizer()) {
       // Only this rank's chunk is summed: the optimizer updates that chunk alone.
-      comm.run(CollectiveKind::reduce_scatter, gradient_bucket, data_group);
-      communication_wait_s += seconds_since(bucket_start);
+      communication_wait_s +=
+          wait_exposed_s(comm.start(CollectiveKind::reduce_scatter, gradient_bucket, data_group));
       const int64_t chunk = gradient_bucket.numel() / ranks;
       optimizer_shard.mutable_grad() =
           gradient_bucket.narrow(0, data_index() * chunk, chunk).div_(ranks);
       return;
     }
-    comm.run(CollectiveKind::all_reduce, gradient_bucket, data_group);
-    communication_wait_s += seconds_since(bucket_start);
+    communication_wait_s +=
+        wait_exposed_s(comm.start(CollectiveKind::all_reduce, gradient_bucket, data_group));
     gradient_bucket.div_(ranks);
   }
 
@@ -1076,9 +1067,8 @@ struct ParallelGpt::Impl {
 
   // z1: every rank's updated chunk gathered into the parameters, in place.
   void gather_updated_parameters() {
-    const auto start = std::chrono::steady_clock::now();
-    comm.run(CollectiveKind::all_gather, parameter_buffer, data_group);
-    communication_wait_s += seconds_since(start);
+    communication_wait_s +=
+        wait_exposed_s(comm.start(CollectiveKind::all_gather, parameter_buffer, data_group));
   }
 
   ParallelStepMetrics train_step(const TokenBatch& batch) {

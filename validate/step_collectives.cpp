@@ -16,10 +16,12 @@ void StepCollectives::wait(const CommHandle& handle) {
     return;
   }
   device_.synchronize();  // the compute queued so far is not a wait
-  const auto start = std::chrono::steady_clock::now();
+  const double start_s = steady_seconds();
   handle.wait();
+  const std::optional<double> completed_s = handle.completed_s();
   device_.synchronize();  // on CUDA the wait is a stream dependency: block until it is met
-  exposed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Until the collective completed (a CPU rank's thread may wait for a core after it).
+  exposed_s_ += completed_s.value_or(steady_seconds()) - start_s;
 }
 
 std::vector<ScheduleEntry> StepCollectives::take_schedule() {

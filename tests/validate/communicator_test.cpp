@@ -3,6 +3,9 @@
 // libtorch pulls in glog, whose CHECK would shadow Catch's.
 #undef CHECK
 #include <catch2/catch.hpp>
+#include <future>
+#include <memory>
+#include <thread>
 
 using namespace osdp;
 using namespace osdp::validate;
@@ -50,4 +53,62 @@ TEST_CASE("ring collectives over subgroups", "[validate]") {
     comm.run(CollectiveKind::all_reduce, x, replicas);
     REQUIRE(x.equal(at::full({4}, 6.0)));
   });
+}
+
+TEST_CASE("one all-gather of several buffers gathers each as its own all-gather would",
+          "[validate]") {
+  testing::run_rank_threads(3, [](Communicator& comm) {
+    const int n = comm.size();
+    const int r = comm.rank();
+    // Three buffers of different chunk sizes, each chunk c holding 100 b + 10 c + index; a
+    // subgroup too (ranks 0 and 2; rank 1 gathers alone over itself).
+    std::vector<at::Tensor> buffers;
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t chunk = 2 + 3 * b;
+      at::Tensor buffer = at::full({n * chunk}, -1.0);
+      buffer.narrow(0, r * chunk, chunk).copy_(at::arange(chunk) + 100.0 * b + 10.0 * r);
+      buffers.push_back(buffer);
+    }
+    comm.start_all_gather(buffers).wait();
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t chunk = 2 + 3 * b;
+      for (int c = 0; c < n; ++c) {
+        REQUIRE(buffers[b]
+                    .narrow(0, c * chunk, chunk)
+                    .equal(at::arange(chunk).to(at::kFloat) + 100.0 * b + 10.0 * c));
+      }
+    }
+    const std::vector<CollectiveEvent> events = comm.take_events();
+    REQUIRE(events.size() == 1);  // one collective, every buffer's bytes
+    REQUIRE(events.front().bytes == 4.0 * n * (2 + 5 + 8));
+    const std::vector<int> pair = r == 1 ? std::vector<int>{1} : std::vector<int>{0, 2};
+    at::Tensor a = at::zeros({static_cast<int64_t>(pair.size()) * 2});
+    a.narrow(0, group_index(pair, r) * 2, 2).fill_(r + 1.0);
+    comm.start_all_gather({a}, pair).wait();
+    REQUIRE(a.equal(r == 1 ? at::full({2}, 2.0) : at::tensor({1.0f, 1.0f, 3.0f, 3.0f})));
+  });
+}
+
+TEST_CASE("a wait's exposed communication ends when the collective completed", "[validate]") {
+  // A collective that completes 50 ms after it was issued and wakes its waiter 50 ms later still
+  // (as a thread that waits for a core after its collective ended): the wait counts until the
+  // completion, never the time after it.
+  auto promise = std::make_shared<std::promise<void>>();
+  auto completed_s = std::make_shared<double>(0.0);
+  const CommHandle handle(promise->get_future().share(), completed_s);
+  const double before_s = steady_seconds();
+  std::thread collective([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    *completed_s = steady_seconds();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    promise->set_value();
+  });
+  const double exposed_s = wait_exposed_s(handle);
+  const double wall_s = steady_seconds() - before_s;
+  collective.join();
+  CHECK(exposed_s > 0.0);
+  CHECK(exposed_s <= *completed_s - before_s);
+  CHECK(wall_s - exposed_s >= 0.05);
+  // Completed before the wait began: nothing exposed.
+  CHECK(wait_exposed_s(handle) == 0.0);
 }
