@@ -70,7 +70,8 @@ InputError layout_error(const std::string& flag, const std::string& item, const 
                                   ":gpipe, :1f1b or :interleaved with :v<chunks per stage>, "
                                   ":m<micro-batches>, :z1 or :z2 for ZeRO-1 or ZeRO-2 in "
                                   "the data-parallel group, :zdp<K> for 3D + OSDP: the "
-                                  "first K layers of every stage ZDP, the rest z2, :sp for "
+                                  "first K layers of every stage ZDP, the rest z2 (or :dp, "
+                                  ":z1 where given), :sp for "
                                   "sequence parallelism and :ckpt to recompute every layer's "
                                   "attention and MLP in backward)"
                                 : why);

@@ -16,8 +16,9 @@ namespace osdp::cli {
 // One layout per comma-separated item: axes joined by 'x' (tp<N>, pp<N>, dp<N>; the data degree
 // defaults to the ranks left), then ":gpipe", ":1f1b" or ":interleaved" (default 1f1b; ":v<N>"
 // chunks per stage), ":m<N>" micro-batches (default 2 x pp with a pipeline, else 1), ":z1" or
-// ":z2" (ZeRO-1 or ZeRO-2 in the data-parallel group; default replicated, DDP) and ":zdp<K>"
-// (3D + OSDP: the first K layers of every stage ZDP, the rest z2). Each micro-batch has
+// ":z2" (ZeRO-1 or ZeRO-2 in the data-parallel group; default replicated, DDP; ":dp" names it)
+// and ":zdp<K>" (3D + OSDP: the first K layers of every stage ZDP, the rest z2 unless ":dp" or
+// ":z1" says otherwise). Each micro-batch has
 // `micro_batch` samples per data-parallel rank. The run is named after the item ("pp2-gpipe-m4").
 // InputError naming `flag` and the item when it is malformed or its degrees do not multiply to
 // `ranks`.

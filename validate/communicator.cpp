@@ -241,12 +241,8 @@ class GlooCommunicator final : public Communicator {
   CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group,
                    std::function<void()> then) override {
     if (group.empty()) group = world_;
-    const int index = group_index(group, rank_);
-    TORCH_CHECK(index >= 0, "rank ", rank_, " issued a collective of a group it is not in");
-    TORCH_CHECK(buffer.is_contiguous() && buffer.dim() == 1,
-                "ring buffers are flat and contiguous");
-    TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
-                buffer.numel(), " elements over ", group.size(), " ranks");
+    const int index = index_in(group);
+    check_ring_buffer(buffer, group);
     const int tag = collective_tag(group);
     return executor_->submit(
         [this, kind, buffer, group = std::move(group), index, tag, then = std::move(then)] {
@@ -278,14 +274,10 @@ class GlooCommunicator final : public Communicator {
 
   CommHandle start_all_gather(std::vector<at::Tensor> buffers, std::vector<int> group) override {
     if (group.empty()) group = world_;
-    const int index = group_index(group, rank_);
-    TORCH_CHECK(index >= 0, "rank ", rank_, " issued a collective of a group it is not in");
+    const int index = index_in(group);
     double bytes = 0;
     for (const at::Tensor& buffer : buffers) {
-      TORCH_CHECK(buffer.is_contiguous() && buffer.dim() == 1,
-                  "ring buffers are flat and contiguous");
-      TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
-                  buffer.numel(), " elements over ", group.size(), " ranks");
+      check_ring_buffer(buffer, group);
       bytes += static_cast<double>(buffer.nbytes());
     }
     const int tag = collective_tag(group);
@@ -336,6 +328,19 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
+  int index_in(const std::vector<int>& group) const {
+    const int index = group_index(group, rank_);
+    TORCH_CHECK(index >= 0, "rank ", rank_, " issued a collective of a group it is not in");
+    return index;
+  }
+
+  static void check_ring_buffer(const at::Tensor& buffer, const std::vector<int>& group) {
+    TORCH_CHECK(buffer.is_contiguous() && buffer.dim() == 1,
+                "ring buffers are flat and contiguous");
+    TORCH_CHECK(buffer.numel() % static_cast<int64_t>(group.size()) == 0, "ring buffer of ",
+                buffer.numel(), " elements over ", group.size(), " ranks");
+  }
+
   // Chunk c of a buffer split over the group.
   static at::Tensor chunk(const at::Tensor& buffer, std::size_t ranks, int c) {
     const int64_t length = buffer.numel() / static_cast<int64_t>(ranks);
