@@ -1,6 +1,6 @@
 #include "validate/step_collectives.hpp"
 
-#include <chrono>
+#include <algorithm>
 #include <utility>
 
 namespace osdp::validate {
@@ -20,8 +20,9 @@ void StepCollectives::wait(const CommHandle& handle) {
   handle.wait();
   const std::optional<double> completed_s = handle.completed_s();
   device_.synchronize();  // on CUDA the wait is a stream dependency: block until it is met
-  // Until the collective completed (a CPU rank's thread may wait for a core after it).
-  exposed_s_ += completed_s.value_or(steady_seconds()) - start_s;
+  // Until the collective completed (a CPU rank's thread may wait for a core after it; it may
+  // also have completed between the readiness check and the clock's reading).
+  exposed_s_ += std::max(0.0, completed_s.value_or(steady_seconds()) - start_s);
 }
 
 std::vector<ScheduleEntry> StepCollectives::take_schedule() {
