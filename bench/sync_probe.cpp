@@ -17,8 +17,9 @@
 // (from what the collective had left; an equal share of two threads on one core is 0.5).
 // The third asks what a queue of collectives costs against one of the same bytes (a sharded
 // step's first gather is one all-gather per operator unit): after a barrier each rank times one
-// all-gather of B bytes, then N all-gathers of B / N issued at once and waited for together,
-// 20 times per (B, N); the table gives medians and the queue's extra time per extra collective.
+// all-gather of B bytes, then N all-gathers of B / N issued at once and waited for together, then
+// the N issued one at a time (each waited for before the next), 20 times per (B, N); the table
+// gives medians and the queue's extra time per extra collective.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -127,7 +128,7 @@ int run_overlap_rank(int rank, const std::string& dir) {
   return 0;
 }
 
-// --queue: per rank, lines of "bytes collectives one_s queue_s".
+// --queue: per rank, lines of "bytes collectives one_s queue_s serial_s".
 int run_queue_rank(int rank, const std::string& dir) {
   auto comm = connect_rank(rank, dir);
   std::ofstream out(fmt::format("{}/queue{}.txt", dir, rank));
@@ -171,26 +172,28 @@ int queue_main(const std::string& dir) {
     std::fprintf(stderr, "sync_probe: a rank failed\n");
     return 1;
   }
-  std::map<std::pair<long long, int>, std::array<std::vector<double>, 2>> rows;
+  std::map<std::pair<long long, int>, std::array<std::vector<double>, 3>> rows;
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream in(fmt::format("{}/queue{}.txt", dir, rank));
     long long bytes = 0;
     int collectives = 0;
-    double one = 0, queue = 0;
-    double serial = 0;
+    double one = 0, queue = 0, serial = 0;
     while (in >> bytes >> collectives >> one >> queue >> serial) {
-      rows[{bytes, collectives}][0].push_back(one);
-      rows[{bytes, collectives}][1].push_back(queue);
+      auto& row = rows[{bytes, collectives}];
+      row[0].push_back(one);
+      row[1].push_back(queue);
+      row[2].push_back(serial);
     }
   }
-  fmt::print("{:>10}{:>12}{:>10}{:>10}{:>12}{:>12}{:>22}\n", "bytes", "collectives", "one ms",
-             "queue ms", "queue p10", "queue p90", "extra per collective");
+  fmt::print("{:>10}{:>12}{:>10}{:>10}{:>12}{:>12}{:>12}{:>22}\n", "bytes", "collectives", "one ms",
+             "queue ms", "queue p10", "queue p90", "serial ms", "extra per collective");
   for (auto& [key, row] : rows) {
     for (auto& column : row) std::sort(column.begin(), column.end());
     const double one = row[0][row[0].size() / 2], queue = row[1][row[1].size() / 2];
-    fmt::print("{:>10}{:>12}{:>10.2f}{:>10.2f}{:>12.2f}{:>12.2f}{:>22.2f}\n", key.first, key.second,
-               1e3 * one, 1e3 * queue, 1e3 * row[1][row[1].size() / 10],
-               1e3 * row[1][row[1].size() * 9 / 10], 1e3 * (queue - one) / (key.second - 1));
+    fmt::print("{:>10}{:>12}{:>10.2f}{:>10.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>22.2f}\n", key.first,
+               key.second, 1e3 * one, 1e3 * queue, 1e3 * row[1][row[1].size() / 10],
+               1e3 * row[1][row[1].size() * 9 / 10], 1e3 * row[2][row[2].size() / 2],
+               1e3 * (queue - one) / (key.second - 1));
   }
   return 0;
 }

@@ -345,7 +345,8 @@ Subcommand add_validate_command(CLI::App& root) {
                   "(axes tp/pp/dp<N> joined by x; :gpipe, :1f1b or :interleaved with :v<N> "
                   "chunks a stage, default 1f1b; :m<N> micro-batches, default 2 x pp; :z1 or :z2 "
                   "in the data-parallel group; :zdp<K> the first K layers of every stage ZDP, "
-                  "the rest z2 (or :dp, :z1 where given); :sp sequence parallelism; :ckpt every layer's attention and MLP "
+                  "the rest z2 (or :dp, :z1 where given); :sp sequence parallelism; :ckpt every "
+                  "layer's attention and MLP "
                   "recomputed in backward); default: the scenario's validation.layouts");
   app->add_option("--cluster", options->cluster_path,
                   "Cluster JSON replacing the scenario's (e.g. from `osdp calibrate`)");

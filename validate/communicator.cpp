@@ -241,59 +241,38 @@ class GlooCommunicator final : public Communicator {
   CommHandle start(CollectiveKind kind, at::Tensor buffer, std::vector<int> group,
                    std::function<void()> then) override {
     if (group.empty()) group = world_;
-    const int index = index_in(group);
     check_ring_buffer(buffer, group);
-    const int tag = collective_tag(group);
-    return executor_->submit(
-        [this, kind, buffer, group = std::move(group), index, tag, then = std::move(then)] {
-          if (failure_) std::rethrow_exception(failure_);
-          const double start_s = steady_seconds();
-          try {
-            switch (kind) {
-              case CollectiveKind::all_gather:
-                ring_all_gather(buffer, group, index, tag);
-                break;
-              case CollectiveKind::reduce_scatter:
-                ring_reduce_scatter(buffer, group, index, tag);
-                break;
-              case CollectiveKind::all_reduce:
-                ring_reduce_scatter(buffer, group, index, tag);
-                ring_all_gather(buffer, group, index, tag);
-                break;
-            }
-            if (then) then();
-            std::lock_guard lock(events_mutex_);
-            events_.push_back({kind, static_cast<double>(buffer.nbytes()),
-                               static_cast<int>(group.size()), start_s, steady_seconds()});
-          } catch (...) {
-            failure_ = std::current_exception();
-            throw;
-          }
-        });
+    const double bytes = static_cast<double>(buffer.nbytes());
+    return submit_collective(kind, bytes, std::move(group),
+                             [this, kind, buffer, then = std::move(then)](
+                                 const std::vector<int>& group, int index, int tag) {
+                               switch (kind) {
+                                 case CollectiveKind::all_gather:
+                                   ring_all_gather(buffer, group, index, tag);
+                                   break;
+                                 case CollectiveKind::reduce_scatter:
+                                   ring_reduce_scatter(buffer, group, index, tag);
+                                   break;
+                                 case CollectiveKind::all_reduce:
+                                   ring_reduce_scatter(buffer, group, index, tag);
+                                   ring_all_gather(buffer, group, index, tag);
+                                   break;
+                               }
+                               if (then) then();
+                             });
   }
 
   CommHandle start_all_gather(std::vector<at::Tensor> buffers, std::vector<int> group) override {
     if (group.empty()) group = world_;
-    const int index = index_in(group);
     double bytes = 0;
     for (const at::Tensor& buffer : buffers) {
       check_ring_buffer(buffer, group);
       bytes += static_cast<double>(buffer.nbytes());
     }
-    const int tag = collective_tag(group);
-    return executor_->submit(
-        [this, buffers = std::move(buffers), group = std::move(group), index, tag, bytes] {
-          if (failure_) std::rethrow_exception(failure_);
-          const double start_s = steady_seconds();
-          try {
-            packed_ring_all_gather(buffers, group, index, tag);
-            std::lock_guard lock(events_mutex_);
-            events_.push_back({CollectiveKind::all_gather, bytes, static_cast<int>(group.size()),
-                               start_s, steady_seconds()});
-          } catch (...) {
-            failure_ = std::current_exception();
-            throw;
-          }
+    return submit_collective(
+        CollectiveKind::all_gather, bytes, std::move(group),
+        [this, buffers = std::move(buffers)](const std::vector<int>& group, int index, int tag) {
+          packed_ring_all_gather(buffers, group, index, tag);
         });
   }
 
@@ -328,10 +307,28 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
-  int index_in(const std::vector<int>& group) const {
+  // Queues `ring(group, this rank's index, tag)` on the communication thread in issue order: it
+  // is not run after an earlier collective failed, its failure fails every later one, and its
+  // event is recorded when it succeeds.
+  template <typename Ring>
+  CommHandle submit_collective(CollectiveKind kind, double bytes, std::vector<int> group,
+                               Ring ring) {
     const int index = group_index(group, rank_);
     TORCH_CHECK(index >= 0, "rank ", rank_, " issued a collective of a group it is not in");
-    return index;
+    const int tag = collective_tag(group);
+    return executor_->submit([this, kind, bytes, group = std::move(group), index, tag,
+                              ring = std::move(ring)] {
+      if (failure_) std::rethrow_exception(failure_);
+      const double start_s = steady_seconds();
+      try {
+        ring(group, index, tag);
+        std::lock_guard lock(events_mutex_);
+        events_.push_back({kind, bytes, static_cast<int>(group.size()), start_s, steady_seconds()});
+      } catch (...) {
+        failure_ = std::current_exception();
+        throw;
+      }
+    });
   }
 
   static void check_ring_buffer(const at::Tensor& buffer, const std::vector<int>& group) {
