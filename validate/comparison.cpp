@@ -106,19 +106,41 @@ std::vector<StageFigures> measured_stages(const PlanRun& plan, const PlanMeasure
   return stages;
 }
 
-// ComparisonRow::measured_exposed_communication_s: per group of ranks that run the same passes
-// the least wait, then the most over the groups (a layout's stages).
+// ComparisonRow::measured_exposed_communication_s: in each measured iteration, per group of
+// ranks that run the same passes the least wait (a rank that computed slower made the others
+// wait for it: their extra wait is its compute, not communication), the most over the groups
+// (a layout's stages); then the median over the iterations. From the ranks' medians alone when
+// they did not report every iteration.
 double critical_exposed_communication_s(const PlanRun& plan, const PlanMeasurement& measurement) {
-  double critical_s = 0;
-  for (const std::vector<int>& group : same_pass_ranks(plan, measurement)) {
-    if (group.empty()) continue;
-    double least_s = std::numeric_limits<double>::infinity();
-    for (const int rank : group) {
-      least_s = std::min(least_s, measurement.ranks[rank].exposed_communication_s);
+  const std::vector<std::vector<int>> groups = same_pass_ranks(plan, measurement);
+  const std::size_t steps = measurement.ranks.empty()
+                                ? 0
+                                : measurement.ranks.front().exposed_communication_steps_s.size();
+  const bool per_step =
+      steps > 0 && std::all_of(measurement.ranks.begin(), measurement.ranks.end(),
+                               [&](const RankFigures& figures) {
+                                 return figures.exposed_communication_steps_s.size() == steps;
+                               });
+  auto critical_at = [&](auto wait_of) {
+    double critical_s = 0;
+    for (const std::vector<int>& group : groups) {
+      if (group.empty()) continue;
+      double least_s = std::numeric_limits<double>::infinity();
+      for (const int rank : group) least_s = std::min(least_s, wait_of(measurement.ranks[rank]));
+      critical_s = std::max(critical_s, least_s);
     }
-    critical_s = std::max(critical_s, least_s);
+    return critical_s;
+  };
+  if (!per_step) {
+    return critical_at([](const RankFigures& figures) { return figures.exposed_communication_s; });
   }
-  return critical_s;
+  std::vector<double> critical_steps_s;
+  for (std::size_t step = 0; step < steps; ++step) {
+    critical_steps_s.push_back(critical_at([step](const RankFigures& figures) {
+      return figures.exposed_communication_steps_s[step];
+    }));
+  }
+  return median_of(std::move(critical_steps_s));
 }
 
 }  // namespace

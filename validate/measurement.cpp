@@ -17,6 +17,21 @@ double slowest(const std::vector<RankFigures>& ranks, double RankFigures::*figur
   return worst;
 }
 
+// An optional array of non-negative seconds (empty when absent).
+std::vector<double> read_seconds(const JsonReader& reader, const std::string& key) {
+  std::vector<double> seconds;
+  if (!reader.has(key)) return seconds;
+  const Json& values = reader.raw(key);
+  if (!values.is_array()) reader.fail(key, "an array of seconds");
+  for (const Json& value : values) {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+      reader.fail_value(key, render_value(value), "non-negative seconds");
+    }
+    seconds.push_back(value.get<double>());
+  }
+  return seconds;
+}
+
 }  // namespace
 
 Spread spread_of(std::vector<double> times_s) {
@@ -82,7 +97,8 @@ Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
                        {"peak_memory_bytes", r.peak_memory_bytes},
                        {"loss", r.loss},
                        {"iteration_times_s", r.iteration_times_s},
-                       {"pipeline_wait_s", r.pipeline_wait_s}});
+                       {"pipeline_wait_s", r.pipeline_wait_s},
+                       {"exposed_communication_steps_s", r.exposed_communication_steps_s}});
     }
     list.push_back({{"name", m.name}, {"ranks", std::move(ranks)}});
   }
@@ -126,7 +142,7 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
     m.name = entry.string("name");
     for (const JsonReader& r : entry.objects("ranks")) {
       r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss",
-                      "iteration_times_s", "pipeline_wait_s"});
+                      "iteration_times_s", "pipeline_wait_s", "exposed_communication_steps_s"});
       RankFigures figures{
           r.non_negative_number("iteration_time_s"),
           r.non_negative_number("exposed_communication_s"),
@@ -134,16 +150,8 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
           r.number("loss"),
           {},
           r.has("pipeline_wait_s") ? r.non_negative_number("pipeline_wait_s") : 0.0};
-      if (r.has("iteration_times_s")) {
-        const Json& times = r.raw("iteration_times_s");
-        if (!times.is_array()) r.fail("iteration_times_s", "an array of seconds");
-        for (const Json& time : times) {
-          if (!time.is_number() || !std::isfinite(time.get<double>()) || time.get<double>() < 0) {
-            r.fail_value("iteration_times_s", render_value(time), "non-negative seconds");
-          }
-          figures.iteration_times_s.push_back(time.get<double>());
-        }
-      }
+      figures.iteration_times_s = read_seconds(r, "iteration_times_s");
+      figures.exposed_communication_steps_s = read_seconds(r, "exposed_communication_steps_s");
       m.ranks.push_back(std::move(figures));
     }
     measurements.push_back(std::move(m));

@@ -30,6 +30,9 @@ struct RankFigures {
   // Median of the exposed communication's part spent receiving from neighbouring pipeline
   // stages: the bubble as this rank saw it (layouts only; 0 otherwise).
   double pipeline_wait_s = 0;
+  // Every measured iteration's exposed communication, in the order measured (empty when the
+  // rank did not report them).
+  std::vector<double> exposed_communication_steps_s = {};
 };
 
 // The middle half of a set of times: its quartiles (linear interpolation between ranks).

@@ -269,10 +269,11 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   for (std::size_t p = 0; p < plans.size(); ++p) {
     mine[p].iteration_time_s = median_of(mine[p].iteration_times_s);
     mine[p].exposed_communication_s = median_of(exposed[p]);
+    mine[p].exposed_communication_steps_s = exposed[p];
     mine[p].pipeline_wait_s = median_of(pipeline_waits[p]);
     // Every rank's figures and iteration times, gathered on every rank.
     const int count = options.iterations;
-    const int per_rank = figures_per_rank + count;
+    const int per_rank = figures_per_rank + 2 * count;
     at::Tensor figures = at::zeros({world * per_rank}, at::kDouble);
     double* slot = figures.data_ptr<double>() + rank * per_rank;
     slot[0] = mine[p].iteration_time_s;
@@ -282,6 +283,8 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     slot[4] = mine[p].pipeline_wait_s;
     std::copy(mine[p].iteration_times_s.begin(), mine[p].iteration_times_s.end(),
               slot + figures_per_rank);
+    std::copy(mine[p].exposed_communication_steps_s.begin(),
+              mine[p].exposed_communication_steps_s.end(), slot + figures_per_rank + count);
     at::Tensor gathered = figures.to(device.device());
     communicator.run(CollectiveKind::all_gather, gathered);
     figures = gathered.cpu();
@@ -289,9 +292,11 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     measurement.name = plans[p].name;
     for (int r = 0; r < world; ++r) {
       const double* f = figures.data_ptr<double>() + r * per_rank;
-      measurement.ranks.push_back(
-          {f[0], f[1], f[2], f[3],
-           std::vector<double>(f + figures_per_rank, f + figures_per_rank + count), f[4]});
+      const double* times = f + figures_per_rank;
+      const double* exposed_steps = times + count;
+      measurement.ranks.push_back({f[0], f[1], f[2], f[3],
+                                   std::vector<double>(times, times + count), f[4],
+                                   std::vector<double>(exposed_steps, exposed_steps + count)});
     }
     measurements.push_back(std::move(measurement));
   }

@@ -76,6 +76,35 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(table.find("exposed ms") != std::string::npos);
 }
 
+TEST_CASE("comparison: exposed communication per iteration, the rank that set the pace",
+          "[validate][comparison]") {
+  Scenario scenario;
+  scenario.cluster.ranks = 2;
+  Plan plan;
+  plan.batch_size = 2;
+  plan.choices.assign(2, OperatorChoice::whole(Mode::zdp));
+  // The ranks take turns being slow: in each iteration the faster one waits 20 ms for the
+  // other, which itself waits 2-4 ms for communication. Each rank's median is 20 ms (three of
+  // five iterations), but in no iteration did the critical rank wait more than 4 ms.
+  PlanMeasurement measurement{"fsdp", {}};
+  measurement.ranks.push_back(
+      {1.0, 0.020, 100, 1.0, {1, 1, 1, 1, 1}, 0.0, {0.020, 0.002, 0.020, 0.003, 0.020}});
+  measurement.ranks.push_back(
+      {1.0, 0.020, 100, 1.0, {1, 1, 1, 1, 1}, 0.0, {0.004, 0.020, 0.001, 0.020, 0.020}});
+  const SimulatedFigures simulated{1.0, 100, 0.003, {}};
+  const Comparison comparison =
+      compare(scenario, {{"fsdp", plan}}, {measurement}, {simulated}, "simgrid");
+  // Per iteration the least wait: 4, 2, 1, 3 and 20 ms; their median 3 ms.
+  CHECK(comparison.rows[0].measured_exposed_communication_s == Approx(0.003));
+  // The longest stays a rank's median.
+  CHECK(comparison.rows[0].measured_longest_exposed_communication_s == Approx(0.020));
+  // Without every iteration from every rank: the ranks' medians.
+  measurement.ranks[1].exposed_communication_steps_s.pop_back();
+  const Comparison medians =
+      compare(scenario, {{"fsdp", plan}}, {measurement}, {simulated}, "simgrid");
+  CHECK(medians.rows[0].measured_exposed_communication_s == Approx(0.020));
+}
+
 TEST_CASE("comparison: a layout's stages, peak memory and bubble by pipeline stage",
           "[validate][comparison]") {
   Scenario scenario;
@@ -123,17 +152,24 @@ TEST_CASE("comparison: a layout's stages, peak memory and bubble by pipeline sta
 
 TEST_CASE("measurements: JSON round trip keeps each rank's pipeline wait",
           "[validate][comparison]") {
-  PlanMeasurement measurement{"pp2", {{1.0, 0.2, 300, 2.5, {0.9, 1.1}, 0.05}}};
+  PlanMeasurement measurement{"pp2", {{1.0, 0.2, 300, 2.5, {0.9, 1.1}, 0.05, {0.1, 0.3}}}};
   const std::vector<PlanMeasurement> back =
       measurements_from_json(measurements_to_json({measurement}));
   REQUIRE(back.size() == 1);
   REQUIRE(back[0].ranks.size() == 1);
   CHECK(back[0].ranks[0].pipeline_wait_s == 0.05);
   CHECK(back[0].ranks[0].iteration_times_s == std::vector<double>{0.9, 1.1});
+  CHECK(back[0].ranks[0].exposed_communication_steps_s == std::vector<double>{0.1, 0.3});
   // Written before the field existed: it reads as no wait.
   Json old = measurements_to_json({measurement});
   old[0]["ranks"][0].erase("pipeline_wait_s");
   CHECK(measurements_from_json(old)[0].ranks[0].pipeline_wait_s == 0.0);
+  // A wait that is no time is refused with its path.
+  Json bad = measurements_to_json({measurement});
+  bad[0]["ranks"][0]["exposed_communication_steps_s"][1] = -1.0;
+  CHECK_THROWS_WITH(
+      measurements_from_json(bad, "m.json"),
+      Catch::Contains("exposed_communication_steps_s") && Catch::Contains("non-negative seconds"));
 }
 
 TEST_CASE("spread: quartiles of the measured iterations", "[validate][comparison]") {

@@ -157,6 +157,7 @@ TEST_CASE("measured runs on forked ranks", "[validate][launch]") {
       CHECK(rank.peak_memory_bytes > 0);
       CHECK(rank.loss > 0);
       CHECK(rank.iteration_times_s.size() == 3);  // 3 rounds of one measured iteration
+      CHECK(rank.exposed_communication_steps_s.size() == 3);
     }
     const Spread spread = measurement.iteration_time_spread();
     CHECK(spread.first_quartile_s <= spread.median_s);
