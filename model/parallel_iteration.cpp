@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "model/input_error.hpp"
+#include "model/pass_stream.hpp"
 
 namespace osdp {
 
@@ -175,9 +176,17 @@ void check_run(const GptSpec& spec, const Cluster& cluster, const ParallelRun& r
 // DeepSpeed's contiguous gradient buffers): their bytes add up, their latency is paid once.
 using OnceBuckets = std::map<std::pair<CollectiveKind, GroupAxis>, double>;
 
+// A chunk's operators in the order each pass computes them, with the collectives each waits for
+// or issues (model/pass_stream).
+struct StreamedChunk {
+  std::vector<StreamedOperator> forward;
+  std::vector<StreamedOperator> backward;
+};
+
 struct DataParallelTimes {
-  double forward_s = 0;   // every micro-batch, before its forward
-  double backward_s = 0;  // every micro-batch: recompute and backward gathers, reductions
+  double forward_s = 0;          // every micro-batch, before its forward
+  double backward_s = 0;         // every micro-batch: recompute and backward gathers, reductions
+  double backward_gather_s = 0;  // of backward_s, the gathers (before the operator's backward)
   std::vector<PassCollective> forward;  // those collectives, in order
   std::vector<PassCollective> backward;
   OnceBuckets once_bytes;      // once an iteration, after the last backward
@@ -207,6 +216,7 @@ DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool re
       times.forward.push_back({collective.kind, collective.group, bytes});
     } else {
       times.backward_s += time_s;
+      if (collective.kind == CollectiveKind::all_gather) times.backward_gather_s += time_s;
       times.backward.push_back({collective.kind, collective.group, bytes});
     }
   }
@@ -314,7 +324,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   int first_layer = 0;
   // Each chunk's data-parallel collectives that run once an iteration (bucketed per stage below).
   std::vector<OnceBuckets> chunk_once;
-  std::vector<OnceBuckets> chunk_prologue;  // and before the first micro-batch
+  std::vector<OnceBuckets> chunk_prologue;     // and before the first micro-batch
+  std::vector<StreamedChunk> streamed_chunks;  // each pass's operators as its stream sees them
   for (int c = 0; c < chunks; ++c) {
     ChunkCost chunk;
     chunk.stage = c % p;
@@ -375,22 +386,31 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
           break;
       }
     }
+    StreamedChunk& streamed = streamed_chunks.emplace_back();
     for (auto it = chunk.ops.rbegin(); it != chunk.ops.rend(); ++it) {
       const Operator& o = workload.op(*it);
+      double compute_s = 0;
       if (recomputes(run, o)) {
         chunk.backward_calls.push_back({*it, false});
-        chunk.backward_s += model.forward_compute_s(*it).at_real(b);
+        compute_s += model.forward_compute_s(*it).at_real(b);
       }
       chunk.backward_calls.push_back({*it, true});
-      chunk.backward_s += model.backward_compute_s(*it).at_real(b);
+      compute_s += model.backward_compute_s(*it).at_real(b);
+      chunk.backward_s += compute_s;
+      streamed.backward.push_back({compute_s, 0.0, 0.0});
     }
     OnceBuckets& once = chunk_once.emplace_back();
     OnceBuckets& prologue = chunk_prologue.emplace_back();
-    for (int op : chunk.ops) {
+    for (std::size_t k = 0; k < chunk.ops.size(); ++k) {
+      const int op = chunk.ops[k];
       const Operator& o = workload.op(op);
       const DataParallelTimes times =
           data_parallel_times(mode_of(op), o.parameter_bytes, recomputes(run, o), data_group,
                               model.gradient_reduce_ratio());
+      streamed.forward.push_back({model.forward_compute_s(op).at_real(b), times.forward_s, 0.0});
+      StreamedOperator& backward = streamed.backward[chunk.ops.size() - 1 - k];
+      backward.gather_s = times.backward_gather_s;
+      backward.reduce_s = times.backward_s - times.backward_gather_s;
       chunk.forward_data_parallel_s += times.forward_s;
       chunk.backward_data_parallel_s += times.backward_s;
       chunk.forward_collectives.insert(chunk.forward_collectives.end(), times.forward.begin(),
@@ -400,33 +420,54 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       for (const auto& [key, bytes] : times.once_bytes) once[key] += bytes;
       for (const auto& [key, bytes] : times.prologue_bytes) prologue[key] += bytes;
     }
-    // The data-parallel stream runs beside the compute: what it does not hide delays the pass.
-    // Where the two share cores (CPU ranks), each slows the other while they overlap, as in the
-    // data-parallel model (OverlappedPhase): a z2 backward's reduce-scatters stretched the
-    // runtime's 2-rank backward by about their own time (10 ms of 12 on the CPU testbed).
-    // A pass of `compute_s` beside `stream_s` of data-parallel collectives: its length and
-    // what of it the compute waited for the stream.
-    const auto beside_stream = [&](double compute_s, double stream_s, double& pass_s,
-                                   double& wait_s) {
-      if (stream_s <= 0) return;
-      const OverlappedPhase phase{Linear{compute_s, 0.0}, stream_s, model.overlap_slowdown(),
-                                  model.overlap_communication_slowdown()};
-      pass_s = phase.at(1);
-      wait_s = phase.exposed_s(1);
-    };
     chunk.forward_compute_s = chunk.forward_s;
     chunk.backward_compute_s = chunk.backward_s;
-    beside_stream(chunk.forward_compute_s, chunk.forward_data_parallel_s, chunk.forward_s,
-                  chunk.forward_stream_wait_s);
-    beside_stream(chunk.backward_compute_s, chunk.backward_data_parallel_s, chunk.backward_s,
-                  chunk.backward_stream_wait_s);
-    chunk.forward_s += chunk.forward_communication_s;
-    chunk.backward_s += chunk.backward_communication_s;
-    if (p > 1) {
-      chunk.forward_s += cluster.gpu.pipeline_pass_s;
-      chunk.backward_s += cluster.gpu.pipeline_pass_s;
-    }
     cost.chunks.push_back(std::move(chunk));
+  }
+  // The data-parallel stream beside the compute, operator by operator (model/pass_stream): each
+  // stage runs its passes in the schedule's order, and a pass lasts its compute, slowed where
+  // the two share cores (on the CPU testbed a z2 backward's reduce-scatters stretched the
+  // runtime's 2-rank backward by about their own time, 10 ms of 12), and its waits for the
+  // stream (a gather not yet done, the previous reduction); the stream's work left after the
+  // stage's last pass delays its gradient reduction. Each chunk's passes take their mean.
+  const auto schedule_order = [&](int stage) {
+    try {
+      return stage_order(run.schedule, p, v, run.micro_batches, stage);
+    } catch (const std::invalid_argument& error) {
+      throw InputError(source, "$.parallel.schedule",
+                       std::string(pipeline_schedule_name(run.schedule)), error.what());
+    }
+  };
+  cost.stages.resize(p);
+  {
+    const int m = run.micro_batches;
+    std::vector<StreamedPassTime> forward_sum(chunks), backward_sum(chunks);
+    for (int stage = 0; stage < p; ++stage) {
+      PassStream stream(model.overlap_slowdown(), model.overlap_communication_slowdown(),
+                        data_group.ranks > 1 ? cluster.gpu.blocking_sync_s : 0.0);
+      for (const PipelineStep& step : schedule_order(stage)) {
+        const bool forward = step.pass == Pass::forward;
+        const StreamedChunk& streamed = streamed_chunks.at(step.chunk);
+        const StreamedPassTime time = stream.run(forward ? streamed.forward : streamed.backward);
+        StreamedPassTime& sum = (forward ? forward_sum : backward_sum)[step.chunk];
+        sum.length_s += time.length_s;
+        sum.wait_s += time.wait_s;
+      }
+      cost.stages[stage].stream_drain_s = stream.drain_s();
+    }
+    for (int c = 0; c < chunks; ++c) {
+      ChunkCost& chunk = cost.chunks[c];
+      chunk.forward_s = forward_sum[c].length_s / m;
+      chunk.forward_stream_wait_s = forward_sum[c].wait_s / m;
+      chunk.backward_s = backward_sum[c].length_s / m;
+      chunk.backward_stream_wait_s = backward_sum[c].wait_s / m;
+      chunk.forward_s += chunk.forward_communication_s;
+      chunk.backward_s += chunk.backward_communication_s;
+      if (p > 1) {
+        chunk.forward_s += cluster.gpu.pipeline_pass_s;
+        chunk.backward_s += cluster.gpu.pipeline_pass_s;
+      }
+    }
   }
 
   // Point-to-point transfers between neighbouring stages (of the first pipeline group: every
@@ -494,7 +535,6 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   // Parameters kept whole across micro-batches (z2) are gathered before the stage's first
   // micro-batch: the stage's passes start once its gathers are done (a later stage's gathers
   // run while it waits for its first input).
-  cost.stages.resize(p);
   cost.work.stage_ready_s.assign(p, 0.0);
   for (int c = 0; c < chunks; ++c) {
     for (const auto& [key, bytes] : chunk_prologue[c]) {
@@ -584,7 +624,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     stage.peak_memory_bytes =
         stage.model_state_bytes + stage.activation_bytes + stage.transient_bytes;
     cost.peak_memory_bytes = std::max(cost.peak_memory_bytes, stage.peak_memory_bytes);
-    synchronised_s = std::max(synchronised_s, cost.timeline.finish_s[r] + stage.gradient_reduce_s);
+    synchronised_s = std::max(
+        synchronised_s, cost.timeline.finish_s[r] + stage.stream_drain_s + stage.gradient_reduce_s);
     optimizer_s = std::max(optimizer_s, stage.optimizer_step_s);
   }
   cost.iteration_time_s = synchronised_s + optimizer_s;

@@ -52,7 +52,8 @@ struct ParallelRun {
   // z2 (parameters gathered before the first micro-batch and kept to the last, gradients
   // reduce-scattered every micro-batch: torchtitan's FSDP + PP without resharding), zdp
   // (gathered for every pass, ZeRO-3). Empty: all dp. Per-pass collectives run on their own
-  // stream beside the compute; only what outlasts a pass's compute delays it.
+  // stream beside the compute, operator by operator (model/pass_stream): a pass waits for a
+  // gather not done in time and for the previous reduction before the next.
   std::vector<Mode> modes;
 };
 
@@ -91,8 +92,9 @@ struct ChunkCost {
   // (the rest of what the stream adds is the compute slowed beside it, on shared cores).
   double forward_stream_wait_s = 0;
   double backward_stream_wait_s = 0;
-  // One micro-batch: compute, tensor-parallel collectives, the data-parallel stream where it
-  // outlasts the compute (forward_s = max(compute, data parallel) + the rest), pass overhead.
+  // One micro-batch (the mean of the chunk's passes): compute, slowed beside the data-parallel
+  // stream on shared cores, the compute's waits for the stream (model/pass_stream),
+  // tensor-parallel collectives, pass overhead.
   double forward_s = 0;
   double backward_s = 0;
   double saved_activation_bytes = 0;   // kept from a forward to its backward, one micro-batch
@@ -106,6 +108,9 @@ struct StageCost {
   // Data-parallel communication once an iteration: the gradient all-reduce (and the tied
   // embedding's), ZeRO-1's reduce-scatter and all-gather, the kept parameters' gather.
   double gradient_reduce_s = 0;
+  // The per-pass data-parallel stream's work still queued after the stage's last pass (the
+  // last reduce-scatters), before the gradient reduction (model/pass_stream).
+  double stream_drain_s = 0;
   // What it reduces, one collective per kind and data-parallel group (the simulator runs them):
   // their bytes on one rank, in order; and the tied embedding's all-reduce between the first and
   // last stage (0: none).

@@ -175,7 +175,11 @@ class PipelineRun {
     const double compute_s = is_forward ? chunk.forward_compute_s : chunk.backward_compute_s;
     const double stream_s =
         is_forward ? chunk.forward_data_parallel_s : chunk.backward_data_parallel_s;
-    const double rest_s = pass_s - std::max(compute_s, stream_s);
+    // (The model's pass also holds its operators' waits for the stream: what it adds beyond
+    // max(compute, stream) joins the rest, never less than the tensor-parallel collectives.)
+    const double tensor_s =
+        is_forward ? chunk.forward_communication_s : chunk.backward_communication_s;
+    const double rest_s = std::max(tensor_s, pass_s - std::max(compute_s, stream_s));
     auto outstanding = std::make_shared<int>(2);
     auto both_done = [this, rank, step, start_s, rest_s, outstanding] {
       if (--*outstanding > 0) return;
@@ -246,7 +250,14 @@ class PipelineRun {
       advance(rank);
     } else {
       state.finish_s = kernel_.now();
-      reduce(rank);
+      // The model's stream drain (its per-pass stream's last reductions) before the stage's
+      // gradient reductions, as a delay: the passes' flows above are done by now.
+      const double drain_s = cost_.stages[state.stage].stream_drain_s;
+      if (drain_s > 0) {
+        kernel_.after(drain_s, [this, rank] { reduce(rank); });
+      } else {
+        reduce(rank);
+      }
     }
   }
 

@@ -241,29 +241,67 @@ TEST_CASE("a pass's data-parallel stream hides behind its compute, or shares its
   // The CPU testbed: 2 ranks, each a compute and a communication thread, on 2 cores. z2
   // reduce-scatters every operator's gradients beside the backward.
   Scenario scenario = load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d.json");
-  ParallelRun run = run_of(1, 1, 2, 2, 1, false);
+  ParallelRun run = run_of(1, 1, 2, 2, 3, false);
   run.modes.assign(2 * scenario.gpt->layers + 2, Mode::z2);
-  const auto backward_of = [&](const Cluster& cluster) {
+  const auto cost_on = [&](const Cluster& cluster) {
     return parallel_iteration_cost(*scenario.gpt, scenario.training, cluster, scenario.cost, run,
-                                   "test")
-        .chunks.at(0);
+                                   "test");
   };
   REQUIRE(scenario.cluster.host_cores);
-  const ChunkCost shared = backward_of(scenario.cluster);
-  const double compute_s = shared.backward_compute_s;
-  const double stream_s = shared.backward_data_parallel_s;
+  Cluster shared_cores = scenario.cluster;
+  shared_cores.gpu.blocking_sync_s = 0.0;  // the ranks issue every collective together
+  const ParallelIterationCost shared_cost = cost_on(shared_cores);
+  const ChunkCost& shared = shared_cost.chunks.at(0);
+  const double compute_s = shared.forward_compute_s + shared.backward_compute_s;
+  const double stream_s = shared.forward_data_parallel_s + shared.backward_data_parallel_s;
   REQUIRE(stream_s > 0);
   REQUIRE(stream_s < compute_s);
-  // Four busy threads on two cores: each runs at half speed while both run, so the pass lasts
-  // the compute and the stream back to back, and the compute never waits for the stream.
-  CHECK(shared.backward_s - shared.backward_communication_s == Approx(compute_s + stream_s));
-  CHECK(shared.backward_stream_wait_s == 0);
-  // Ranks that do not share cores (GPUs): the stream hides behind the compute.
+  const double m = run.micro_batches;
+  const double drain_s = shared_cost.stages.at(0).stream_drain_s;
+  const auto passes_s = [m](const ChunkCost& chunk) {
+    return m * (chunk.forward_s - chunk.forward_communication_s + chunk.backward_s -
+                chunk.backward_communication_s);
+  };
+  // Four busy threads on two cores: each runs at half speed while both run, so the passes and
+  // the stream's last reduction after them last the compute and the stream back to back.
+  CHECK(passes_s(shared) + drain_s == Approx(m * (compute_s + stream_s)));
+  CHECK(drain_s > 0);
+  // Each collective starting up to the blocking sync after its issue (the other rank's): no
+  // shorter, and at most that much longer per collective.
+  REQUIRE(scenario.cluster.gpu.blocking_sync_s > 0);
+  const ParallelIterationCost late_cost = cost_on(scenario.cluster);
+  const double late_s = passes_s(late_cost.chunks.at(0)) + late_cost.stages.at(0).stream_drain_s;
+  const double collectives = m * static_cast<double>(shared.backward_collectives.size());
+  CHECK(late_s > m * (compute_s + stream_s));
+  CHECK(late_s <= m * (compute_s + stream_s) + collectives * scenario.cluster.gpu.blocking_sync_s);
+  // Ranks that do not share cores (GPUs): the compute is not slowed; the passes last their
+  // compute and their waits for the previous reduction (one in flight).
   Cluster own_cores = scenario.cluster;
   own_cores.host_cores.reset();
-  const ChunkCost apart = backward_of(own_cores);
-  CHECK(apart.backward_s - apart.backward_communication_s == Approx(compute_s));
-  CHECK(apart.backward_stream_wait_s == 0);
+  own_cores.gpu.overlap_slowdown = 1.0;
+  const ChunkCost apart = cost_on(own_cores).chunks.at(0);
+  CHECK(passes_s(apart) ==
+        Approx(m * (compute_s + apart.forward_stream_wait_s + apart.backward_stream_wait_s)));
+  CHECK(apart.forward_stream_wait_s == 0);  // z2 gathers once, before the first micro-batch
+}
+
+TEST_CASE("a ZDP operator waits for its gathers operator by operator", "[parallel]") {
+  // The 3D + OSDP layout of local-cpu-3d (dp 2, 2 micro-batches, the first two layers ZDP, the
+  // rest z2) on ranks that do not share cores: the first ZDP operator's gather cannot hide
+  // behind the embedding's short forward, however long the pass's compute.
+  Scenario scenario = load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d.json");
+  Cluster own_cores = scenario.cluster;
+  own_cores.host_cores.reset();
+  own_cores.gpu.overlap_slowdown = 1.0;
+  ParallelRun run = run_of(1, 1, 2, 1, 2, false);
+  run.modes.assign(2 * scenario.gpt->layers + 2, Mode::z2);
+  run.modes[1] = run.modes[2] = run.modes[3] = run.modes[4] = Mode::zdp;
+  const ChunkCost chunk = parallel_iteration_cost(*scenario.gpt, scenario.training, own_cores,
+                                                  scenario.cost, run, "test")
+                              .chunks.at(0);
+  REQUIRE(chunk.forward_data_parallel_s < chunk.forward_compute_s);
+  CHECK(chunk.forward_stream_wait_s > 0);
+  CHECK(chunk.forward_s == Approx(chunk.forward_compute_s + chunk.forward_stream_wait_s));
 }
 
 TEST_CASE("layouts the model or the cluster cannot hold are input errors", "[parallel]") {
