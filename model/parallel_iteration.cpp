@@ -424,43 +424,39 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     chunk.backward_compute_s = chunk.backward_s;
     cost.chunks.push_back(std::move(chunk));
   }
-  // The data-parallel stream beside the compute, operator by operator (model/pass_stream): each
-  // stage runs its passes in the schedule's order, and a pass lasts its compute, slowed where
-  // the two share cores (on the CPU testbed a z2 backward's reduce-scatters stretched the
-  // runtime's 2-rank backward by about their own time, 10 ms of 12), and its waits for the
-  // stream (a gather not yet done, the previous reduction); the stream's work left after the
-  // stage's last pass delays its gradient reduction. Each chunk's passes take their mean.
-  const auto schedule_order = [&](int stage) {
-    try {
-      return stage_order(run.schedule, p, v, run.micro_batches, stage);
-    } catch (const std::invalid_argument& error) {
-      throw InputError(source, "$.parallel.schedule",
-                       std::string(pipeline_schedule_name(run.schedule)), error.what());
-    }
-  };
+  // The data-parallel stream beside the compute, operator by operator (model/pass_stream): a
+  // pass lasts its compute, slowed where the two share cores (on the CPU testbed a z2
+  // backward's reduce-scatters stretched the runtime's 2-rank backward by about their own time,
+  // 10 ms of 12), and its waits for the stream (a gather not yet done, the previous reduction).
+  // Each chunk runs a forward and a backward, then (m > 1) another pair on the stream the first
+  // left: the first pair counts once, the second m - 1 times (exact for one stage under 1F1B,
+  // whose passes alternate so; a longer schedule would cost a layout search m passes a stage).
+  // What the stream holds after the stage's first chunk's backward, which ends the stage's
+  // schedule, delays its gradient reduction.
   cost.stages.resize(p);
   {
-    const int m = run.micro_batches;
-    std::vector<StreamedPassTime> forward_sum(chunks), backward_sum(chunks);
-    for (int stage = 0; stage < p; ++stage) {
-      PassStream stream(model.overlap_slowdown(), model.overlap_communication_slowdown(),
-                        data_group.ranks > 1 ? cluster.gpu.blocking_sync_s : 0.0);
-      for (const PipelineStep& step : schedule_order(stage)) {
-        const bool forward = step.pass == Pass::forward;
-        const StreamedChunk& streamed = streamed_chunks.at(step.chunk);
-        const StreamedPassTime time = stream.run(forward ? streamed.forward : streamed.backward);
-        StreamedPassTime& sum = (forward ? forward_sum : backward_sum)[step.chunk];
-        sum.length_s += time.length_s;
-        sum.wait_s += time.wait_s;
-      }
-      cost.stages[stage].stream_drain_s = stream.drain_s();
-    }
+    const double m = run.micro_batches;
+    const double arrival_s = data_group.ranks > 1 ? cluster.gpu.blocking_sync_s : 0.0;
     for (int c = 0; c < chunks; ++c) {
       ChunkCost& chunk = cost.chunks[c];
-      chunk.forward_s = forward_sum[c].length_s / m;
-      chunk.forward_stream_wait_s = forward_sum[c].wait_s / m;
-      chunk.backward_s = backward_sum[c].length_s / m;
-      chunk.backward_stream_wait_s = backward_sum[c].wait_s / m;
+      const StreamedChunk& streamed = streamed_chunks[c];
+      PassStream stream(model.overlap_slowdown(), model.overlap_communication_slowdown(),
+                        arrival_s);
+      const StreamedPassTime first_forward = stream.run(streamed.forward);
+      const StreamedPassTime first_backward = stream.run(streamed.backward);
+      StreamedPassTime forward = first_forward;
+      StreamedPassTime backward = first_backward;
+      if (run.micro_batches > 1) {
+        forward = stream.run(streamed.forward);
+        backward = stream.run(streamed.backward);
+      }
+      const auto mean = [m](double first, double rest) { return (first + (m - 1) * rest) / m; };
+      chunk.forward_s = mean(first_forward.length_s, forward.length_s);
+      chunk.forward_stream_wait_s = mean(first_forward.wait_s, forward.wait_s);
+      chunk.backward_s = mean(first_backward.length_s, backward.length_s);
+      chunk.backward_stream_wait_s = mean(first_backward.wait_s, backward.wait_s);
+      const double drain_s = stream.drain_s();
+      if (c == chunk.stage) cost.stages[chunk.stage].stream_drain_s = drain_s;
       chunk.forward_s += chunk.forward_communication_s;
       chunk.backward_s += chunk.backward_communication_s;
       if (p > 1) {
