@@ -338,11 +338,14 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     first_layer += split[c];
     if (c == chunks - 1) chunk.ops.push_back(head_op);
 
+    StreamedChunk& streamed = streamed_chunks.emplace_back();
     for (int op : chunk.ops) {
       const Operator& o = workload.op(op);
       const bool recompute = recomputes(run, o);
       chunk.forward_calls.push_back({op, false});
-      chunk.forward_s += model.forward_compute_s(op).at_real(b);
+      const double forward_compute_s = model.forward_compute_s(op).at_real(b);
+      chunk.forward_s += forward_compute_s;
+      streamed.forward.push_back({forward_compute_s, 0.0, 0.0});
       chunk.saved_activation_bytes += b * saved_bytes_per_sample(spec, o, recompute);
       // Its backward: a recompute's activations, its workspace, an MLP's temporaries and, in
       // modes that shard gradients (z2, zdp), its full gradient until the reduce-scatter has it
@@ -386,7 +389,6 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
           break;
       }
     }
-    StreamedChunk& streamed = streamed_chunks.emplace_back();
     for (auto it = chunk.ops.rbegin(); it != chunk.ops.rend(); ++it) {
       const Operator& o = workload.op(*it);
       double compute_s = 0;
@@ -407,7 +409,7 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       const DataParallelTimes times =
           data_parallel_times(mode_of(op), o.parameter_bytes, recomputes(run, o), data_group,
                               model.gradient_reduce_ratio());
-      streamed.forward.push_back({model.forward_compute_s(op).at_real(b), times.forward_s, 0.0});
+      streamed.forward[k].gather_s = times.forward_s;
       StreamedOperator& backward = streamed.backward[chunk.ops.size() - 1 - k];
       backward.gather_s = times.backward_gather_s;
       backward.reduce_s = times.backward_s - times.backward_gather_s;

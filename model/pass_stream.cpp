@@ -15,11 +15,9 @@ long PassStream::issue(double work_s) {
   return id;
 }
 
-// Work leaves the queue in order, so `id` is done once it is not queued.
-bool PassStream::done(long id) const {
-  return std::none_of(queue_.begin(), queue_.end(),
-                      [id](const Work& work) { return work.id == id; });
-}
+// Work is queued and leaves in the order of its ids, so `id` is done once nothing queued is
+// as old.
+bool PassStream::done(long id) const { return queue_.empty() || queue_.front().id > id; }
 
 // The first queued collective with the compute idle: once the ranks have issued it, at full
 // speed.
