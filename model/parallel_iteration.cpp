@@ -199,7 +199,9 @@ DataParallelTimes data_parallel_times(Mode mode, double parameter_bytes, bool re
   const ModeDescription& description = describe_mode(mode);
   const bool kept = description.parameters == ParameterUse::gathered_once;
   for (const ModeCollective& collective : description.collectives) {
-    if (!collective_runs(collective, recompute ? Checkpoint::unfused : Checkpoint::none)) continue;
+    // A recomputed operator gathers once before its recompute and keeps the parameters for its
+    // backward (FSDP(checkpoint(op)), the runtime's order: validate/parallel_gpt).
+    if (!collective_runs(collective, recompute ? Checkpoint::fused : Checkpoint::none)) continue;
     const double bytes = collective.kind == CollectiveKind::all_gather
                              ? parameter_bytes
                              : parameter_bytes * reduce_ratio;

@@ -2,6 +2,7 @@
 // tensor-parallel bytes per layer (2 all-reduces of b s h forward, 2 backward, 2 more under
 // recompute), a rank's activations per layer (s b h (10 + 24 / t) + 5 a s^2 b / t bytes in fp16),
 // the first stage holding p micro-batches under 1F1B — and the iteration's parts adding up.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "model/input_error.hpp"
@@ -302,6 +303,36 @@ TEST_CASE("a ZDP operator waits for its gathers operator by operator", "[paralle
   REQUIRE(chunk.forward_data_parallel_s < chunk.forward_compute_s);
   CHECK(chunk.forward_stream_wait_s > 0);
   CHECK(chunk.forward_s == Approx(chunk.forward_compute_s + chunk.forward_stream_wait_s));
+}
+
+TEST_CASE("a checkpointed ZDP layer gathers once for its recompute and its backward",
+          "[parallel]") {
+  // The runtime gathers a layer's parameters before its recompute and keeps them through its
+  // backward (validate/parallel_gpt): checkpointing adds no data-parallel collective.
+  Scenario scenario = load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d.json");
+  const auto chunk_of = [&](bool checkpoint) {
+    ParallelRun run = run_of(1, 1, 2, 1, 2, checkpoint);
+    run.modes.assign(2 * scenario.gpt->layers + 2, Mode::zdp);
+    return parallel_iteration_cost(*scenario.gpt, scenario.training, scenario.cluster,
+                                   scenario.cost, run, "test")
+        .chunks.at(0);
+  };
+  const ChunkCost plain = chunk_of(false);
+  const ChunkCost checkpointed = chunk_of(true);
+  const auto gathers = [](const std::vector<PassCollective>& collectives) {
+    return std::count_if(collectives.begin(), collectives.end(), [](const PassCollective& c) {
+      return c.kind == CollectiveKind::all_gather;
+    });
+  };
+  // Every operator gathers forward and backward, and reduce-scatters once.
+  const auto operators = static_cast<long>(2 * scenario.gpt->layers + 2);
+  CHECK(gathers(plain.forward_collectives) == operators);
+  CHECK(gathers(plain.backward_collectives) == operators);
+  CHECK(gathers(checkpointed.backward_collectives) == operators);
+  CHECK(checkpointed.backward_collectives.size() == plain.backward_collectives.size());
+  CHECK(checkpointed.backward_data_parallel_s == Approx(plain.backward_data_parallel_s));
+  // The recompute itself still costs compute.
+  CHECK(checkpointed.backward_compute_s > plain.backward_compute_s);
 }
 
 TEST_CASE("layouts the model or the cluster cannot hold are input errors", "[parallel]") {
