@@ -341,26 +341,48 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     if (c == chunks - 1) chunk.ops.push_back(head_op);
 
     StreamedChunk& streamed = streamed_chunks.emplace_back();
-    for (int op : chunk.ops) {
+    // ZDP's gathered parameters of an operator, held while it computes (the runtime gathers
+    // one operator ahead: the next in forward, the previous in backward, within the chunk).
+    const auto gathered_bytes = [&](std::size_t k) {
+      if (k >= chunk.ops.size()) return 0.0;
+      const bool each_use =
+          describe_mode(mode_of(chunk.ops[k])).parameters == ParameterUse::gathered_each_use;
+      return each_use ? workload.op(chunk.ops[k]).parameter_bytes : 0.0;
+    };
+    std::vector<double> saved_bytes;  // each operator's saved activations, one micro-batch
+    std::vector<double> forward_transient_bytes;
+    std::vector<double> backward_transient_bytes;
+    // The full gradient of an operator in a mode that shards gradients, held until its
+    // reduce-scatter ends: during the backward of the operator before it (one in flight).
+    const auto reducing_bytes = [&](std::size_t k) {
+      if (k >= chunk.ops.size()) return 0.0;
+      const bool shards = describe_mode(mode_of(chunk.ops[k])).shards_gradients;
+      return shards ? workload.op(chunk.ops[k]).gradient_bytes : 0.0;
+    };
+    for (std::size_t k = 0; k < chunk.ops.size(); ++k) {
+      const int op = chunk.ops[k];
       const Operator& o = workload.op(op);
       const bool recompute = recomputes(run, o);
       chunk.forward_calls.push_back({op, false});
       const double forward_compute_s = model.forward_compute_s(op).at_real(b);
       chunk.forward_s += forward_compute_s;
       streamed.forward.push_back({forward_compute_s, 0.0, 0.0});
-      chunk.saved_activation_bytes += b * saved_bytes_per_sample(spec, o, recompute);
-      // Its backward: a recompute's activations, its workspace, an MLP's temporaries and, in
-      // modes that shard gradients (z2, zdp), its full gradient until the reduce-scatter has it
-      // (as the cost model's per-operator transient).
+      // Its backward: a recompute's activations, its workspace, an MLP's temporaries, in modes
+      // that shard gradients (z2, zdp) its full gradient until the reduce-scatter has it (as the
+      // cost model's per-operator transient) and the next operator's, still being reduced, and
+      // the gathered parameters beside them: its own and the previous operator's, prefetched.
+      // Its forward holds its own and the next one's.
       const double full_gradient_bytes =
           describe_mode(mode_of(op)).shards_gradients ? o.gradient_bytes : 0.0;
       const double backward_temporary_bytes =
           o.kind == OperatorKind::mlp ? mlp_backward_temporary_bytes(spec, o, (op - 1) / 2, t, b, e)
                                       : 0.0;
-      chunk.largest_transient_bytes = std::max(
-          chunk.largest_transient_bytes,
+      backward_transient_bytes.push_back(
           b * ((recompute ? o.activation_bytes_per_sample : 0.0) + o.workspace_bytes_per_sample) +
-              backward_temporary_bytes + full_gradient_bytes);
+          backward_temporary_bytes + full_gradient_bytes + reducing_bytes(k + 1) +
+          gathered_bytes(k) + (k > 0 ? gathered_bytes(k - 1) : 0.0));
+      forward_transient_bytes.push_back(gathered_bytes(k) + gathered_bytes(k + 1));
+      saved_bytes.push_back(b * saved_bytes_per_sample(spec, o, recompute));
       const double layer_bytes = b * s * spec.hidden_of_layer(0) * e;
       switch (o.kind) {
         case OperatorKind::attention:
@@ -391,6 +413,16 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
           break;
       }
     }
+    // The chunk's largest transient beyond its saved activations: an operator's forward runs
+    // before the operators after it have saved theirs, its backward after they freed theirs.
+    double saved_after_bytes = 0;
+    for (std::size_t k = chunk.ops.size(); k-- > 0;) {
+      chunk.largest_transient_bytes =
+          std::max({chunk.largest_transient_bytes, backward_transient_bytes[k] - saved_after_bytes,
+                    forward_transient_bytes[k] - saved_after_bytes - saved_bytes[k]});
+      saved_after_bytes += saved_bytes[k];
+    }
+    chunk.saved_activation_bytes = saved_after_bytes;
     for (auto it = chunk.ops.rbegin(); it != chunk.ops.rend(); ++it) {
       const Operator& o = workload.op(*it);
       double compute_s = 0;
@@ -584,9 +616,6 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
         if (description.parameters == ParameterUse::gathered_once) {
           // Kept whole from the first forward to the last backward.
           stage.model_state_bytes += o.parameter_bytes * (1.0 - 1.0 / data_group.ranks);
-        } else if (description.parameters == ParameterUse::gathered_each_use) {
-          // Its gathered parameters while it computes, and the next one's, prefetched.
-          transient_bytes = std::max(transient_bytes, 2.0 * o.parameter_bytes);
         }
         stage.optimizer_step_s += model.optimizer_step_s(op, choice);
       }

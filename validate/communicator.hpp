@@ -138,8 +138,8 @@ class Communicator {
                            std::function<void()> then = {}) = 0;
   // One all-gather of several buffers, as of their concatenation (each buffer's chunk c from
   // the group's c-th rank): one collective's latency for all of them, as a flat parameter's
-  // gather (FSDP's, DeepSpeed's). Gloo: one ring whose steps carry every buffer's chunk, packed
-  // (2 / n of the bytes at a time beside the buffers); other backends: one collective each.
+  // gather (FSDP's, DeepSpeed's). Gloo: one ring whose steps send every buffer's chunk and
+  // receive the next straight into place (no staging copy); other backends: one collective each.
   virtual CommHandle start_all_gather(std::vector<at::Tensor> buffers, std::vector<int> group = {});
   void run(CollectiveKind kind, at::Tensor buffer, std::vector<int> group = {}) {
     start(kind, std::move(buffer), std::move(group)).wait();
