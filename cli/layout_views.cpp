@@ -337,7 +337,10 @@ int report_no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run) 
 }
 
 std::string layout_trace(const Scenario& scenario, const LayoutPlan& plan) {
-  const ParallelIterationCost cost = layout_cost(scenario, plan);
+  return layout_trace(layout_cost(scenario, plan), plan.run);
+}
+
+std::string layout_trace(const ParallelIterationCost& cost, const ParallelRun& run) {
   std::vector<double> states;
   std::vector<double> synchronised_s;
   for (std::size_t r = 0; r < cost.stages.size(); ++r) {
@@ -346,7 +349,7 @@ std::string layout_trace(const Scenario& scenario, const LayoutPlan& plan) {
   }
   std::vector<double> activations;
   for (const ChunkCost& chunk : cost.chunks) activations.push_back(chunk.saved_activation_bytes);
-  return pipeline_chrome_trace(cost.timeline, degrees_text(plan.run), states, activations,
+  return pipeline_chrome_trace(cost.timeline, degrees_text(run), states, activations,
                                synchronised_s);
 }
 

@@ -108,6 +108,8 @@ std::string stage_table(const Scenario& scenario, const LayoutPlan& plan);
 
 // The 3D model's timeline of a plan as a Chrome / Perfetto trace (one track per stage).
 std::string layout_trace(const Scenario& scenario, const LayoutPlan& plan);
+// The same of a layout already costed.
+std::string layout_trace(const ParallelIterationCost& cost, const ParallelRun& run);
 
 // `osdp explain --tp/--pp/--schedule`: the chosen layout, the best at every tensor x pipeline
 // degree beside it, each stage's memory by part and its time (cli/layout_explanation.cpp).

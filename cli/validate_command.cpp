@@ -167,7 +167,7 @@ std::vector<validate::SimulatedFigures> simulate_plans(const Scenario& scenario,
         out.empty()
             ? ""
             : (std::filesystem::path(out) / "traces" / (plan.name + ".simulated.json")).string();
-    simulated.push_back(plan.layout ? predict_layout(scenario, *plan.layout, plan.name)
+    simulated.push_back(plan.layout ? predict_layout(scenario, *plan.layout, plan.name, trace)
                                     : simulate(scenario, plan.plan, trace));
   }
   return simulated;

@@ -7,6 +7,8 @@
 #include <limits>
 #include <optional>
 
+#include "cli/layout_views.hpp"
+#include "model/atomic_file.hpp"
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
 #include "model/parallel_iteration.hpp"
@@ -217,9 +219,11 @@ std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std:
 }
 
 validate::SimulatedFigures predict_layout(const Scenario& scenario, const ParallelRun& run,
-                                          const std::string& source) {
+                                          const std::string& source,
+                                          const std::string& trace_path) {
   const ParallelIterationCost cost = parallel_iteration_cost(
       *scenario.gpt, scenario.training, scenario.cluster, scenario.cost, run, source);
+  if (!trace_path.empty()) write_file_atomically(trace_path, layout_trace(cost, run));
   // Each stage's compute: its chunks' passes, m times, without their tensor-parallel sums and
   // without the time they waited for the data-parallel stream (what is left: the operators'
   // compute, slowed where the stream shares its cores, and each pass's fixed cost).

@@ -27,8 +27,10 @@ std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std:
 
 // The 3D model's figures of a layout run: iteration time, the largest stage's peak memory and
 // the time the busiest stage does not compute (communication it waits for and the bubble).
+// With `trace_path`, its timeline goes there as a Chrome / Perfetto trace.
 validate::SimulatedFigures predict_layout(const Scenario& scenario, const ParallelRun& run,
-                                          const std::string& source);
+                                          const std::string& source,
+                                          const std::string& trace_path = "");
 
 // The `--layouts` item that trains `plan` in the runtime as the 3D model costs it (at the plan's
 // micro-batch, `--batch`), or, in `why_not`, what the runtime does not run (checkpointing, an

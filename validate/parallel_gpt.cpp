@@ -744,7 +744,10 @@ struct ParallelGpt::Impl {
   void forward(const PipelineStep& step, const TokenBatch& batch, StageTransfers& transfers,
                InFlight& in_flight, ParallelStepMetrics& metrics) {
     const at::Tensor received = step.chunk > 0 ? transfers.receive(step) : at::Tensor();
+    const double begin_s = steady_seconds();
     std::vector<OperatorPass> passes = chunk_forward(step.chunk, batch, received);
+    metrics.passes.push_back(
+        {pass_label(step), begin_s - metrics.start_s, steady_seconds() - begin_s});
     transfers.send(step, passes.back().output);
     in_flight.emplace(std::pair{step.chunk, step.micro_batch}, std::move(passes));
     metrics.most_micro_batches_in_flight =
@@ -760,6 +763,7 @@ struct ParallelGpt::Impl {
     // The gradient of the chunk's output: received from the next chunk, or (the last chunk)
     // none: its output is the loss.
     at::Tensor gradient = step.chunk + 1 < chunks() ? transfers.receive(step) : at::Tensor();
+    const double begin_s = steady_seconds();
     for (auto pass = passes.rbegin(); pass != passes.rend(); ++pass) {
       gather_for_pass(pass->unit, pass + 1 != passes.rend() ? (pass + 1)->unit : -1);
       begin_operator_backward(units[pass->unit]);
@@ -775,6 +779,8 @@ struct ParallelGpt::Impl {
       gradient = pass->input.defined() ? pass->input.grad() : at::Tensor();
       *pass = {};  // its activations are no longer needed
     }
+    metrics.passes.push_back(
+        {pass_label(step), begin_s - metrics.start_s, steady_seconds() - begin_s});
     if (step.chunk > 0) transfers.send(step, gradient);
     metrics.schedule.push_back(pass_label(step));
   }
@@ -1091,6 +1097,7 @@ struct ParallelGpt::Impl {
     std::vector<TokenBatch> micro;
     for (int i = 0; i < m; ++i) micro.push_back(batch.rows(i * (rows / m), rows / m));
     ParallelStepMetrics metrics;
+    metrics.start_s = steady_seconds() - seconds_since(start);
     run_schedule(micro, metrics);
     // Sharded units (z2's) keep the whole parameters to the last backward only.
     if (sharded_parameters()) release_parameters();
@@ -1103,7 +1110,10 @@ struct ParallelGpt::Impl {
     if (sequence_parallel() && sharded_parameters()) {
       sum_replicated_gradients_over_tensor_parallel();
     }
+    const double step_begin_s = steady_seconds();
     optimizer->step();
+    metrics.optimizer_step = {"optimizer step", step_begin_s - metrics.start_s,
+                              steady_seconds() - step_begin_s};
     if (sharded_optimizer()) gather_updated_parameters();
     metrics.iteration_time_s = seconds_since(start);
     metrics.communication_wait_s = communication_wait_s;

@@ -101,6 +101,16 @@ struct ParallelStepMetrics {
   // v > 1 chunks the stage's chunk follows ("F3:1": micro-batch 3's forward through the stage's
   // second chunk).
   std::vector<std::string> schedule;
+  // For traces: steady_seconds() at the step's start; each pass's compute (after its receive,
+  // before its send) and the optimizer step, in seconds from it.
+  struct Span {
+    std::string label;  // as in `schedule`
+    double start_s = 0;
+    double duration_s = 0;
+  };
+  double start_s = 0;
+  std::vector<Span> passes;
+  Span optimizer_step;
 };
 
 // Chunk c's transformer layers [first, first + count).

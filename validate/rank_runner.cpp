@@ -24,6 +24,38 @@ namespace fs = std::filesystem;
 
 constexpr int figures_per_rank = 5;
 
+// A Chrome trace "complete" event on `rank`'s `track` (0 compute, 1 communication), `at_s`
+// seconds after the earliest rank's step start.
+Json complete_event(const std::string& name, const char* category, int rank, int track, double at_s,
+                    double duration_s, Json args) {
+  return {{"name", name},
+          {"cat", category},
+          {"ph", "X"},
+          {"ts", 1e6 * at_s},
+          {"dur", 1e6 * std::max(duration_s, 0.0)},
+          {"pid", rank},
+          {"tid", track},
+          {"args", std::move(args)}};
+}
+
+// The step's collectives (those that ended after it began, at `step_start_s` on the steady
+// clock) on the communication track, and its peak memory as a counter.
+void add_communication_and_peak(Json& events, const std::vector<CollectiveEvent>& collectives,
+                                double step_start_s, std::int64_t peak_memory_bytes, int rank,
+                                double offset_s) {
+  for (const auto& c : collectives) {
+    if (c.end_s < step_start_s) continue;
+    events.push_back(complete_event(std::string(collective_name(c.kind)), "communication", rank, 1,
+                                    offset_s + c.start_s - step_start_s, c.end_s - c.start_s,
+                                    {{"bytes", c.bytes}, {"ranks", c.ranks}}));
+  }
+  events.push_back({{"name", "peak memory"},
+                    {"ph", "C"},
+                    {"ts", 1e6 * offset_s},
+                    {"pid", rank},
+                    {"args", {{"peak_memory_bytes", peak_memory_bytes}}}});
+}
+
 // Chrome trace events of one iteration, in microseconds from the earliest rank's step start:
 // this rank's step began `offset_s` after it, so waits between ranks show.
 Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& metrics,
@@ -31,14 +63,8 @@ Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& me
   Json events = Json::array();
   auto complete = [&](const std::string& name, const char* category, int track, double start_s,
                       double duration_s, Json args) {
-    events.push_back({{"name", name},
-                      {"cat", category},
-                      {"ph", "X"},
-                      {"ts", 1e6 * (offset_s + start_s)},
-                      {"dur", 1e6 * std::max(duration_s, 0.0)},
-                      {"pid", rank},
-                      {"tid", track},
-                      {"args", std::move(args)}});
+    events.push_back(
+        complete_event(name, category, rank, track, offset_s + start_s, duration_s, args));
   };
   // One entry per unit (an operator in a plan without units) and micro-batch: micro-batch u's
   // unit i at u x n + i.
@@ -75,16 +101,8 @@ Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& me
                         {"args", {{"live_bytes", bytes}}}});
     }
   }
-  for (const auto& c : collectives) {
-    if (c.end_s < metrics.start_s) continue;
-    complete(std::string(collective_name(c.kind)), "communication", 1, c.start_s - metrics.start_s,
-             c.end_s - c.start_s, {{"bytes", c.bytes}, {"ranks", c.ranks}});
-  }
-  events.push_back({{"name", "peak memory"},
-                    {"ph", "C"},
-                    {"ts", 1e6 * offset_s},
-                    {"pid", rank},
-                    {"args", {{"peak_memory_bytes", metrics.peak_memory_bytes}}}});
+  add_communication_and_peak(events, collectives, metrics.start_s, metrics.peak_memory_bytes, rank,
+                             offset_s);
   return events;
 }
 
@@ -136,12 +154,35 @@ std::vector<int> zdp_layers_of(const std::vector<Mode>& modes) {
   return layers;
 }
 
+// Chrome trace events of one step of a layout, as trace_events: each pass's compute ("F3" the
+// forward of micro-batch 3, "B3:1" its backward through the stage's second chunk) and the
+// optimizer step on the compute track, every collective (tensor-, data-parallel) on the
+// communication track; the gaps between passes are the waits for the neighbouring stages.
+Json parallel_trace_events(const ParallelStepMetrics& metrics,
+                           const std::vector<CollectiveEvent>& collectives, int rank,
+                           double offset_s) {
+  Json events = Json::array();
+  auto complete = [&](const std::string& name, const char* category, int track, double start_s,
+                      double duration_s, Json args) {
+    events.push_back(
+        complete_event(name, category, rank, track, offset_s + start_s, duration_s, args));
+  };
+  for (const ParallelStepMetrics::Span& pass : metrics.passes) {
+    complete(pass.label, "compute", 0, pass.start_s, pass.duration_s, Json::object());
+  }
+  const ParallelStepMetrics::Span& step = metrics.optimizer_step;
+  complete(step.label, "compute", 0, step.start_s, step.duration_s, Json::object());
+  add_communication_and_peak(events, collectives, metrics.start_s, metrics.peak_memory_bytes, rank,
+                             offset_s);
+  return events;
+}
+
 // `steps` steps of a tensor x pipeline x data layout (CPU ranks only); `steps_done` numbers the
-// batches across the plan's turns.
+// batches across the plan's turns. With `trace_path`, the last step's events go there.
 std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun& layout,
-                                        Communicator& communicator,
+                                        Communicator& communicator, RankDevice& device,
                                         const ValidationOptions& options, int steps,
-                                        int& steps_done) {
+                                        int& steps_done, const std::string& trace_path) {
   const ParallelLayout ranks(layout.degrees, layout.order);
   ParallelRuntimeOptions runtime;
   runtime.adam.learning_rate = options.learning_rate;
@@ -169,7 +210,16 @@ std::vector<StepFigures> parallel_steps(const GptShape& shape, const ParallelRun
   for (int step = 0; step < steps; ++step) {
     const TokenBatch global =
         make_token_batch(shape, layout.degrees.data * rows, options.seed, steps_done++);
+    (void)communicator.take_events();
     const ParallelStepMetrics metrics = model.train_step(global.rows(data_rank * rows, rows));
+    if (step + 1 == steps && !trace_path.empty()) {
+      const std::vector<CollectiveEvent> collectives = communicator.take_events();
+      double offset_s = metrics.start_s - earliest(communicator, device, metrics.start_s);
+      if (offset_s > 1.0) offset_s = 0.0;  // other machines' clocks (as the plans' traces)
+      write_file_atomically(
+          trace_path,
+          parallel_trace_events(metrics, collectives, communicator.rank(), offset_s).dump());
+    }
     figures.push_back({step, metrics.iteration_time_s, metrics.communication_wait_s,
                        static_cast<double>(metrics.peak_memory_bytes), metrics.loss,
                        metrics.pipeline_wait_s});
@@ -225,8 +275,14 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     for (std::size_t p = 0; p < plans.size(); ++p) {
       const PlanRun& run = plans[p];
       if (run.layout) {
-        for (const StepFigures& step : parallel_steps(shape, *run.layout, communicator, options,
-                                                      warmup + measured, steps_done[p])) {
+        const std::string trace_path =
+            last_round && !trace_directory.empty()
+                ? (fs::path(trace_directory) / fmt::format("{}.rank{}.json", run.name, rank))
+                      .string()
+                : std::string();
+        for (const StepFigures& step :
+             parallel_steps(shape, *run.layout, communicator, device, options, warmup + measured,
+                            steps_done[p], trace_path)) {
           if (step.index < warmup) continue;
           mine[p].iteration_times_s.push_back(step.iteration_time_s);
           exposed[p].push_back(step.exposed_communication_s);

@@ -111,6 +111,7 @@ TEST_CASE("an all-gather of several buffers receives in place: nothing held besi
     comm.barrier();
     // Both ranks' threads count in one process: a barrier's token is all either allocates.
     if (r == 0) CHECK(memory_counts().peak_bytes - live_bytes < 64 * 1024);
+    comm.barrier();  // before either allocates the tensors the checks below compare with
     for (int64_t b = 0; b < 4; ++b) {
       REQUIRE(buffers[b].narrow(0, 0, 65536).equal(at::full({65536}, 10.0f * b)));
       REQUIRE(buffers[b].narrow(0, 65536, 65536).equal(at::full({65536}, 10.0f * b + 1)));

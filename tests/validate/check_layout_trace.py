@@ -1,0 +1,46 @@
+"""Checks the traces `osdp validate --out DIR --layouts pp2:1f1b:m2` writes for the layout.
+
+The measured trace (traces/pp2-1f1b-m2.measured.json) has each rank's passes in 1F1B's order on
+two stages (stage 0: F0 F1 B0 B1, stage 1: F0 B0 F1 B1), one after another, then its optimizer
+step; all ranks are on one time base, so stage 1's first forward starts after stage 0's has
+ended (it needs its output) and stage 0's first backward after stage 1's (it needs its gradient).
+The simulated trace (traces/pp2-1f1b-m2.simulated.json) holds the 3D model's timeline.
+"""
+import json
+import sys
+
+
+def main():
+    out = sys.argv[1]
+    name = "pp2-1f1b-m2"
+    measured = json.load(open(f"{out}/traces/{name}.measured.json"))["traceEvents"]
+    compute = {}
+    for event in measured:
+        if event.get("ph") == "X" and event.get("cat") == "compute":
+            compute.setdefault(event["pid"], []).append(event)
+    if sorted(compute) != [0, 1]:
+        sys.exit(f"compute events of ranks {sorted(compute)}, expected 0 and 1")
+    expected = {0: ["F0", "F1", "B0", "B1", "optimizer step"],
+                1: ["F0", "B0", "F1", "B1", "optimizer step"]}
+    spans = {}
+    for rank, events in compute.items():
+        events.sort(key=lambda event: event["ts"])
+        names = [event["name"] for event in events]
+        if names != expected[rank]:
+            sys.exit(f"rank {rank} ran {names}, expected {expected[rank]}")
+        for before, after in zip(events, events[1:]):
+            if after["ts"] < before["ts"] + before["dur"] - 1:  # 1 us: rounding
+                sys.exit(f"rank {rank}: {after['name']} starts before {before['name']} ends")
+        spans[rank] = {event["name"]: (event["ts"], event["ts"] + event["dur"]) for event in events}
+    if spans[1]["F0"][0] < spans[0]["F0"][1]:
+        sys.exit("stage 1's first forward starts before stage 0's has ended")
+    if spans[0]["B0"][0] < spans[1]["B0"][1]:
+        sys.exit("stage 0's first backward starts before stage 1's has ended")
+    simulated = json.load(open(f"{out}/traces/{name}.simulated.json"))["traceEvents"]
+    if not any(event.get("ph") == "X" for event in simulated):
+        sys.exit("the simulated trace has no passes")
+    print(f"layout traces ok: {len(measured)} measured events, {len(simulated)} simulated")
+
+
+if __name__ == "__main__":
+    main()
