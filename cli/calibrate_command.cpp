@@ -191,6 +191,11 @@ int run(const CalibrateOptions& options) {
         "over the mean, every rank\n                    computing at once with no collective: "
         "a step meets at each collective)\n",
         result->compute_straggler_slowdown, low, high, runs.size());
+    if (result->cluster.gpu.straggler_slowdown != result->compute_straggler_slowdown) {
+      fmt::print(
+          "                    not applied: more ranks than cores, a rank that waits gives "
+          "its core to the\n                    others (the laws hold the sharing)\n");
+    }
   }
   if (result->cluster.host_cores) {
     fmt::print(
