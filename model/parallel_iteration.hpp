@@ -97,7 +97,7 @@ struct ChunkCost {
   // tensor-parallel collectives, pass overhead.
   double forward_s = 0;
   double backward_s = 0;
-  double saved_activation_bytes = 0;   // kept from a forward to its backward, one micro-batch
+  double saved_activation_bytes = 0;  // kept from a forward to its backward, one micro-batch
   // Its largest transient (a recompute's activations, a workspace, gathered parameters, a full
   // gradient) less the activations not yet saved or already freed when it peaks.
   double largest_transient_bytes = 0;
