@@ -234,6 +234,18 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
         (chunk.forward_s - chunk.forward_communication_s - chunk.forward_stream_wait_s +
          chunk.backward_s - chunk.backward_communication_s - chunk.backward_stream_wait_s);
   }
+  // On shared cores a stage computes faster while the others wait (PipelineWork's rates): its
+  // passes as the timeline ran them over what they take with every stage busy.
+  if (!cost.work.rate_by_busy_stages.empty()) {
+    PipelineWork all_busy = cost.work;
+    all_busy.rate_by_busy_stages.clear();
+    const PipelineTimeline unshared = run_pipeline(run.schedule, all_busy, PipelineRecord::summary);
+    for (std::size_t stage = 0; stage < compute_by_stage.size(); ++stage) {
+      if (unshared.busy_s[stage] > 0) {
+        compute_by_stage[stage] *= cost.timeline.busy_s[stage] / unshared.busy_s[stage];
+      }
+    }
+  }
   // The measured figure is the slowest rank's wait, the rank with the least compute: so is this
   // one (a stage's idle time in the bubble counts, as the runtime's ranks wait in receives).
   double least_busy_s = std::numeric_limits<double>::infinity();

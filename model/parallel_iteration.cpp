@@ -578,6 +578,16 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
     }
   }
   for (int r = 0; r < p; ++r) cost.work.stage_ready_s[r] = cost.stages[r].prologue_s;
+  // CPU ranks sharing their node's cores: the passes' times hold every rank computing; while
+  // only some stages are in passes (the pipeline's fill and drain, its bubbles), the busy ranks
+  // get the idle ones' cores. The node's ranks taken as spread evenly over the stages.
+  if (cluster.host_cores && p > 1) {
+    for (int busy = 1; busy <= p; ++busy) {
+      const int threads = std::max(
+          1, static_cast<int>(std::lround(static_cast<double>(busy) * cluster.gpus_per_node / p)));
+      cost.work.rate_by_busy_stages.push_back(core_rate(cluster, threads));
+    }
+  }
   try {
     cost.timeline = run_pipeline(run.schedule, cost.work, record);
   } catch (const std::invalid_argument& error) {

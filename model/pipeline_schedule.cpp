@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <tuple>
@@ -196,48 +198,130 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     return step.chunk > 0 ? step.chunk - 1 : -1;
   };
 
-  int remaining = p * total_passes;
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int stage = 0; stage < p; ++stage) {
-      while (next[stage] < total_passes) {
-        const PipelineStep step = orders[stage][next[stage]];
-        const auto [input_end, transfer] = input_of(step);
-        if (input_end < 0) break;
-        const double ready_s = input_end + transfer;
-        const double free_s = timeline.finish_s[stage];
-        const double start_s = std::max(ready_s, free_s);
-        double duration =
-            step.pass == Pass::forward ? work.forward_s[step.chunk] : work.backward_s[step.chunk];
-        if (blocking && outgoing_boundary(step) >= 0) {
-          duration += work.transfer_s[outgoing_boundary(step)];
-        }
-        const double end_s = start_s + duration;
-        end_of[key(step.chunk, step.micro_batch, step.pass)] = end_s;
-        if (next[stage] == 0) first_start_s[stage] = start_s;
-        if (passes) {
-          Binding binding = Binding::none;
-          if (next[stage] > 0 && free_s >= ready_s) {
-            binding = Binding::stage;
-          } else if (!(step.pass == Pass::forward && step.chunk == 0)) {
-            binding = Binding::input;
-          }
-          slot_of[key(step.chunk, step.micro_batch, step.pass)] = {stage, next[stage]};
-          timeline.stages[stage].push_back({step, start_s, end_s});
-          bindings[stage].push_back(binding);
-        }
-        timeline.finish_s[stage] = end_s;
-        timeline.busy_s[stage] += duration;
-        in_flight[stage] += step.pass == Pass::forward ? 1 : -1;
-        timeline.peak_in_flight[stage] = std::max(timeline.peak_in_flight[stage], in_flight[stage]);
-        ++next[stage];
-        --remaining;
-        progressed = true;
+  const auto duration_of = [&](const PipelineStep& step) {
+    double duration =
+        step.pass == Pass::forward ? work.forward_s[step.chunk] : work.backward_s[step.chunk];
+    if (blocking && outgoing_boundary(step) >= 0)
+      duration += work.transfer_s[outgoing_boundary(step)];
+    return duration;
+  };
+  // A pass ran on `stage` from start_s to end_s; ready_s: when its input was in, free_s: when
+  // its stage was.
+  const auto complete = [&](int stage, const PipelineStep& step, double start_s, double end_s,
+                            double ready_s, double free_s) {
+    end_of[key(step.chunk, step.micro_batch, step.pass)] = end_s;
+    if (next[stage] == 0) first_start_s[stage] = start_s;
+    if (passes) {
+      Binding binding = Binding::none;
+      if (next[stage] > 0 && free_s >= ready_s) {
+        binding = Binding::stage;
+      } else if (!(step.pass == Pass::forward && step.chunk == 0)) {
+        binding = Binding::input;
       }
+      slot_of[key(step.chunk, step.micro_batch, step.pass)] = {stage, next[stage]};
+      timeline.stages[stage].push_back({step, start_s, end_s});
+      bindings[stage].push_back(binding);
     }
-    if (!progressed) {
-      throw std::logic_error(fmt::format("pipeline schedule {} deadlocked ({} passes left)",
-                                         pipeline_schedule_name(schedule), remaining));
+    timeline.finish_s[stage] = end_s;
+    timeline.busy_s[stage] += end_s - start_s;
+    in_flight[stage] += step.pass == Pass::forward ? 1 : -1;
+    timeline.peak_in_flight[stage] = std::max(timeline.peak_in_flight[stage], in_flight[stage]);
+    ++next[stage];
+  };
+  const auto deadlocked = [&](int remaining) {
+    return std::logic_error(fmt::format("pipeline schedule {} deadlocked ({} passes left)",
+                                        pipeline_schedule_name(schedule), remaining));
+  };
+
+  int remaining = p * total_passes;
+  const bool shared_cores =
+      std::any_of(work.rate_by_busy_stages.begin(), work.rate_by_busy_stages.end(),
+                  [](double rate) { return rate != 1.0; });
+  if (!shared_cores) {
+    // Each stage runs its passes as soon as their inputs are in: a pass's times follow from the
+    // passes before it alone.
+    while (remaining > 0) {
+      bool progressed = false;
+      for (int stage = 0; stage < p; ++stage) {
+        while (next[stage] < total_passes) {
+          const PipelineStep step = orders[stage][next[stage]];
+          const auto [input_end, transfer] = input_of(step);
+          if (input_end < 0) break;
+          const double ready_s = input_end + transfer;
+          const double free_s = timeline.finish_s[stage];
+          const double start_s = std::max(ready_s, free_s);
+          complete(stage, step, start_s, start_s + duration_of(step), ready_s, free_s);
+          --remaining;
+          progressed = true;
+        }
+      }
+      if (!progressed) throw deadlocked(remaining);
+    }
+  } else {
+    // On shared cores a pass's speed depends on how many stages compute beside it: advance all
+    // stages together in time, from one pass's start or end to the next.
+    struct Running {
+      bool active = false;
+      PipelineStep step;
+      double start_s = 0, ready_s = 0, free_s = 0;
+      double duration_s = 0;   // at the rate of all stages busy
+      double work_left_s = 0;  // of it
+    };
+    std::vector<Running> running(p);
+    const auto rate_of = [&](int busy) {
+      const auto& rates = work.rate_by_busy_stages;
+      return rates[std::min<std::size_t>(busy, rates.size()) - 1];
+    };
+    double now_s = 0;
+    while (remaining > 0) {
+      double next_start_s = std::numeric_limits<double>::infinity();
+      int busy = 0;
+      for (int stage = 0; stage < p; ++stage) {
+        Running& pass = running[stage];
+        if (!pass.active && next[stage] < total_passes) {
+          const PipelineStep step = orders[stage][next[stage]];
+          const auto [input_end, transfer] = input_of(step);
+          if (input_end >= 0) {
+            const double ready_s = input_end + transfer;
+            const double free_s = timeline.finish_s[stage];
+            const double start_s = std::max(ready_s, free_s);
+            if (start_s <= now_s) {
+              pass = {true, step, start_s, ready_s, free_s, duration_of(step), duration_of(step)};
+            } else {
+              next_start_s = std::min(next_start_s, start_s);
+            }
+          }
+        }
+        busy += pass.active;
+      }
+      if (busy == 0) {
+        if (!std::isfinite(next_start_s)) throw deadlocked(remaining);
+        now_s = next_start_s;
+        continue;
+      }
+      const double rate = rate_of(busy);
+      int first_done = -1;
+      for (int stage = 0; stage < p; ++stage) {
+        if (running[stage].active &&
+            (first_done < 0 || running[stage].work_left_s < running[first_done].work_left_s)) {
+          first_done = stage;
+        }
+      }
+      const double until_end_s = running[first_done].work_left_s / rate;
+      const bool first_ends = until_end_s <= next_start_s - now_s;
+      const double step_s = first_ends ? until_end_s : next_start_s - now_s;
+      now_s += step_s;
+      for (int stage = 0; stage < p; ++stage) {
+        Running& pass = running[stage];
+        if (!pass.active) continue;
+        pass.work_left_s -= step_s * rate;
+        // Passes that end with the first one to within rounding end now.
+        if (stage == first_done && first_ends) pass.work_left_s = 0;
+        if (pass.work_left_s > 1e-12 * pass.duration_s) continue;
+        pass.active = false;
+        complete(stage, pass.step, pass.start_s, now_s, pass.ready_s, pass.free_s);
+        --remaining;
+      }
     }
   }
   timeline.makespan_s = *std::max_element(timeline.finish_s.begin(), timeline.finish_s.end());

@@ -44,6 +44,12 @@ struct PipelineWork {
   // Per stage (empty: all 0), the earliest its first pass may start: what it gathers before the
   // first micro-batch (parameters kept whole across micro-batches, z2) delays it.
   std::vector<double> stage_ready_s;
+  // Ranks that share CPU cores (model/cluster's HostCores): while k stages are in passes at once,
+  // a pass advances at rate_by_busy_stages[k - 1] times the speed its duration assumes (the
+  // durations are timed with every rank busy, so the rate is 1 at k = stages and more below:
+  // a stage waiting for its input leaves its cores to the others). Empty: every pass takes its
+  // duration.
+  std::vector<double> rate_by_busy_stages;
 
   int chunks() const { return stages * chunks_per_stage; }
 };
@@ -78,7 +84,8 @@ struct PipelineTimeline {
   std::vector<int> peak_in_flight;
   // The critical path: how often each chunk's forward and backward and each boundary's transfer
   // lie on the longest chain of passes and transfers that ends at the last pass. The makespan is
-  // their durations' sum, so it is linear in them while the path stays the same.
+  // their durations' sum, so it is linear in them while the path stays the same (not on shared
+  // cores, where a pass's time depends on what runs beside it).
   std::vector<int> critical_forwards;   // per chunk
   std::vector<int> critical_backwards;  // per chunk
   std::vector<int> critical_transfers;  // per boundary

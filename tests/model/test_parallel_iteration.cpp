@@ -286,6 +286,43 @@ TEST_CASE("a pass's data-parallel stream hides behind its compute, or shares its
   CHECK(apart.forward_stream_wait_s == 0);  // z2 gathers once, before the first micro-batch
 }
 
+TEST_CASE("on shared cores a pipeline stage computes faster while its neighbour waits",
+          "[parallel]") {
+  // 4 CPU ranks on 2 cores, their laws timed with all 4 computing: tp 2 x pp 2 under 1F1B. In
+  // the fill and drain one stage computes (2 ranks, a core each): twice as fast.
+  Scenario scenario =
+      load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d-4ranks.json");
+  REQUIRE(scenario.cluster.host_cores);
+  REQUIRE(scenario.cluster.host_cores->cores == 2);
+  REQUIRE(scenario.cluster.gpus_per_node == 4);
+  const ParallelRun run = run_of(2, 2, 1, 2, 4, false);
+  const auto cost_on = [&](const Cluster& cluster) {
+    return parallel_iteration_cost(*scenario.gpt, scenario.training, cluster, scenario.cost, run,
+                                   "test");
+  };
+  const ParallelIterationCost shared = cost_on(scenario.cluster);
+  CHECK(shared.work.rate_by_busy_stages == std::vector<double>{2.0, 1.0});
+  PipelineWork all_busy = shared.work;
+  all_busy.rate_by_busy_stages.clear();
+  const PipelineTimeline unshared = run_pipeline(run.schedule, all_busy);
+  CHECK(shared.pipeline_s < unshared.makespan_s);
+  // Never faster than every pass at twice the speed.
+  PipelineWork doubled = all_busy;
+  for (double& s : doubled.forward_s) s /= 2;
+  for (double& s : doubled.backward_s) s /= 2;
+  for (double& s : doubled.transfer_s) s /= 2;
+  CHECK(shared.pipeline_s > run_pipeline(run.schedule, doubled).makespan_s);
+  // 2 ranks on 2 cores (pp 2): a waiting stage's core idles, no stage speeds up.
+  const Scenario two = load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d.json");
+  const ParallelIterationCost pp2 = parallel_iteration_cost(
+      *two.gpt, two.training, two.cluster, two.cost, run_of(1, 2, 1, 2, 4, false), "test");
+  CHECK(pp2.work.rate_by_busy_stages == std::vector<double>{1.0, 1.0});
+  // GPUs compute on their own.
+  Cluster own_cores = scenario.cluster;
+  own_cores.host_cores.reset();
+  CHECK(cost_on(own_cores).work.rate_by_busy_stages.empty());
+}
+
 TEST_CASE("a ZDP operator waits for its gathers operator by operator", "[parallel]") {
   // The 3D + OSDP layout of local-cpu-3d (dp 2, 2 micro-batches, the first two layers ZDP, the
   // rest z2) on ranks that do not share cores: the first ZDP operator's gather cannot hide

@@ -56,6 +56,81 @@ TEST_CASE("equal stages: GPipe and 1F1B take (m + p - 1)(F + B)", "[pipeline]") 
   }
 }
 
+TEST_CASE("shared cores: passes speed up while other stages wait", "[pipeline]") {
+  // 1F1B on 2 stages, 2 micro-batches, F = 1, B = 2; alone a stage computes twice as fast.
+  // By hand: S0 F0 0-0.5 (alone); S0 F1 and S1 F0 0.5-1.5 (together); S1 B0 1.5-2.5 (alone);
+  // S0 B0 2.5-4.5 and S1 F1 2.5-3.5 (together), S1 B1 3.5-5.0 (together to 4.5, 1 left alone);
+  // S0 B1 5.0-6.0 (alone). Without sharing it takes 9.
+  PipelineWork work = equal_work(2, 1, 2, 1.0, 2.0);
+  CHECK(run_pipeline(PipelineSchedule::one_f_one_b, work).makespan_s == Approx(9.0));
+  work.rate_by_busy_stages = {2.0, 1.0};
+  const PipelineTimeline timeline = run_pipeline(PipelineSchedule::one_f_one_b, work);
+  CHECK(timeline.makespan_s == Approx(6.0));
+  CHECK(timeline.finish_s[1] == Approx(5.0));
+  CHECK(timeline.busy_s[0] == Approx(4.5));
+  CHECK(timeline.busy_s[1] == Approx(4.5));
+  REQUIRE(timeline.stages[0].size() == 4);
+  CHECK(timeline.stages[0][2].start_s == Approx(2.5));
+  CHECK(timeline.stages[0][2].end_s == Approx(4.5));
+  // Work is conserved: over every stretch, the busy stages' rate times their count sums to the
+  // passes' durations (2 m (F + B) = 12).
+  std::vector<double> edges;
+  for (const auto& stage : timeline.stages) {
+    for (const TimedStep& step : stage) {
+      edges.push_back(step.start_s);
+      edges.push_back(step.end_s);
+    }
+  }
+  std::sort(edges.begin(), edges.end());
+  double work_done = 0;
+  for (std::size_t i = 0; i + 1 < edges.size(); ++i) {
+    const double middle = 0.5 * (edges[i] + edges[i + 1]);
+    int busy = 0;
+    for (const auto& stage : timeline.stages) {
+      for (const TimedStep& step : stage) busy += step.start_s < middle && middle < step.end_s;
+    }
+    if (busy > 0)
+      work_done += busy * work.rate_by_busy_stages[busy - 1] * (edges[i + 1] - edges[i]);
+  }
+  CHECK(work_done == Approx(12.0));
+}
+
+TEST_CASE("shared cores at one rate for any number of busy stages: the passes scaled",
+          "[pipeline]") {
+  // Every stage twice as fast whatever runs beside it: the timeline is the one of halved passes
+  // (the transfers, delays off the stages, unchanged), for every schedule and shape.
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
+    for (int p : {2, 3, 4}) {
+      const int v = schedule == PipelineSchedule::interleaved ? 2 : 1;
+      for (int m : {p, 2 * p}) {
+        PipelineWork shared = equal_work(p, v, m, 1.0, 2.5, 0.3);
+        shared.forward_s[0] = 1.7;  // unequal chunks
+        shared.backward_s.back() = 0.4;
+        shared.stage_ready_s.assign(p, 0.0);
+        shared.stage_ready_s[1] = 0.9;
+        shared.rate_by_busy_stages.assign(p, 2.0);
+        PipelineWork halved = shared;
+        halved.rate_by_busy_stages.clear();
+        for (double& s : halved.forward_s) s /= 2;
+        for (double& s : halved.backward_s) s /= 2;
+        const PipelineTimeline a = run_pipeline(schedule, shared);
+        const PipelineTimeline b = run_pipeline(schedule, halved);
+        CHECK(a.makespan_s == Approx(b.makespan_s));
+        for (int r = 0; r < p; ++r) {
+          CHECK(a.finish_s[r] == Approx(b.finish_s[r]));
+          CHECK(a.busy_s[r] == Approx(b.busy_s[r]));
+          CHECK(a.peak_in_flight[r] == b.peak_in_flight[r]);
+          REQUIRE(a.stages[r].size() == b.stages[r].size());
+          for (std::size_t i = 0; i < a.stages[r].size(); ++i) {
+            CHECK(a.stages[r][i].start_s == Approx(b.stages[r][i].start_s));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("interleaved 1F1B: bubble (p - 1) / (v m), Megatron's micro-batches in flight",
           "[pipeline]") {
   for (int p : {2, 4}) {
