@@ -236,14 +236,10 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
   }
   // On shared cores a stage computes faster while the others wait (PipelineWork's rates): its
   // passes as the timeline ran them over what they take with every stage busy.
-  if (!cost.work.rate_by_busy_stages.empty()) {
-    PipelineWork all_busy = cost.work;
-    all_busy.rate_by_busy_stages.clear();
-    const PipelineTimeline unshared = run_pipeline(run.schedule, all_busy, PipelineRecord::summary);
-    for (std::size_t stage = 0; stage < compute_by_stage.size(); ++stage) {
-      if (unshared.busy_s[stage] > 0) {
-        compute_by_stage[stage] *= cost.timeline.busy_s[stage] / unshared.busy_s[stage];
-      }
+  const PipelineTimeline& timeline = cost.timeline;
+  for (std::size_t stage = 0; stage < compute_by_stage.size(); ++stage) {
+    if (stage < timeline.work_s.size() && timeline.work_s[stage] > 0) {
+      compute_by_stage[stage] *= timeline.busy_s[stage] / timeline.work_s[stage];
     }
   }
   // The measured figure is the slowest rank's wait, the rank with the least compute: so is this
@@ -261,7 +257,6 @@ validate::SimulatedFigures predict_layout(const Scenario& scenario, const Parall
   // Per stage: its peak, and its time outside passes between the pipeline's first pass and its
   // last (waiting for its neighbours' passes and the transfers: what the runtime's ranks spend
   // in receives).
-  const PipelineTimeline& timeline = cost.timeline;
   const double span_s = timeline.makespan_s - timeline.first_start_s;
   for (std::size_t stage = 0; stage < cost.stages.size(); ++stage) {
     const double busy_s = stage < timeline.busy_s.size() ? timeline.busy_s[stage] : span_s;

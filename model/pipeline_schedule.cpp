@@ -166,6 +166,7 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     timeline.finish_s[stage] = work.stage_ready_s[stage];
   }
   timeline.busy_s.assign(p, 0.0);
+  timeline.work_s.assign(p, 0.0);
   timeline.peak_in_flight.assign(p, 0);
   std::vector<std::vector<Binding>> bindings(p);
   std::vector<int> next(p, 0);
@@ -224,6 +225,7 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     }
     timeline.finish_s[stage] = end_s;
     timeline.busy_s[stage] += end_s - start_s;
+    timeline.work_s[stage] += duration_of(step);
     in_flight[stage] += step.pass == Pass::forward ? 1 : -1;
     timeline.peak_in_flight[stage] = std::max(timeline.peak_in_flight[stage], in_flight[stage]);
     ++next[stage];
@@ -286,7 +288,8 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
             const double free_s = timeline.finish_s[stage];
             const double start_s = std::max(ready_s, free_s);
             if (start_s <= now_s) {
-              pass = {true, step, start_s, ready_s, free_s, duration_of(step), duration_of(step)};
+              const double duration_s = duration_of(step);
+              pass = {true, step, start_s, ready_s, free_s, duration_s, duration_s};
             } else {
               next_start_s = std::min(next_start_s, start_s);
             }

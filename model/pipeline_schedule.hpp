@@ -80,6 +80,9 @@ struct PipelineTimeline {
   double first_start_s = 0;      // the first pass's start (after its prologue)
   std::vector<double> finish_s;  // per stage: the end of its last pass
   std::vector<double> busy_s;    // per stage: time spent in passes
+  // Per stage: its passes' durations as PipelineWork gives them (every stage busy); more than
+  // busy_s on shared cores, where a stage computes faster while others wait.
+  std::vector<double> work_s;
   // Per stage: the most micro-batches (of all its chunks) whose forward ran and backward did not.
   std::vector<int> peak_in_flight;
   // The critical path: how often each chunk's forward and backward and each boundary's transfer

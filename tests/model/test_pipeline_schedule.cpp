@@ -69,6 +69,8 @@ TEST_CASE("shared cores: passes speed up while other stages wait", "[pipeline]")
   CHECK(timeline.finish_s[1] == Approx(5.0));
   CHECK(timeline.busy_s[0] == Approx(4.5));
   CHECK(timeline.busy_s[1] == Approx(4.5));
+  CHECK(timeline.work_s[0] == Approx(6.0));  // m (F + B) at the all-busy rate
+  CHECK(timeline.work_s[1] == Approx(6.0));
   REQUIRE(timeline.stages[0].size() == 4);
   CHECK(timeline.stages[0][2].start_s == Approx(2.5));
   CHECK(timeline.stages[0][2].end_s == Approx(4.5));
