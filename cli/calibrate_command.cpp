@@ -128,13 +128,20 @@ int run(const CalibrateOptions& options) {
     fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}\n", "collective", "bytes",
                "time", "middle half", "step time", "bus bandwidth", "back-to-back", "CPU busy");
   }
-  for (const auto& point : result->collectives) {
+  auto print_collective = [](const validate::CollectivePoint& point) {
     fmt::print(
         "  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%\n", collective_name(point.kind),
         units::format_bytes(point.bytes), units::format_seconds(point.time_s),
         units::format_seconds(point.time_q1_s) + " - " + units::format_seconds(point.time_q3_s),
         units::format_seconds(point.step_time_s), units::format_bandwidth(point.bus_bandwidth_Bps),
         units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
+  };
+  for (const auto& point : result->collectives) print_collective(point);
+  if (!result->pair_collectives.empty()) {
+    fmt::print(
+        "  the same over pairs of neighbouring ranks, every pair at once (a tensor-parallel "
+        "pair's collectives; the cluster's collective_by_group_size \"2\")\n");
+    for (const auto& point : result->pair_collectives) print_collective(point);
   }
   // Each point against its kind's fitted law (forward + backward), fitted over every probe.
   auto law_s = [&](const validate::OperatorPoint& point) {

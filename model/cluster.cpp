@@ -465,6 +465,11 @@ std::optional<LeafSpine> read_fabric(const JsonReader& fabric, int nodes) {
   return leaf_spine;
 }
 
+const GroupTiming& Cluster::group_timing(int group_ranks) const {
+  const auto found = timing_by_group_size.find(group_ranks);
+  return found == timing_by_group_size.end() ? world : found->second;
+}
+
 double core_rate(const Cluster& cluster, int busy_threads) {
   if (!cluster.host_cores || busy_threads <= 0) return 1.0;
   const double cores = cluster.host_cores->cores;

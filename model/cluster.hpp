@@ -253,10 +253,17 @@ struct Cluster {
   GroupTiming world;       // all ranks
   GroupTiming intra_node;  // the ranks of one node
   GroupTiming inter_node;  // one rank per node, all local ranks' groups running at once
+  // Clusters without a topology (CPU ranks): the timings of a group of k ranks, k below the
+  // cluster's ranks, while every such group of the node runs its own at once (`osdp calibrate`
+  // times pairs: a ring of 2 processes on shared cores wakes fewer threads a step than the
+  // world's). Sizes not listed take `world`'s.
+  std::map<int, GroupTiming> timing_by_group_size;
   // `"collectives": "nccl"` (clusters with a topology): NCCL's algorithm and protocol choice.
   CollectiveLibrary collectives = CollectiveLibrary::ring;
 
   int nodes() const { return ranks / gpus_per_node; }
+  // The timings of a group of `group_ranks` ranks of a cluster without a topology.
+  const GroupTiming& group_timing(int group_ranks) const;
 };
 
 // The speed of a busy thread of a node with shared cores when `busy_threads` run there, relative

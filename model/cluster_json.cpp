@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <map>
+
 #include "model/limits.hpp"
 #include "model/units.hpp"
 #include "model/workload.hpp"  // operator kinds name the compute laws
@@ -305,7 +308,8 @@ std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster
 // The planner would cost collectives with the given timings and the simulator run them on the
 // topology's links: two answers for one cluster. One source of timings, not both.
 void refuse_timings_beside_topology(const JsonReader& reader) {
-  for (const char* key : {"collective", "intra_node_collective", "inter_node_collective"}) {
+  for (const char* key : {"collective", "intra_node_collective", "inter_node_collective",
+                          "collective_by_group_size"}) {
     if (!reader.has(key)) continue;
     reader.fail(key, fmt::format("either \"topology\" (the collective timings derived from its "
                                  "links) or \"{}\" (timings given), not both: remove one",
@@ -313,11 +317,31 @@ void refuse_timings_beside_topology(const JsonReader& reader) {
   }
 }
 
+// `"collective_by_group_size": {"2": {<group timing>}, ...}`: keys are group sizes from 2 to
+// below the cluster's ranks.
+std::map<int, GroupTiming> read_timing_by_group_size(const JsonReader& reader, int ranks) {
+  const JsonReader by_size = reader.object("collective_by_group_size");
+  std::map<int, GroupTiming> timings;
+  for (const auto& [key, value] : reader.raw("collective_by_group_size").items()) {
+    int size = 0;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), size);
+    if (error != std::errc() || end != key.data() + key.size() || size < 2 || size >= ranks) {
+      by_size.fail_value(key, key,
+                         fmt::format("a group size from 2 to {} (below the cluster's {} ranks), "
+                                     "as a string key such as \"2\"",
+                                     ranks - 1, ranks));
+    }
+    timings[size] = read_group_timing(by_size.object(key));
+  }
+  return timings;
+}
+
 }  // namespace
 
 Cluster load_cluster(const JsonReader& reader) {
   reader.require_only({"name", "ranks", "gpus_per_node", "gpu", "host", "topology", "collective",
-                       "intra_node_collective", "inter_node_collective", "collectives"});
+                       "intra_node_collective", "inter_node_collective", "collective_by_group_size",
+                       "collectives"});
   Cluster cluster;
   cluster.name = reader.optional_string("name").value_or("cluster");
   if (reader.has("collectives")) {
@@ -366,6 +390,9 @@ Cluster load_cluster(const JsonReader& reader) {
   }
   if (reader.has("inter_node_collective")) {
     cluster.inter_node = read_group_timing(reader.object("inter_node_collective"));
+  }
+  if (reader.has("collective_by_group_size")) {
+    cluster.timing_by_group_size = read_timing_by_group_size(reader, cluster.ranks);
   }
   if (reader.has("host")) {
     const JsonReader host = reader.object("host");
@@ -467,6 +494,13 @@ Json cluster_to_json(const Cluster& cluster) {
     host_json["ranks_on_cores"] = true;
   }
   json["host"] = std::move(host_json);
+  if (!cluster.timing_by_group_size.empty()) {
+    Json by_size = Json::object();
+    for (const auto& [size, timing] : cluster.timing_by_group_size) {
+      by_size[std::to_string(size)] = group_json(timing);
+    }
+    json["collective_by_group_size"] = std::move(by_size);
+  }
   if (cluster.nodes() > 1) {
     json["intra_node_collective"] = group_json(cluster.intra_node);
     json["inter_node_collective"] = group_json(cluster.inter_node);

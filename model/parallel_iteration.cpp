@@ -64,7 +64,7 @@ AlphaBeta sharing_node_links(const Topology& topology, const ParallelLayout& lay
 // Ring timing of a layout group as it falls on the cluster's nodes, beside the other groups of
 // its kind.
 AlphaBeta timing_of(const Cluster& cluster, const ParallelLayout& layout, const RankGroup& group) {
-  if (!cluster.topology) return cluster.world.all_reduce.alpha_beta;
+  if (!cluster.topology) return cluster.group_timing(group.size()).all_reduce.alpha_beta;
   const int gpus_per_node = cluster.topology->node.gpus;
   const int nodes = group.nodes_spanned(gpus_per_node);
   return sharing_node_links(
@@ -250,6 +250,12 @@ Cluster data_group_cluster(const Cluster& cluster, const ParallelLayout& layout,
   group.ranks = data.size();
   if (!cluster.topology) {
     group.gpus_per_node = std::min(cluster.gpus_per_node, data.size());
+    // A group smaller than the cluster: its own timings where measured (every such group of
+    // the layout reduces at once, as they were timed).
+    group.world = cluster.group_timing(data.size());
+    group.intra_node = group.world;
+    group.inter_node = group.world;
+    group.timing_by_group_size.clear();
     return group;
   }
   const Topology& topology = *cluster.topology;

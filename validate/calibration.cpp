@@ -53,6 +53,14 @@ double from_rank0(Communicator& comm, double value) {
   return buffer[0].item<double>();
 }
 
+// The mean of every rank's value (the model's ranks are identical: the mean rank's).
+double mean_over_ranks(Communicator& comm, double value) {
+  at::Tensor buffer = at::zeros({comm.size()}, at::kDouble);  // a chunk a rank
+  buffer[comm.rank()] = value;
+  comm.run(CollectiveKind::all_reduce, buffer);
+  return buffer.sum().item<double>() / comm.size();
+}
+
 // CPU seconds of every thread of this process so far.
 double process_cpu_s() {
   timespec now{};
@@ -60,9 +68,10 @@ double process_cpu_s() {
   return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
-std::vector<CollectivePoint> time_collectives(Communicator& comm,
-                                              const CalibrationOptions& options) {
-  const int n = comm.size();
+// Over `group` (global ranks; empty: all): every rank calls with its own group, all at once.
+std::vector<CollectivePoint> time_collectives(Communicator& comm, const CalibrationOptions& options,
+                                              const std::vector<int>& group = {}) {
+  const int n = group.empty() ? comm.size() : static_cast<int>(group.size());
   struct Probe {
     CollectiveKind kind;
     at::Tensor buffer;
@@ -96,17 +105,19 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm,
   for (int round = 0; round <= options.collective_rounds; ++round) {
     for (Probe& probe : probes) {
       comm.barrier();
-      comm.run(probe.kind, probe.buffer);  // both ranks awake and in step
+      comm.run(probe.kind, probe.buffer, group);  // the ranks awake and in step
       const double cpu_start_s = process_cpu_s();
       const auto start = Clock::now();
-      for (int call = 0; call < calls_per_sample; ++call) comm.run(probe.kind, probe.buffer);
+      for (int call = 0; call < calls_per_sample; ++call) {
+        comm.run(probe.kind, probe.buffer, group);
+      }
       const double wall_s = seconds_since(start);
       const double cpu_s = process_cpu_s() - cpu_start_s;
       double issued_s = 0;
       for (int call = 0; call < calls_per_sample; ++call) {
         for (int product = 0; product < 2; ++product) work = at::mm(work, work).div_(256.0);
         const auto issued = Clock::now();
-        comm.run(probe.kind, probe.buffer);
+        comm.run(probe.kind, probe.buffer, group);
         issued_s += seconds_since(issued);
       }
       if (round > 0) {
@@ -413,8 +424,11 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
     point.kind = operator_kind_name(op.kind);
     point.probe = probe_label(shape);
     point.batch_size = batch;
-    point.forward_s += from_rank0(comm, median_of(forward));
-    point.backward_s += from_rank0(comm, median_of(backward));
+    // Every rank's median, averaged: with more ranks than cores one rank's times swing with
+    // which ranks share its core (rounds of a point 50-90 % apart at small batches, 4 ranks
+    // on 2 cores), and the laws stand for the mean rank (straggling is apart).
+    point.forward_s += mean_over_ranks(comm, median_of(forward));
+    point.backward_s += mean_over_ranks(comm, median_of(backward));
     point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
     point.forward_flops_per_sample += op.forward_flops_per_sample;
     point.backward_flops_per_sample += op.backward_flops_per_sample;
@@ -615,6 +629,32 @@ std::optional<SpeedReference> speed_reference(const std::vector<OperatorPoint>& 
   return reference;
 }
 
+// Each collective's alpha-beta fitted to its points' ring steps.
+GroupTiming fit_group_timing(const std::vector<CollectivePoint>& measured) {
+  GroupTiming group;
+  for (CollectiveKind kind :
+       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+    std::vector<std::pair<double, double>> points;
+    for (const auto& point : measured) {
+      if (point.kind == kind) points.emplace_back(point.step_bytes, point.step_time_s);
+    }
+    CollectiveTiming timing;
+    timing.alpha_beta = fit_alpha_beta(points);
+    switch (kind) {
+      case CollectiveKind::all_gather:
+        group.all_gather = timing;
+        break;
+      case CollectiveKind::reduce_scatter:
+        group.reduce_scatter = timing;
+        break;
+      case CollectiveKind::all_reduce:
+        group.all_reduce = timing;
+        break;
+    }
+  }
+  return group;
+}
+
 // The cluster from the standalone figures (collectives alone, compute laws, bandwidths).
 Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOptions& options,
                            const ProbeSetup& setup) {
@@ -643,25 +683,9 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
     cluster.gpu.operator_compute[point.kind].forward.extra_slice_s = point.forward_s;
     cluster.gpu.operator_compute[point.kind].backward.extra_slice_s = point.backward_s;
   }
-  for (CollectiveKind kind :
-       {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
-    std::vector<std::pair<double, double>> points;
-    for (const auto& point : result.collectives) {
-      if (point.kind == kind) points.emplace_back(point.step_bytes, point.step_time_s);
-    }
-    CollectiveTiming timing;
-    timing.alpha_beta = fit_alpha_beta(points);
-    switch (kind) {
-      case CollectiveKind::all_gather:
-        cluster.world.all_gather = timing;
-        break;
-      case CollectiveKind::reduce_scatter:
-        cluster.world.reduce_scatter = timing;
-        break;
-      case CollectiveKind::all_reduce:
-        cluster.world.all_reduce = timing;
-        break;
-    }
+  cluster.world = fit_group_timing(result.collectives);
+  if (!result.pair_collectives.empty()) {
+    cluster.timing_by_group_size[2] = fit_group_timing(result.pair_collectives);
   }
   cluster.intra_node = cluster.world;
   cluster.inter_node = cluster.world;
@@ -732,6 +756,13 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   result.ranks = comm.size();
   // One rank runs no collective: nothing to time (the cluster's timings stay zero, unused).
   if (!on_gpu) result.collectives = time_collectives(comm, options);
+  // Pairs of neighbouring ranks, as a tensor-parallel layout groups them (tensor innermost):
+  // on shared cores a pair's ring steps wake 2 processes, not the world's n.
+  const int n = comm.size();
+  if (!on_gpu && n >= 4 && n % 2 == 0) {
+    const int first = comm.rank() - comm.rank() % 2;
+    result.pair_collectives = time_collectives(comm, options, {first, first + 1});
+  }
   const std::unique_ptr<RankDevice> device =
       on_gpu ? make_rank_device(DeviceKind::cuda, comm.rank()) : nullptr;
   const ProbeSetup setup{initial_gpt_parameters(options.probe, 1), device.get()};
@@ -833,11 +864,10 @@ Json in_training_runs_json(const std::vector<CalibrationResult::InTrainingRun>& 
   }
   return json;
 }
-}  // namespace
 
-Json calibration_report_json(const CalibrationResult& result) {
+Json collective_points_json(const std::vector<CollectivePoint>& points) {
   Json collectives = Json::array();
-  for (const auto& p : result.collectives) {
+  for (const auto& p : points) {
     collectives.push_back({{"collective", std::string(collective_name(p.kind))},
                            {"bytes", p.bytes},
                            {"time_s", p.time_s},
@@ -849,6 +879,36 @@ Json calibration_report_json(const CalibrationResult& result) {
                            {"back_to_back_time_s", p.back_to_back_time_s},
                            {"cpu_fraction", p.cpu_fraction}});
   }
+  return collectives;
+}
+
+std::vector<CollectivePoint> collective_points_from_json(const Json& json) {
+  std::vector<CollectivePoint> points;
+  for (const auto& p : json) {
+    CollectivePoint point;
+    const std::string name = p.at("collective").get<std::string>();
+    for (CollectiveKind kind :
+         {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+      if (collective_name(kind) == name) point.kind = kind;
+    }
+    point.bytes = p.at("bytes").get<double>();
+    point.time_s = p.at("time_s").get<double>();
+    point.step_bytes = p.at("step_bytes").get<double>();
+    point.step_time_s = p.at("step_time_s").get<double>();
+    point.bus_bandwidth_Bps = p.at("bus_bandwidth_Bps").get<double>();
+    point.cpu_fraction = p.value("cpu_fraction", 0.0);
+    point.time_q1_s = p.value("time_q1_s", point.time_s);
+    point.time_q3_s = p.value("time_q3_s", point.time_s);
+    point.back_to_back_time_s = p.value("back_to_back_time_s", point.time_s);
+    points.push_back(point);
+  }
+  return points;
+}
+
+}  // namespace
+
+Json calibration_report_json(const CalibrationResult& result) {
+  Json collectives = collective_points_json(result.collectives);
   Json operators = Json::array();
   for (const auto& p : result.operators) {
     operators.push_back({{"kind", p.kind},
@@ -867,6 +927,7 @@ Json calibration_report_json(const CalibrationResult& result) {
   }
   return {{"ranks", result.ranks},
           {"collectives", std::move(collectives)},
+          {"pair_collectives", collective_points_json(result.pair_collectives)},
           {"operators", std::move(operators)},
           {"compute_flops_per_s", result.compute_flops_per_s},
           {"memory_bandwidth_Bps", result.memory_bandwidth_Bps},
@@ -933,23 +994,9 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     CalibrationResult parsed;
     const Json& report = document.at("report");
     parsed.ranks = report.at("ranks").get<int>();
-    for (const auto& p : report.at("collectives")) {
-      CollectivePoint point;
-      const std::string name = p.at("collective").get<std::string>();
-      for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
-                                  CollectiveKind::all_reduce}) {
-        if (collective_name(kind) == name) point.kind = kind;
-      }
-      point.bytes = p.at("bytes").get<double>();
-      point.time_s = p.at("time_s").get<double>();
-      point.step_bytes = p.at("step_bytes").get<double>();
-      point.step_time_s = p.at("step_time_s").get<double>();
-      point.bus_bandwidth_Bps = p.at("bus_bandwidth_Bps").get<double>();
-      point.cpu_fraction = p.value("cpu_fraction", 0.0);
-      point.time_q1_s = p.value("time_q1_s", point.time_s);
-      point.time_q3_s = p.value("time_q3_s", point.time_s);
-      point.back_to_back_time_s = p.value("back_to_back_time_s", point.time_s);
-      parsed.collectives.push_back(point);
+    parsed.collectives = collective_points_from_json(report.at("collectives"));
+    if (report.contains("pair_collectives")) {
+      parsed.pair_collectives = collective_points_from_json(report.at("pair_collectives"));
     }
     for (const auto& p : report.at("operators")) {
       parsed.operators.push_back(

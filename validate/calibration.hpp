@@ -115,6 +115,9 @@ struct SlicingPoint {
 struct CalibrationResult {
   int ranks = 1;
   std::vector<CollectivePoint> collectives;
+  // With 4 or more ranks (an even count): the same collectives over pairs of neighbouring
+  // ranks, every pair at once (a tensor-parallel pair's sums; the cluster's group-of-2 timings).
+  std::vector<CollectivePoint> pair_collectives;
   std::vector<OperatorPoint> operators;
   std::vector<SlicingPoint> slicing;
   double compute_flops_per_s = 0;

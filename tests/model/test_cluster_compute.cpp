@@ -95,3 +95,34 @@ TEST_CASE("shared host cores are read, written back, and replace the overlap slo
   CHECK_FALSE(load_cluster_json(json).host_cores);
   CHECK(cluster_to_json(load_cluster_json(json)).at("gpu").contains("overlap_slowdown"));
 }
+
+TEST_CASE("a smaller group's own collective timings are read, written back and checked",
+          "[model][cluster]") {
+  Json json = with_gpu(Json::parse(R"({"compute": "70GFLOP/s"})"));
+  json["ranks"] = 4;
+  json["collective_by_group_size"] =
+      Json::parse(R"({"2": {"alpha_s": 2e-5, "beta_s_per_byte": 3e-10}})");
+  const Cluster cluster = load_cluster_json(json);
+  REQUIRE(cluster.timing_by_group_size.size() == 1);
+  CHECK(cluster.group_timing(2).all_reduce.alpha_beta.alpha_s == Approx(2e-5));
+  CHECK(cluster.group_timing(2).all_gather.alpha_beta.beta_s_per_byte == Approx(3e-10));
+  CHECK(cluster.group_timing(4).all_reduce.alpha_beta.alpha_s == Approx(1e-4));  // the world's
+  CHECK(cluster.group_timing(3).all_reduce.alpha_beta.alpha_s == Approx(1e-4));  // not listed
+  const Cluster again = load_cluster_json(cluster_to_json(cluster));
+  CHECK(again.group_timing(2).reduce_scatter.alpha_beta.alpha_s == Approx(2e-5));
+  CHECK_FALSE(cluster_to_json(load_cluster_json(with_gpu(Json::object())))
+                  .contains("collective_by_group_size"));
+
+  for (const char* size : {"4", "1", "two", "2x"}) {
+    Json bad = json;
+    bad["collective_by_group_size"] = Json::object();
+    bad["collective_by_group_size"][size] = Json::parse(R"({"alpha_s": 1e-5})");
+    const std::string message = cluster_error(bad);
+    INFO(message);
+    CHECK(message.find(std::string("$.collective_by_group_size.") + size) != std::string::npos);
+    CHECK(message.find("a group size from 2 to 3") != std::string::npos);
+  }
+  Json missing_beta = json;
+  missing_beta["collective_by_group_size"]["2"] = Json::parse(R"({"all_reduce": {}})");
+  CHECK(cluster_error(missing_beta).find("$.collective_by_group_size.2") != std::string::npos);
+}

@@ -323,6 +323,40 @@ TEST_CASE("on shared cores a pipeline stage computes faster while its neighbour 
   CHECK(cost_on(own_cores).work.rate_by_busy_stages.empty());
 }
 
+TEST_CASE("a group smaller than a CPU cluster takes its own measured timings", "[parallel]") {
+  // 4 CPU ranks: tensor and data-parallel pairs ring at the pairs' timings where the cluster
+  // lists them (every pair at once, as `osdp calibrate` times them), the world at its own.
+  Scenario scenario =
+      load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d-4ranks.json");
+  REQUIRE_FALSE(scenario.cluster.topology);
+  REQUIRE(scenario.cluster.ranks == 4);
+  Cluster plain = scenario.cluster;
+  plain.timing_by_group_size.clear();
+  const GroupTiming pair_timing = GroupTiming::uniform({2e-4, 5e-10});
+  Cluster pairs = plain;
+  pairs.timing_by_group_size[2] = pair_timing;
+  Cluster pairs_as_world = plain;  // every group of these layouts is a pair
+  pairs_as_world.world = pairs_as_world.intra_node = pairs_as_world.inter_node = pair_timing;
+  const auto cost = [&](const Cluster& cluster, const ParallelRun& run) {
+    return parallel_iteration_cost(*scenario.gpt, scenario.training, cluster, scenario.cost, run,
+                                   "test");
+  };
+  const ParallelRun tp2xdp2 = run_of(2, 1, 2, 2, 1, false);
+  CHECK(cost(pairs, tp2xdp2).iteration_time_s ==
+        Approx(cost(pairs_as_world, tp2xdp2).iteration_time_s));
+  CHECK(cost(pairs, tp2xdp2).iteration_time_s < cost(plain, tp2xdp2).iteration_time_s);
+  const ParallelRun tp2xpp2 = run_of(2, 2, 1, 2, 4, false);
+  for (std::size_t c = 0; c < 2; ++c) {
+    CHECK(cost(pairs, tp2xpp2).chunks[c].forward_communication_s ==
+          Approx(cost(pairs_as_world, tp2xpp2).chunks[c].forward_communication_s));
+  }
+  const ParallelRun pp2xdp2 = run_of(1, 2, 2, 2, 4, false);
+  CHECK(cost(pairs, pp2xdp2).iteration_time_s < cost(plain, pp2xdp2).iteration_time_s);
+  // The world's group (dp 4) keeps the world's timings.
+  const ParallelRun dp4 = run_of(1, 1, 4, 2, 1, false);
+  CHECK(cost(pairs, dp4).iteration_time_s == Approx(cost(plain, dp4).iteration_time_s));
+}
+
 TEST_CASE("a ZDP operator waits for its gathers operator by operator", "[parallel]") {
   // The 3D + OSDP layout of local-cpu-3d (dp 2, 2 micro-batches, the first two layers ZDP, the
   // rest z2) on ranks that do not share cores: the first ZDP operator's gather cannot hide
