@@ -255,8 +255,9 @@ struct Cluster {
   GroupTiming inter_node;  // one rank per node, all local ranks' groups running at once
   // Clusters without a topology (CPU ranks): the timings of a group of k ranks, k below the
   // cluster's ranks, while every such group of the node runs its own at once (`osdp calibrate`
-  // times pairs: a ring of 2 processes on shared cores wakes fewer threads a step than the
-  // world's). Sizes not listed take `world`'s.
+  // times pairs: on shared cores a group's ring steps need not cost what the world's do; on the
+  // 2-core testbed a pair's step came out as long as the world's). Sizes not listed take
+  // `world`'s.
   std::map<int, GroupTiming> timing_by_group_size;
   // `"collectives": "nccl"` (clusters with a topology): NCCL's algorithm and protocol choice.
   CollectiveLibrary collectives = CollectiveLibrary::ring;

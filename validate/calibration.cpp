@@ -756,8 +756,9 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   result.ranks = comm.size();
   // One rank runs no collective: nothing to time (the cluster's timings stay zero, unused).
   if (!on_gpu) result.collectives = time_collectives(comm, options);
-  // Pairs of neighbouring ranks, as a tensor-parallel layout groups them (tensor innermost):
-  // on shared cores a pair's ring steps wake 2 processes, not the world's n.
+  // Pairs of neighbouring ranks, as a tensor-parallel layout groups them (tensor innermost),
+  // every pair at once: the 3D model costs a pair's collectives with these, not the world's
+  // (on 4 ranks sharing 2 cores the two came out alike: a step is a thread's wake-up).
   const int n = comm.size();
   if (!on_gpu && n >= 4 && n % 2 == 0) {
     const int first = comm.rank() - comm.rank() % 2;
