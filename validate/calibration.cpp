@@ -53,14 +53,6 @@ double from_rank0(Communicator& comm, double value) {
   return buffer[0].item<double>();
 }
 
-// The mean of every rank's value (the model's ranks are identical: the mean rank's).
-double mean_over_ranks(Communicator& comm, double value) {
-  at::Tensor buffer = at::zeros({comm.size()}, at::kDouble);  // a chunk a rank
-  buffer[comm.rank()] = value;
-  comm.run(CollectiveKind::all_reduce, buffer);
-  return buffer.sum().item<double>() / comm.size();
-}
-
 // CPU seconds of every thread of this process so far.
 double process_cpu_s() {
   timespec now{};
@@ -412,23 +404,33 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
     for (const auto& step : steps) append_phase_times(step, mine);
     *straggling = slowest_over_mean(comm, mine);
   }
-  std::map<std::string, OperatorPoint> by_kind;
+  // Every operator's forward and backward median over the steps, averaged over the ranks: with
+  // more ranks than cores one rank's times swing with which ranks share its core (rounds of a
+  // point 50-90 % apart at small batches, 4 ranks on 2 cores), and the laws stand for the mean
+  // rank (straggling is apart). One gather for all of them.
+  std::vector<double> medians;
   for (int i = 0; i < workload.size(); ++i) {
     std::vector<double> forward, backward;
     for (const auto& step : steps) {
       forward.push_back(step[i].forward_s);
       backward.push_back(step[i].backward_s);
     }
+    medians.push_back(median_of(forward));
+    medians.push_back(median_of(backward));
+  }
+  std::vector<double> mean_medians(medians.size(), 0.0);
+  for (const std::vector<double>& rank_medians : values_of_every_rank(comm, medians)) {
+    for (std::size_t k = 0; k < medians.size(); ++k) mean_medians[k] += rank_medians[k] / n;
+  }
+  std::map<std::string, OperatorPoint> by_kind;
+  for (int i = 0; i < workload.size(); ++i) {
     const Operator& op = workload.op(i);
     OperatorPoint& point = by_kind[std::string(operator_kind_name(op.kind))];
     point.kind = operator_kind_name(op.kind);
     point.probe = probe_label(shape);
     point.batch_size = batch;
-    // Every rank's median, averaged: with more ranks than cores one rank's times swing with
-    // which ranks share its core (rounds of a point 50-90 % apart at small batches, 4 ranks
-    // on 2 cores), and the laws stand for the mean rank (straggling is apart).
-    point.forward_s += mean_over_ranks(comm, median_of(forward));
-    point.backward_s += mean_over_ranks(comm, median_of(backward));
+    point.forward_s += mean_medians[2 * i];
+    point.backward_s += mean_medians[2 * i + 1];
     point.flops += batch * (op.forward_flops_per_sample + op.backward_flops_per_sample);
     point.forward_flops_per_sample += op.forward_flops_per_sample;
     point.backward_flops_per_sample += op.backward_flops_per_sample;
