@@ -523,6 +523,20 @@ c10::intrusive_ptr<c10d::Store> make_store(const ConnectOptions& options) {
   return store;
 }
 
+// A rank's group is built once its own connections are; a peer may still be finishing its side.
+// Were this rank to tear its group down now (a run with nothing to exchange), the peer would read
+// "connection closed by peer". So, as torch.distributed's store-based barrier does, every rank
+// returns only when every rank's group is built.
+void wait_for_every_rank(c10d::Store& store, const ConnectOptions& options) {
+  if (options.world_size == 1) return;
+  store.set(fmt::format("osdp-connected/{}", options.rank), std::vector<std::uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < options.world_size; ++rank) {
+    keys.push_back(fmt::format("osdp-connected/{}", rank));
+  }
+  store.wait(keys, options.timeout);
+}
+
 std::unique_ptr<Communicator> connect_gloo(const ConnectOptions& options,
                                            c10::intrusive_ptr<c10d::Store> store) {
 #if !OSDP_HAS_GLOO
@@ -557,10 +571,13 @@ std::unique_ptr<Communicator> Communicator::connect(const ConnectOptions& option
 #endif
   try {
     auto store = make_store(options);
+    std::unique_ptr<Communicator> communicator;
 #ifdef OSDP_WITH_CUDA_DEVICE
-    if (options.backend == CommBackend::nccl) return connect_nccl(options, std::move(store));
+    if (options.backend == CommBackend::nccl) communicator = connect_nccl(options, store);
 #endif
-    return connect_gloo(options, std::move(store));
+    if (!communicator) communicator = connect_gloo(options, store);
+    wait_for_every_rank(*store, options);
+    return communicator;
   } catch (const c10::Error& error) {
     std::string detail = error.what_without_backtrace();
     if (const auto newline = detail.find('\n'); newline != std::string::npos)
