@@ -39,6 +39,10 @@ memory = [abs(r["memory_error_percent"]) for r in rows]
 line = (f"median |time error| {statistics.median(time):.1f} % (max {max(time):.1f} %), "
         f"median |peak memory error| {statistics.median(memory):.1f} %, "
         f"ranking {data['concordant_pairs']} of {data['separated_pairs']} separated pairs alike")
+# Fidelity-bench JSON has no exposed-communication target; validate's has one per plan.
+within = [r["exposed_within_target"] for r in rows if "exposed_within_target" in r]
+if within:
+    line += f", exposed communication within 30 % or 5 ms in {sum(within)} of {len(within)}"
 if "machine_load" in data:
     load = data["machine_load"]
     line += f", load {load['load_average_before']:.2f}/{load['load_average_after']:.2f}"

@@ -109,9 +109,9 @@ std::vector<StageFigures> measured_stages(const PlanRun& plan, const PlanMeasure
 // ComparisonRow::measured_exposed_communication_s: in each measured iteration, per group of
 // ranks that run the same passes the least wait (a rank that computed slower made the others
 // wait for it: their extra wait is its compute, not communication), the most over the groups
-// (a layout's stages); then the median over the iterations. From the ranks' medians alone when
-// they did not report every iteration.
-double critical_exposed_communication_s(const PlanRun& plan, const PlanMeasurement& measurement) {
+// (a layout's stages); then the median (and middle half) over the iterations. From the ranks'
+// medians alone when they did not report every iteration.
+Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement& measurement) {
   const std::vector<std::vector<int>> groups = same_pass_ranks(plan, measurement);
   const std::size_t steps = measurement.ranks.empty()
                                 ? 0
@@ -132,7 +132,9 @@ double critical_exposed_communication_s(const PlanRun& plan, const PlanMeasureme
     return critical_s;
   };
   if (!per_step) {
-    return critical_at([](const RankFigures& figures) { return figures.exposed_communication_s; });
+    const double critical_s =
+        critical_at([](const RankFigures& figures) { return figures.exposed_communication_s; });
+    return {critical_s, critical_s, critical_s};
   }
   std::vector<double> critical_steps_s;
   for (std::size_t step = 0; step < steps; ++step) {
@@ -140,7 +142,7 @@ double critical_exposed_communication_s(const PlanRun& plan, const PlanMeasureme
       return figures.exposed_communication_steps_s[step];
     }));
   }
-  return median_of(std::move(critical_steps_s));
+  return spread_of(std::move(critical_steps_s));
 }
 
 }  // namespace
@@ -151,6 +153,12 @@ double ComparisonRow::time_error_percent() const {
 
 double ComparisonRow::memory_error_percent() const {
   return percent_error(simulated_peak_memory_bytes, measured_peak_memory_bytes);
+}
+
+bool ComparisonRow::exposed_within_target() const {
+  const double difference_s =
+      std::abs(simulated_exposed_communication_s - measured_exposed_communication_s);
+  return difference_s <= 0.005 || difference_s <= 0.3 * measured_exposed_communication_s;
 }
 
 double Comparison::median_abs_time_error_percent() const {
@@ -184,8 +192,8 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
     row.batch_size = plans[i].plan.batch_size;
     row.measured_iteration_time_s = measurements.at(i).iteration_time_s();
     row.measured_spread = measurements.at(i).iteration_time_spread();
-    row.measured_exposed_communication_s =
-        critical_exposed_communication_s(plans[i], measurements.at(i));
+    row.measured_exposed_spread = critical_exposed_communication(plans[i], measurements.at(i));
+    row.measured_exposed_communication_s = row.measured_exposed_spread.median_s;
     row.measured_longest_exposed_communication_s = measurements.at(i).exposed_communication_s();
     row.measured_peak_memory_bytes = measurements.at(i).peak_memory_bytes();
     row.simulated_iteration_time_s = simulated.at(i).iteration_time_s;
@@ -228,23 +236,28 @@ std::string comparison_table(const Comparison& comparison) {
   // Exposed communication: the time a rank's compute waited for collectives, which shows
   // whether a plan's time splits into compute and communication as simulated.
   out << fmt::format(
-      "{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>11} {:>11} {:>8}  {}\n", "plan",
-      name_width, "batch", "measured", "middle half", "simulated", "error", "measured", "simulated",
-      "measured", "simulated", "error", "operators");
-  out << fmt::format("{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>11} {:>11} {:>11} {:>8}\n",
-                     "", name_width, "per rank", "time ms", "ms", "time ms", "%", "exposed ms",
-                     "exposed ms", "peak MiB", "peak MiB", "%");
+      "{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>13} {:>11} {:>11} {:>11} {:>8}  {}\n",
+      "plan", name_width, "batch", "measured", "middle half", "simulated", "error", "measured",
+      "middle half", "simulated", "measured", "simulated", "error", "operators");
+  out << fmt::format(
+      "{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>13} {:>11} {:>11} {:>11} {:>8}\n", "",
+      name_width, "per rank", "time ms", "ms", "time ms", "%", "exposed ms", "ms", "exposed ms",
+      "peak MiB", "peak MiB", "%");
+  int exposed_within = 0;
   for (const auto& row : comparison.rows) {
+    exposed_within += row.exposed_within_target() ? 1 : 0;
     out << fmt::format(
-        "{:<{}} {:>9} {:>10.2f} {:>15} {:>10.2f} {:>+8.1f} {:>11.1f} {:>11.1f} {:>11} {:>11} "
-        "{:>+8.1f}  {}\n",
+        "{:<{}} {:>9} {:>10.2f} {:>15} {:>10.2f} {:>+8.1f} {:>11.1f} {:>13} {:>11.1f} {:>11} "
+        "{:>11} {:>+8.1f}  {}\n",
         row.name, name_width, row.batch_size, 1e3 * row.measured_iteration_time_s,
         fmt::format("{:.1f}-{:.1f}", 1e3 * row.measured_spread.first_quartile_s,
                     1e3 * row.measured_spread.third_quartile_s),
         1e3 * row.simulated_iteration_time_s, row.time_error_percent(),
-        1e3 * row.measured_exposed_communication_s, 1e3 * row.simulated_exposed_communication_s,
-        mib(row.measured_peak_memory_bytes), mib(row.simulated_peak_memory_bytes),
-        row.memory_error_percent(), row.plan);
+        1e3 * row.measured_exposed_communication_s,
+        fmt::format("{:.1f}-{:.1f}", 1e3 * row.measured_exposed_spread.first_quartile_s,
+                    1e3 * row.measured_exposed_spread.third_quartile_s),
+        1e3 * row.simulated_exposed_communication_s, mib(row.measured_peak_memory_bytes),
+        mib(row.simulated_peak_memory_bytes), row.memory_error_percent(), row.plan);
   }
   const int ties = comparison.pairs - comparison.separated_pairs;
   const std::string tied =
@@ -259,6 +272,10 @@ std::string comparison_table(const Comparison& comparison) {
       comparison.median_abs_memory_error_percent(),
       comparison.simulator == "simgrid" ? "SimGrid simulator"
                                         : "analytic cost model (osdp built without the simulator)");
+  out << fmt::format(
+      "exposed communication (the critical rank's wait a step): simulated within 30 % or 5 ms of "
+      "the measured median in {} of {} plans\n",
+      exposed_within, comparison.rows.size());
   return out.str();
 }
 
@@ -302,15 +319,18 @@ std::string comparison_csv(const Comparison& comparison) {
   out << "plan,batch_size,measured_iteration_time_s,simulated_iteration_time_s,time_error_percent,"
          "measured_exposed_communication_s,simulated_exposed_communication_s,"
          "measured_peak_memory_bytes,simulated_peak_memory_bytes,memory_error_percent,"
-         "measured_iteration_time_q1_s,measured_iteration_time_q3_s\n";
+         "measured_iteration_time_q1_s,measured_iteration_time_q3_s,"
+         "measured_exposed_communication_q1_s,measured_exposed_communication_q3_s\n";
   for (const auto& row : comparison.rows) {
     out << fmt::format(
-        "{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f},{:.9g},{:.9g}\n", row.name,
-        row.batch_size, row.measured_iteration_time_s, row.simulated_iteration_time_s,
+        "{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f},{:.9g},{:.9g},{:.9g},{:.9g}"
+        "\n",
+        row.name, row.batch_size, row.measured_iteration_time_s, row.simulated_iteration_time_s,
         row.time_error_percent(), row.measured_exposed_communication_s,
         row.simulated_exposed_communication_s, row.measured_peak_memory_bytes,
         row.simulated_peak_memory_bytes, row.memory_error_percent(),
-        row.measured_spread.first_quartile_s, row.measured_spread.third_quartile_s);
+        row.measured_spread.first_quartile_s, row.measured_spread.third_quartile_s,
+        row.measured_exposed_spread.first_quartile_s, row.measured_exposed_spread.third_quartile_s);
   }
   return out.str();
 }
@@ -343,6 +363,9 @@ Json comparison_json(const Comparison& comparison) {
          {"memory_error_percent", row.memory_error_percent()},
          {"measured_iteration_time_q1_s", row.measured_spread.first_quartile_s},
          {"measured_iteration_time_q3_s", row.measured_spread.third_quartile_s},
+         {"measured_exposed_communication_q1_s", row.measured_exposed_spread.first_quartile_s},
+         {"measured_exposed_communication_q3_s", row.measured_exposed_spread.third_quartile_s},
+         {"exposed_within_target", row.exposed_within_target()},
          {"stages", std::move(stages)}});
   }
   return {{"simulator", comparison.simulator},

@@ -40,6 +40,9 @@ struct ComparisonRow {
   // (alike, at the slowest one's pace), so this is the figure comparable with the simulated one;
   // the faster ranks also wait for the slowest one to arrive.
   double measured_exposed_communication_s = 0;
+  // That critical wait's middle half over the measured steps: how far it moves from step to
+  // step (the median above is its median).
+  Spread measured_exposed_spread;
   double measured_longest_exposed_communication_s = 0;  // the rank that waited longest
   double simulated_exposed_communication_s = 0;
   double measured_peak_memory_bytes = 0;
@@ -51,6 +54,9 @@ struct ComparisonRow {
   // (simulated - measured) / measured, in percent.
   double time_error_percent() const;
   double memory_error_percent() const;
+  // The simulated exposed communication within 30 % or 5 ms of the measured median (the
+  // validation's target for the split of a step into compute and communication).
+  bool exposed_within_target() const;
 };
 
 struct Comparison {

@@ -74,6 +74,23 @@ TEST_CASE("comparison: errors, ranking and outputs", "[validate][comparison]") {
   CHECK(line.find(" 45.6 ") != std::string::npos);
   CHECK(line.find(" 12.3 ") != std::string::npos);
   CHECK(table.find("exposed ms") != std::string::npos);
+  // 12.3 ms simulated against 45.6 measured: off by more than 5 ms and 30 %; b and c (no
+  // waits, none simulated) within.
+  CHECK_FALSE(with_waits.rows[0].exposed_within_target());
+  CHECK(table.find("median in 2 of 3 plans") != std::string::npos);
+  CHECK(comparison_json(with_waits)["plans"][0]["exposed_within_target"] == false);
+  // Within 5 ms of a small wait, or within 30 % of a large one.
+  ComparisonRow row;
+  row.measured_exposed_communication_s = 0.002;
+  row.simulated_exposed_communication_s = 0.0069;
+  CHECK(row.exposed_within_target());
+  row.simulated_exposed_communication_s = 0.0071;
+  CHECK_FALSE(row.exposed_within_target());
+  row.measured_exposed_communication_s = 0.100;
+  row.simulated_exposed_communication_s = 0.129;
+  CHECK(row.exposed_within_target());
+  row.simulated_exposed_communication_s = 0.131;
+  CHECK_FALSE(row.exposed_within_target());
 }
 
 TEST_CASE("comparison: exposed communication per iteration, the rank that set the pace",
@@ -96,6 +113,16 @@ TEST_CASE("comparison: exposed communication per iteration, the rank that set th
       compare(scenario, {{"fsdp", plan}}, {measurement}, {simulated}, "simgrid");
   // Per iteration the least wait: 4, 2, 1, 3 and 20 ms; their median 3 ms.
   CHECK(comparison.rows[0].measured_exposed_communication_s == Approx(0.003));
+  // Its middle half over the iterations: 2-4 ms, in the table, the CSV and the JSON.
+  CHECK(comparison.rows[0].measured_exposed_spread.first_quartile_s == Approx(0.002));
+  CHECK(comparison.rows[0].measured_exposed_spread.third_quartile_s == Approx(0.004));
+  CHECK(comparison_table(comparison).find(" 2.0-4.0 ") != std::string::npos);
+  CHECK(comparison_csv(comparison).find(",0.002,0.004\n") != std::string::npos);
+  CHECK(comparison_json(comparison)["plans"][0]["measured_exposed_communication_q3_s"] ==
+        Approx(0.004));
+  // Simulated 3 ms against the measured 3 ms: within the target.
+  CHECK(comparison.rows[0].exposed_within_target());
+  CHECK(comparison_table(comparison).find("median in 1 of 1 plans") != std::string::npos);
   // The longest stays a rank's median.
   CHECK(comparison.rows[0].measured_longest_exposed_communication_s == Approx(0.020));
   // Without every iteration from every rank: the ranks' medians.
