@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Predicted (simulated) against measured iteration time and peak memory, one point per plan.
+"""Predicted (simulated) against measured iteration time and peak memory, one point per plan;
+and, when the CSV has the measured waits' spread, exposed communication.
 
 Usage: predicted_vs_measured.py VALIDATION_CSV OUTPUT_PNG
 VALIDATION_CSV is the validation.csv that `osdp validate --out DIR` (or fidelity_bench) writes.
 A measured time's bar is the middle half of its iterations (first to third quartile), when the
 CSV has it: plans whose bars overlap are ties the runs cannot order. Plans at the same point
 share one label ("osdp = all-z2"); labels are spread apart along the side of the plot.
+The third panel is the critical rank's exposed communication a step (the time its compute
+waited for collectives), its bar the middle half over the iterations, on log axes, shaded where
+the simulated wait is within 30 % or 5 ms of the measured median (the validation's target).
 """
 import csv
+import math
 import sys
 
 import matplotlib
@@ -40,6 +45,48 @@ def spread_labels(ys, gap):
     return placed
 
 
+def exposed_panel(axis, rows):
+    """Simulated against measured exposed communication (ms), log axes, the target shaded."""
+    floor_ms = 0.5  # waits under half a millisecond are drawn at it (a log axis has no zero)
+    measured = [max(floor_ms, 1e3 * float(r["measured_exposed_communication_s"])) for r in rows]
+    simulated = [max(floor_ms, 1e3 * float(r["simulated_exposed_communication_s"])) for r in rows]
+    q1 = [max(floor_ms, 1e3 * float(r["measured_exposed_communication_q1_s"])) for r in rows]
+    q3 = [max(floor_ms, 1e3 * float(r["measured_exposed_communication_q3_s"])) for r in rows]
+    within = [abs(s - m) <= max(5.0, 0.3 * m) for m, s in zip(measured, simulated)]
+    lowest = min(measured + simulated + q1) / 1.5
+    highest = max(measured + simulated + q3) * 1.5
+    grid = [lowest * (highest / lowest) ** (i / 200) for i in range(201)]
+    axis.fill_between(grid, [max(lowest, m - max(5.0, 0.3 * m)) for m in grid],
+                      [m + max(5.0, 0.3 * m) for m in grid], color="tab:green", alpha=0.12,
+                      label="within 30 % or 5 ms")
+    axis.plot([lowest, highest], [lowest, highest], color="grey", linestyle="--", linewidth=1,
+              label="exact")
+    for hit, colour, label in ((True, "tab:blue", "measured middle half"),
+                               (False, "tab:red", "outside the target")):
+        chosen = [i for i in range(len(rows)) if within[i] == hit]
+        if not chosen:
+            continue
+        axis.errorbar([measured[i] for i in chosen], [simulated[i] for i in chosen],
+                      xerr=[[measured[i] - q1[i] for i in chosen], [q3[i] - measured[i] for i in chosen]],
+                      fmt="o", color=colour, capsize=3, zorder=3, label=label)
+    # Labels right of the points, spread apart in log space.
+    points = merged_points([row["plan"] for row in rows], measured, simulated, 0.005)
+    logs = spread_labels([math.log10(y) for _, _, y in points], 0.06 * math.log10(highest / lowest))
+    label_x = max(q3) * 1.6
+    for (name, x, y), height in zip(points, logs):
+        axis.annotate(name, (x, y), xytext=(label_x, 10 ** height), fontsize=8, va="center",
+                      arrowprops={"arrowstyle": "-", "color": "grey", "linewidth": 0.6})
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlim(lowest, max(highest, label_x * 4))
+    axis.set_ylim(lowest, max(highest, 10 ** max(logs) * 1.3))
+    axis.set_xlabel("measured exposed communication (ms, critical rank)")
+    axis.set_ylabel("simulated exposed communication (ms)")
+    axis.set_title(f"{sum(within)} of {len(rows)} plans within 30 % or 5 ms", fontsize=10)
+    axis.grid(True, alpha=0.3, which="both")
+    axis.legend(loc="upper left", fontsize=8)
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -49,7 +96,8 @@ def main(argv):
     if not rows:
         print(f"{argv[1]}: no plans", file=sys.stderr)
         return 2
-    figure, axes = plt.subplots(1, 2, figsize=(11, 5))
+    with_exposed = "measured_exposed_communication_q1_s" in rows[0]
+    figure, axes = plt.subplots(1, 3 if with_exposed else 2, figsize=(16.5 if with_exposed else 11, 5))
     panels = [
         ("iteration time (ms)", "measured_iteration_time", "simulated_iteration_time_s", 1e3),
         ("peak memory (MiB)", "measured_peak_memory_bytes", "simulated_peak_memory_bytes", 1 / 2**20),
@@ -90,6 +138,8 @@ def main(argv):
         axis.set_ylabel(f"simulated {label}")
         axis.grid(True, alpha=0.3)
         axis.legend(loc="upper left", fontsize=8)
+    if with_exposed:
+        exposed_panel(axes[2], rows)
     figure.suptitle("osdp validate: predicted vs measured")
     figure.tight_layout()
     figure.savefig(argv[2], dpi=120)
