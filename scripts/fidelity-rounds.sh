@@ -39,7 +39,8 @@ memory = [abs(r["memory_error_percent"]) for r in rows]
 line = (f"median |time error| {statistics.median(time):.1f} % (max {max(time):.1f} %), "
         f"median |peak memory error| {statistics.median(memory):.1f} %, "
         f"ranking {data['concordant_pairs']} of {data['separated_pairs']} separated pairs alike")
-# Fidelity-bench JSON has no exposed-communication target; validate's has one per plan.
+# Each plan's exposed-communication target (validate and fidelity_bench JSON alike); a JSON
+# from before the target was recorded has none.
 within = [r["exposed_within_target"] for r in rows if "exposed_within_target" in r]
 if within:
     line += f", exposed communication within 30 % or 5 ms in {sum(within)} of {len(within)}"

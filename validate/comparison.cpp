@@ -320,17 +320,19 @@ std::string comparison_csv(const Comparison& comparison) {
          "measured_exposed_communication_s,simulated_exposed_communication_s,"
          "measured_peak_memory_bytes,simulated_peak_memory_bytes,memory_error_percent,"
          "measured_iteration_time_q1_s,measured_iteration_time_q3_s,"
-         "measured_exposed_communication_q1_s,measured_exposed_communication_q3_s\n";
+         "measured_exposed_communication_q1_s,measured_exposed_communication_q3_s,"
+         "exposed_within_target\n";
   for (const auto& row : comparison.rows) {
     out << fmt::format(
-        "{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f},{:.9g},{:.9g},{:.9g},{:.9g}"
-        "\n",
+        "{},{},{:.9g},{:.9g},{:.4f},{:.9g},{:.9g},{:.0f},{:.0f},{:.4f},{:.9g},{:.9g},{:.9g},{:.9g},"
+        "{:d}\n",
         row.name, row.batch_size, row.measured_iteration_time_s, row.simulated_iteration_time_s,
         row.time_error_percent(), row.measured_exposed_communication_s,
         row.simulated_exposed_communication_s, row.measured_peak_memory_bytes,
         row.simulated_peak_memory_bytes, row.memory_error_percent(),
         row.measured_spread.first_quartile_s, row.measured_spread.third_quartile_s,
-        row.measured_exposed_spread.first_quartile_s, row.measured_exposed_spread.third_quartile_s);
+        row.measured_exposed_spread.first_quartile_s, row.measured_exposed_spread.third_quartile_s,
+        row.exposed_within_target() ? 1 : 0);
   }
   return out.str();
 }
