@@ -209,6 +209,12 @@ int run(const CalibrateOptions& options) {
         "  shared cores      {} (every rank's compute and communication thread run on "
         "them;\n                    overlapping both slows each {:.2f}x)\n",
         result->cluster.host_cores->cores, shared_core_overlap_slowdown(result->cluster));
+    if (const double tick_s = result->cluster.host_cores->scheduler_tick_s; tick_s > 0) {
+      fmt::print(
+          "  scheduler tick    {:.1f} ms (a collective issued while every core computes starts "
+          "at the next one)\n",
+          1e3 * tick_s);
+    }
   }
   if (const validate::BlockingSyncFigures& sync = result->blocking_sync; sync.tensor_degree > 0) {
     const auto [low, high] = std::minmax_element(sync.step_wait_s.begin(), sync.step_wait_s.end());

@@ -221,8 +221,15 @@ Gpu with_compute_time_scaled(Gpu gpu, double factor);
 // timings are what a rank gets while every rank of the node runs one busy thread (each rank
 // computing, or each rank in a collective, as `osdp calibrate` measures them); how they slow
 // down when compute and communication overlap follows from the sharing (core_rate).
+//
+// A rank's compute thread keeps its core until the operating system's scheduler tick (1/HZ:
+// 4 ms on a kernel built with HZ=250) when a communication thread is woken and no core is
+// free: a collective issued while every core of its node computes starts at the next tick
+// (testbed traces: in-step all-gathers of 260-525 KB took one tick each while both ranks
+// computed, 0.2-0.5 ms while one of them waited). 0: no tick (the collective starts at once).
 struct HostCores {
   int cores = 1;
+  double scheduler_tick_s = 0;
 };
 
 // A node's host side as CPU offload uses it (`"host": {"memory": "1TiB", "memory_bandwidth":

@@ -285,7 +285,8 @@ HostMemory read_host_memory(const JsonReader& reader) {
   return host;
 }
 
-// "host": {"cores": 2, "ranks_on_cores": true} (with the offload keys beside them, or alone).
+// "host": {"cores": 2, "ranks_on_cores": true, "scheduler_tick": "4ms"} (with the offload keys
+// beside them, or alone).
 // The shared cores replace the fitted overlap slowdown: both at once would count the same
 // contention twice.
 std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster& cluster) {
@@ -302,7 +303,10 @@ std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster
                       "a cluster without a topology (CPU ranks: their collectives are the "
                       "calibrated \"collective\" timings)");
   }
-  return HostCores{cores};
+  const double tick_s =
+      reader.optional_quantity("scheduler_tick", Dimension::seconds, limits::latency_s)
+          .value_or(0.0);
+  return HostCores{cores, tick_s};
 }
 
 // The planner would cost collectives with the given timings and the simulator run them on the
@@ -396,8 +400,8 @@ Cluster load_cluster(const JsonReader& reader) {
   }
   if (reader.has("host")) {
     const JsonReader host = reader.object("host");
-    host.require_only(
-        {"cores", "ranks_on_cores", "memory", "memory_bandwidth", "optimizer_bandwidth", "link"});
+    host.require_only({"cores", "ranks_on_cores", "scheduler_tick", "memory", "memory_bandwidth",
+                       "optimizer_bandwidth", "link"});
     cluster.host_cores = read_host_cores(host, cluster);
     cluster.host = read_host_memory(host);
   }
@@ -492,6 +496,9 @@ Json cluster_to_json(const Cluster& cluster) {
   if (cluster.host_cores) {
     host_json["cores"] = cluster.host_cores->cores;
     host_json["ranks_on_cores"] = true;
+    if (cluster.host_cores->scheduler_tick_s > 0) {
+      host_json["scheduler_tick"] = cluster.host_cores->scheduler_tick_s;
+    }
   }
   json["host"] = std::move(host_json);
   if (!cluster.timing_by_group_size.empty()) {

@@ -1,6 +1,7 @@
 #include "sim/executor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -318,8 +319,43 @@ void Executor::begin_core_collective(int task) {
   collective.remaining_s = ranks > 1 ? timing.time_s(it.kind, it.bytes, ranks) : 0.0;
   collective.since_s = kernel_.now();
   collective.rate = 0;  // share_cores sets it and schedules the end
+  const double tick_s = cluster_.host_cores->scheduler_tick_s;
+  if (tick_s > 0 && member_node_fully_computing(task)) {
+    collective.waits_for_tick = true;
+    const double now = kernel_.now();
+    const double next_tick_s = (std::floor(now / tick_s + 1e-9) + 1) * tick_s;
+    kernel_.after(next_tick_s - now, [this]() { on_scheduler_tick(); });
+  }
   core_collectives_.push_back(collective);
   share_cores();
+}
+
+bool Executor::every_core_computing(int node) const {
+  int computing = 0;
+  for (int r = node * gpus_per_node_; r < (node + 1) * gpus_per_node_; ++r) {
+    computing += rank_[r].running >= 0;
+  }
+  return computing >= cluster_.host_cores->cores;
+}
+
+bool Executor::member_node_fully_computing(int task) const {
+  for (int r : members(task_item_[task], task_who_[task])) {
+    if (every_core_computing(r / gpus_per_node_)) return true;
+  }
+  return false;
+}
+
+// The scheduler runs the woken communication threads: every collective waiting for a core
+// starts.
+void Executor::on_scheduler_tick() {
+  bool started = false;
+  for (CoreCollective& collective : core_collectives_) {
+    if (!collective.waits_for_tick) continue;
+    collective.waits_for_tick = false;
+    collective.since_s = kernel_.now();
+    started = true;
+  }
+  if (started) share_cores();
 }
 
 void Executor::schedule_collective_end(CoreCollective& collective) {
@@ -337,13 +373,27 @@ void Executor::schedule_collective_end(CoreCollective& collective) {
 }
 
 void Executor::share_cores() {
-  // Busy threads per node: each rank's compute, and its communication thread while it has a
-  // collective in flight (the runtime runs a rank's collectives on one thread).
+  const double now = kernel_.now();
+  // A compute that ended freed a core: a collective waiting for the tick starts on it.
+  for (CoreCollective& collective : core_collectives_) {
+    if (collective.waits_for_tick && !member_node_fully_computing(collective.task)) {
+      collective.waits_for_tick = false;
+      collective.since_s = now;
+    }
+  }
+  // Busy threads per node: each rank's compute, and its communication thread while it runs a
+  // collective (the runtime runs a rank's collectives on one thread).
+  std::vector<int> running_collectives(ranks_, 0);
+  for (const CoreCollective& collective : core_collectives_) {
+    if (collective.waits_for_tick) continue;
+    for (int r : members(task_item_[collective.task], task_who_[collective.task])) {
+      ++running_collectives[r];
+    }
+  }
   std::vector<int> busy(nodes_, 0);
   for (int r = 0; r < ranks_; ++r) {
-    busy[r / gpus_per_node_] += (rank_[r].running >= 0) + (rank_[r].active_collectives > 0);
+    busy[r / gpus_per_node_] += (rank_[r].running >= 0) + (running_collectives[r] > 0);
   }
-  const double now = kernel_.now();
   for (int r = 0; r < ranks_; ++r) {
     RankState& state = rank_[r];
     if (state.running < 0) continue;
@@ -353,11 +403,12 @@ void Executor::share_cores() {
     schedule_compute_end(r);
   }
   for (CoreCollective& collective : core_collectives_) {
+    if (collective.waits_for_tick) continue;  // rate 0, no end scheduled
     // A ring goes at its slowest member's pace; collectives of one rank share its thread.
     double rate = std::numeric_limits<double>::infinity();
     for (int r : members(task_item_[collective.task], task_who_[collective.task])) {
       rate = std::min(rate, core_rate(cluster_, busy[r / gpus_per_node_]) /
-                                std::max(1, rank_[r].active_collectives));
+                                std::max(1, running_collectives[r]));
     }
     if (rate == collective.rate) continue;
     change_rate(collective, now, rate);

@@ -81,6 +81,9 @@ class Executor {
     double rate = 1;
     double since_s = 0;
     std::uint64_t generation = 0;
+    // Issued while every core of a member's node computed: its communication thread waits for
+    // the scheduler's next tick (model/cluster.hpp, HostCores::scheduler_tick_s).
+    bool waits_for_tick = false;
   };
 
   int instance(GroupKind kind, int rank) const;
@@ -88,6 +91,10 @@ class Executor {
   void schedule_collective_end(CoreCollective& collective);
   // Re-rates every running compute and core collective after the busy threads changed.
   void share_cores();
+  // Whether every core of the node computes (a woken communication thread finds none free).
+  bool every_core_computing(int node) const;
+  bool member_node_fully_computing(int task) const;
+  void on_scheduler_tick();
   template <class F>
   void for_each_successor(int task, DepOn on, F&& f) const;
   void release(int task, int by);

@@ -694,7 +694,7 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   // The ranks are processes on this machine's cores: how compute and communication slow each
   // other down follows from sharing them (sim/executor, the cost model), not from a factor. A
   // GPU computes on its own.
-  if (setup.device == nullptr) cluster.host_cores = HostCores{usable_cores()};
+  if (setup.device == nullptr) cluster.host_cores = HostCores{usable_cores(), scheduler_tick_s()};
   // More ranks than cores: the straggling was measured with every rank computing at once, two
   // or more a core, but in a step a rank that waits at a collective or for its pipeline
   // neighbour gives its core to the others, so the slowest catches up; the laws, timed with all

@@ -24,4 +24,9 @@ void let_communication_preempt_compute();
 // The cores this process may run on (its CPU affinity), which the node's ranks share.
 int usable_cores();
 
+// The scheduler's tick (1/HZ), the resolution of the kernel's coarse clock, which advances
+// once a tick: a woken thread that finds every core busy runs at a tick (model/cluster.hpp,
+// HostCores). 0 where the clock gives none.
+double scheduler_tick_s();
+
 }  // namespace osdp::validate

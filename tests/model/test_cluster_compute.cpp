@@ -91,6 +91,14 @@ TEST_CASE("shared host cores are read, written back, and replace the overlap slo
   CHECK_FALSE(written.at("gpu").contains("overlap_slowdown"));
   CHECK(load_cluster_json(written).host_cores->cores == 2);
 
+  CHECK(cluster.host_cores->scheduler_tick_s == 0.0);  // none said: none
+  CHECK_FALSE(written.at("host").contains("scheduler_tick"));
+
+  json["host"]["scheduler_tick"] = "4ms";
+  const Cluster ticking = load_cluster_json(json);
+  CHECK(ticking.host_cores->scheduler_tick_s == Approx(4e-3));
+  CHECK(load_cluster_json(cluster_to_json(ticking)).host_cores->scheduler_tick_s == Approx(4e-3));
+
   json["host"]["ranks_on_cores"] = false;  // cores said, ranks elsewhere (GPUs): no sharing
   CHECK_FALSE(load_cluster_json(json).host_cores);
   CHECK(cluster_to_json(load_cluster_json(json)).at("gpu").contains("overlap_slowdown"));

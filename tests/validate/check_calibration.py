@@ -32,6 +32,13 @@ for point in report["collectives"]:
     steps = 2 if point["collective"] == "all-reduce" else 1
     if abs(point["step_time_s"] * steps - point["time_s"]) > 1e-12 * point["time_s"]:
         failures.append(f"{point['collective']}: step time is not the issued mean over its steps")
+# Ranks on this machine's cores: the cores, and the scheduler's tick (the coarse clock's
+# resolution: 1 to 10 ms on Linux, HZ from 1000 to 100).
+host = cluster.get("host", {})
+if not host.get("ranks_on_cores") or host.get("cores", 0) < 1:
+    failures.append(f"host {host}: expected ranks_on_cores and the cores")
+if not 0.5e-3 <= host.get("scheduler_tick", 0) <= 10.5e-3:
+    failures.append(f"host scheduler_tick {host.get('scheduler_tick')}: expected 1-10 ms")
 reference = cluster["gpu"].get("speed_reference")
 if reference is None:
     failures.append("no gpu.speed_reference in the cluster")
