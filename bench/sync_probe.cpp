@@ -9,6 +9,7 @@
 //   sync_probe [DIR]   (per-rank samples written to DIR/rank<r>.txt, default /tmp/osdp-sync)
 //   sync_probe --overlap [DIR]
 //   sync_probe --queue [DIR]
+//   sync_probe --beside [DIR]
 // The second asks how much of a collective runs beside compute on shared cores: each rank times
 // an all-gather alone (S), a stretch of products alone (C), then starts the all-gather, computes
 // the same stretch and waits (the compute's wall time T and the wait W), 20 times per size and
@@ -20,11 +21,15 @@
 // all-gather of B bytes, then N all-gathers of B / N issued at once and waited for together, then
 // the N issued one at a time (each waited for before the next), 20 times per (B, N); the table
 // gives medians and the queue's extra time per extra collective.
+// The fourth asks how often a collective waits for the scheduler's tick: all-gathers started and
+// waited for one after another, with nothing else running and with a compute thread beside
+// them; the table gives each size's median, 90th percentile, mean, largest and share above 1 ms.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -32,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -234,6 +240,72 @@ int overlap_main(const std::string& dir) {
   return 0;
 }
 
+// --beside: per rank, lines of "bytes busy seconds": all-gathers of each size started and waited
+// for one after another by the rank's main thread, 100 of each, with no compute beside them
+// (busy 0) or with a second thread of the rank computing products all along (busy 1, its nice
+// value raised as the runtime's compute thread's is).
+int run_beside_rank(int rank, const std::string& dir) {
+  auto comm = connect_rank(rank, dir);
+  std::ofstream out(fmt::format("{}/beside{}.txt", dir, rank));
+  for (int busy : {0, 1}) {
+    std::atomic<bool> stop{false};
+    std::thread compute;
+    if (busy) {
+      compute = std::thread([&stop] {
+        use_one_compute_thread();
+        let_communication_preempt_compute();
+        at::Tensor work = at::rand({384, 384}, at::kFloat);
+        while (!stop.load()) work = at::mm(work, work).div_(384);
+      });
+    }
+    for (int64_t floats : {16384, 65536, 131328, 524288}) {
+      at::Tensor buffer = at::ones({floats}, at::kFloat);
+      comm->barrier();
+      for (int call = 0; call < 100; ++call) {
+        const auto start = Clock::now();
+        comm->start(CollectiveKind::all_gather, buffer).wait();
+        out << floats * 4 << ' ' << busy << ' '
+            << std::chrono::duration<double>(Clock::now() - start).count() << '\n';
+      }
+    }
+    stop = true;
+    if (compute.joinable()) compute.join();
+  }
+  return 0;
+}
+
+int beside_main(const std::string& dir) {
+  const LaunchResult launched = launch_local_ranks(
+      2, [&](int rank) { return run_beside_rank(rank, dir); }, std::chrono::seconds(5));
+  if (!launched.ok) {
+    std::fprintf(stderr, "sync_probe: a rank failed\n");
+    return 1;
+  }
+  std::map<std::pair<long long, int>, std::vector<double>> rows;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(fmt::format("{}/beside{}.txt", dir, rank));
+    long long bytes = 0;
+    int busy = 0;
+    double seconds = 0;
+    while (in >> bytes >> busy >> seconds) rows[{bytes, busy}].push_back(seconds);
+  }
+  fmt::print("{:>10}{:>9}{:>12}{:>10}{:>10}{:>10}{:>10}\n", "bytes", "compute", "median ms",
+             "p90 ms", "mean ms", "max ms", "> 1 ms");
+  for (auto& [key, v] : rows) {
+    std::sort(v.begin(), v.end());
+    double sum = 0;
+    int slow = 0;
+    for (double x : v) {
+      sum += x;
+      slow += x > 1e-3;
+    }
+    fmt::print("{:>10}{:>9}{:>12.3f}{:>10.3f}{:>10.3f}{:>10.3f}{:>9.0f}%\n", key.first,
+               key.second ? "beside" : "none", 1e3 * v[v.size() / 2], 1e3 * v[v.size() * 9 / 10],
+               1e3 * sum / v.size(), 1e3 * v.back(), 100.0 * slow / v.size());
+  }
+  return 0;
+}
+
 std::map<Key, Sample> read_samples(const std::string& path) {
   std::map<Key, Sample> samples;
   std::ifstream in(path);
@@ -262,12 +334,14 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const bool overlap = argc > 1 && std::string(argv[1]) == "--overlap";
   const bool queue = argc > 1 && std::string(argv[1]) == "--queue";
-  const int dir_argument = overlap || queue ? 2 : 1;
+  const bool beside = argc > 1 && std::string(argv[1]) == "--beside";
+  const int dir_argument = overlap || queue || beside ? 2 : 1;
   const std::string dir = argc > dir_argument ? argv[dir_argument] : "/tmp/osdp-sync";
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir + "/store");
   if (overlap) return overlap_main(dir);
   if (queue) return queue_main(dir);
+  if (beside) return beside_main(dir);
   const LaunchResult launched = launch_local_ranks(
       2, [&](int rank) { return run_rank(rank, dir); }, std::chrono::seconds(5));
   if (!launched.ok) {
