@@ -15,9 +15,11 @@ void use_one_compute_thread();
 // cores computed. Accelerators give communication its own engine (and PyTorch its collectives
 // high-priority streams); here the calling thread, the rank's compute, is made nicer
 // (by compute_nicer_by, at most to 19) than the threads that already exist (the communicator's
-// and its transport's), so a woken transport preempts compute. Call after connecting (threads
-// started later by this one inherit its nice value). Raising one's own nice value is always
-// permitted.
+// and its transport's), so that a woken transport preempts compute sooner. On the testbed's
+// kernel it often still waits for the tick while every core computes, which the simulator
+// models (HostCores::scheduler_tick_s; SCHED_IDLE compute, tried, did not remove it). Call after
+// connecting (threads started later by this one inherit its nice value). Raising one's own nice
+// value is always permitted.
 inline constexpr int compute_nicer_by = 10;
 void let_communication_preempt_compute();
 
