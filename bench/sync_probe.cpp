@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +71,13 @@ std::unique_ptr<Communicator> connect_rank(int rank, const std::string& dir) {
   use_one_compute_thread();
   let_communication_preempt_compute();
   return comm;
+}
+
+// Runs `body` on two local ranks; false (said on stderr) if a rank failed.
+bool run_two_ranks(const std::function<int(int rank)>& body) {
+  if (launch_local_ranks(2, body, std::chrono::seconds(5)).ok) return true;
+  std::fprintf(stderr, "sync_probe: a rank failed\n");
+  return false;
 }
 
 int run_rank(int rank, const std::string& dir) {
@@ -172,12 +180,7 @@ int run_queue_rank(int rank, const std::string& dir) {
 }
 
 int queue_main(const std::string& dir) {
-  const LaunchResult launched = launch_local_ranks(
-      2, [&](int rank) { return run_queue_rank(rank, dir); }, std::chrono::seconds(5));
-  if (!launched.ok) {
-    std::fprintf(stderr, "sync_probe: a rank failed\n");
-    return 1;
-  }
+  if (!run_two_ranks([&](int rank) { return run_queue_rank(rank, dir); })) return 1;
   std::map<std::pair<long long, int>, std::array<std::vector<double>, 3>> rows;
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream in(fmt::format("{}/queue{}.txt", dir, rank));
@@ -205,12 +208,7 @@ int queue_main(const std::string& dir) {
 }
 
 int overlap_main(const std::string& dir) {
-  const LaunchResult launched = launch_local_ranks(
-      2, [&](int rank) { return run_overlap_rank(rank, dir); }, std::chrono::seconds(5));
-  if (!launched.ok) {
-    std::fprintf(stderr, "sync_probe: a rank failed\n");
-    return 1;
-  }
+  if (!run_two_ranks([&](int rank) { return run_overlap_rank(rank, dir); })) return 1;
   std::map<std::pair<long long, int>, std::array<std::vector<double>, 4>> rows;
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream in(fmt::format("{}/overlap{}.txt", dir, rank));
@@ -275,12 +273,7 @@ int run_beside_rank(int rank, const std::string& dir) {
 }
 
 int beside_main(const std::string& dir) {
-  const LaunchResult launched = launch_local_ranks(
-      2, [&](int rank) { return run_beside_rank(rank, dir); }, std::chrono::seconds(5));
-  if (!launched.ok) {
-    std::fprintf(stderr, "sync_probe: a rank failed\n");
-    return 1;
-  }
+  if (!run_two_ranks([&](int rank) { return run_beside_rank(rank, dir); })) return 1;
   std::map<std::pair<long long, int>, std::vector<double>> rows;
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream in(fmt::format("{}/beside{}.txt", dir, rank));
@@ -342,12 +335,7 @@ int main(int argc, char** argv) {
   if (overlap) return overlap_main(dir);
   if (queue) return queue_main(dir);
   if (beside) return beside_main(dir);
-  const LaunchResult launched = launch_local_ranks(
-      2, [&](int rank) { return run_rank(rank, dir); }, std::chrono::seconds(5));
-  if (!launched.ok) {
-    std::fprintf(stderr, "sync_probe: a rank failed\n");
-    return 1;
-  }
+  if (!run_two_ranks([&](int rank) { return run_rank(rank, dir); })) return 1;
   const auto rank0 = read_samples(dir + "/rank0.txt");
   const auto rank1 = read_samples(dir + "/rank1.txt");
   std::map<std::pair<int, int>, std::vector<std::array<double, 4>>> by_stretch;
