@@ -66,6 +66,7 @@ int run(const CalibrateOptions& options) {
     calibration.repetitions = 3;
     calibration.collective_rounds = 3;
     calibration.compute_rounds = 1;
+    calibration.blocking_sync_steps = 9;
     calibration.probe = {2, 64, 4, 32, 256};
     calibration.extra_compute_probes.clear();
     calibration.batch_sizes = {1, 2};

@@ -1,6 +1,7 @@
 #include "validate/blocking_sync.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "model/parallel_iteration.hpp"
 #include "validate/measurement.hpp"
@@ -24,15 +25,12 @@ double model_tensor_collectives_s(const GptShape& probe, const Cluster& cluster,
 
 }  // namespace
 
-BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& probe,
-                                          const NamedTensors& initial, int batch_size, int steps,
-                                          const Cluster& cluster) {
-  BlockingSyncFigures figures;
+std::vector<double> time_blocking_sync_steps(Communicator& comm, const GptShape& probe,
+                                             const NamedTensors& initial, int batch_size,
+                                             int steps) {
+  std::vector<double> step_wait_s;
   const int t = comm.size();
-  if (t < 2 || steps < 1 || !tensor_degree_fits(probe, t)) return figures;
-  figures.tensor_degree = t;
-  figures.batch_size = batch_size;
-  figures.steps = steps;
+  if (t < 2 || steps < 1 || !tensor_degree_fits(probe, t)) return step_wait_s;
   const ParallelLayout layout({t, 1, 1});
   ParallelGpt model(probe, layout, comm, initial, ParallelRuntimeOptions{});
   // Every rank of the tensor group trains the same rows; the first step warms up.
@@ -44,12 +42,23 @@ BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& pr
     at::Tensor waits = at::zeros({t}, at::kDouble);
     waits[comm.rank()] = metrics.communication_wait_s;
     comm.run(CollectiveKind::all_gather, waits);
-    figures.step_wait_s.push_back(waits.mean().item<double>());
+    step_wait_s.push_back(waits.mean().item<double>());
   }
+  return step_wait_s;
+}
+
+BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degree, int batch_size,
+                                          std::vector<double> step_wait_s, const Cluster& cluster) {
+  BlockingSyncFigures figures;
+  if (tensor_degree < 2 || step_wait_s.empty()) return figures;
+  figures.tensor_degree = tensor_degree;
+  figures.batch_size = batch_size;
+  figures.steps = static_cast<int>(step_wait_s.size());
+  figures.step_wait_s = std::move(step_wait_s);
   figures.measured_wait_s = median_of(figures.step_wait_s);
 
   ParallelRun run;
-  run.degrees = {t, 1, 1};
+  run.degrees = {tensor_degree, 1, 1};
   run.micro_batch = batch_size;
   Cluster without_skew = cluster;
   without_skew.gpu.blocking_sync_s = 0.0;
@@ -62,6 +71,14 @@ BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& pr
         std::max(0.0, figures.measured_wait_s - figures.model_wait_s) / figures.model_syncs;
   }
   return figures;
+}
+
+BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& probe,
+                                          const NamedTensors& initial, int batch_size, int steps,
+                                          const Cluster& cluster) {
+  return blocking_sync_figures(probe, comm.size(), batch_size,
+                               time_blocking_sync_steps(comm, probe, initial, batch_size, steps),
+                               cluster);
 }
 
 }  // namespace osdp::validate

@@ -32,4 +32,17 @@ BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& pr
                                           const NamedTensors& initial, int batch_size, int steps,
                                           const Cluster& cluster);
 
+// The two halves of measure_blocking_sync, so that a calibration can time its steps in blocks
+// spread over its run (this VM's speed drifts from one second to the next) and figure the skew
+// once its cluster is known.
+// A collective over `comm`: `steps` tensor-parallel steps after a warm-up, each the ranks' mean
+// wait for the sums; none where the probe does not split over comm.size() ranks.
+std::vector<double> time_blocking_sync_steps(Communicator& comm, const GptShape& probe,
+                                             const NamedTensors& initial, int batch_size,
+                                             int steps);
+// The figures from steps timed over `tensor_degree` ranks (the skew per sum against the 3D
+// model's time for the same sums on `cluster`); not measured (tensor_degree 0) if none were.
+BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degree, int batch_size,
+                                          std::vector<double> step_wait_s, const Cluster& cluster);
+
 }  // namespace osdp::validate

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "model/atomic_file.hpp"
 #include "model/input_error.hpp"
@@ -769,6 +770,16 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   const std::unique_ptr<RankDevice> device =
       on_gpu ? make_rank_device(DeviceKind::cuda, comm.rank()) : nullptr;
   const ProbeSetup setup{initial_gpt_parameters(options.probe, 1), device.get()};
+  // The blocking sync's steps, a third of them now, a third midway and a third at the end.
+  std::vector<double> sync_step_wait_s;
+  const auto time_sync_block = [&](int block) {
+    if (on_gpu) return;
+    const int steps = options.blocking_sync_steps / 3 + (block < options.blocking_sync_steps % 3);
+    const std::vector<double> waits = time_blocking_sync_steps(
+        comm, options.probe, setup.initial, reference_batch_size(options), steps);
+    sync_step_wait_s.insert(sync_step_wait_s.end(), waits.begin(), waits.end());
+  };
+  time_sync_block(0);
   const std::unique_ptr<Communicator> solo = connect_solo(options.timeout);
   const Workload workload = make_gpt(options.probe.spec(), Training{});
   std::vector<ComputeProbe> probes{{options.probe, setup, workload}};
@@ -777,6 +788,7 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
                       make_gpt(shape.spec(), Training{})});
   }
   measure_compute(comm, *solo, options, probes, result);
+  time_sync_block(1);
   result.slicing = measure_slicing(comm, *solo, options, setup, workload, result.operators);
   result.optimizer_bandwidth_Bps = measure_optimizer_bandwidth(comm, options, setup, workload);
   result.memory_bandwidth_Bps = measure_memory_bandwidth(comm, options, setup);
@@ -785,9 +797,10 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   // The in-training figures are those of collectives beside compute: none on one GPU.
   if (!on_gpu) {
     measure_in_training(comm, options, setup, workload, result);
+    time_sync_block(2);
     result.blocking_sync =
-        measure_blocking_sync(comm, options.probe, setup.initial, reference_batch_size(options),
-                              3 * options.repetitions, result.cluster);
+        blocking_sync_figures(options.probe, comm.size(), reference_batch_size(options),
+                              std::move(sync_step_wait_s), result.cluster);
     result.cluster.gpu.blocking_sync_s = result.blocking_sync.per_sync_s;
   }
   return result;

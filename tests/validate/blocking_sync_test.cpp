@@ -52,4 +52,29 @@ TEST_CASE("the blocking sync is the ranks' wait beyond the model's sums, per sum
   CHECK(measure(two_layers, 3).tensor_degree == 0);
 }
 
+TEST_CASE("blocks of blocking-sync steps pool into one median") {
+  const GptShape two_layers{2, 64, 4, 16, 128};
+  const Cluster cluster = cpu_ranks(2);
+  // Blocks timed apart (a calibration's start, middle and end), pooled: their median, not
+  // their mean (0.038 s).
+  const std::vector<double> steps{0.030, 0.090, 0.010, 0.040, 0.020};
+  const BlockingSyncFigures figures = blocking_sync_figures(two_layers, 2, 4, steps, cluster);
+  CHECK(figures.tensor_degree == 2);
+  CHECK(figures.batch_size == 4);
+  CHECK(figures.steps == 5);
+  CHECK(figures.step_wait_s == steps);
+  CHECK(figures.measured_wait_s == Approx(0.030));
+  CHECK(figures.model_syncs == Approx(2 * 2 * 2 + 1 + 2));
+  CHECK(figures.per_sync_s ==
+        Approx(std::max(0.0, 0.030 - figures.model_wait_s) / figures.model_syncs));
+  // A cluster that charges a skew already: ignored, the figure is the skew beyond the sums.
+  Cluster skewed = cluster;
+  skewed.gpu.blocking_sync_s = 0.5e-3;
+  CHECK(blocking_sync_figures(two_layers, 2, 4, steps, skewed).per_sync_s ==
+        Approx(figures.per_sync_s));
+  // No steps (the probe did not split) or one rank: not measured.
+  CHECK(blocking_sync_figures(two_layers, 2, 4, {}, cluster).tensor_degree == 0);
+  CHECK(blocking_sync_figures(two_layers, 1, 4, steps, cluster).tensor_degree == 0);
+}
+
 }  // namespace osdp::validate
