@@ -220,11 +220,14 @@ int run(const CalibrateOptions& options) {
   if (const validate::BlockingSyncFigures& sync = result->blocking_sync; sync.tensor_degree > 0) {
     const auto [low, high] = std::minmax_element(sync.step_wait_s.begin(), sync.step_wait_s.end());
     fmt::print(
-        "  blocking sync     {} a tensor-parallel sum (applied): a tp {} step of the probe at "
+        "  blocking sync     {} a tensor-parallel sum (applied): a tp {}{} step of the probe at "
         "batch {} waited {}\n                    [{}-{} over {} steps] for its sums against "
         "{} for {:.0f} sums in the model\n",
-        units::format_seconds(sync.per_sync_s), sync.tensor_degree, sync.batch_size,
-        units::format_seconds(sync.measured_wait_s), units::format_seconds(*low),
+        units::format_seconds(sync.per_sync_s), sync.tensor_degree,
+        result->ranks > sync.tensor_degree
+            ? fmt::format(" x dp {}", result->ranks / sync.tensor_degree)
+            : std::string(),
+        sync.batch_size, units::format_seconds(sync.measured_wait_s), units::format_seconds(*low),
         units::format_seconds(*high), sync.steps, units::format_seconds(sync.model_wait_s),
         sync.model_syncs);
   }

@@ -29,18 +29,20 @@ std::vector<double> time_blocking_sync_steps(Communicator& comm, const GptShape&
                                              const NamedTensors& initial, int batch_size,
                                              int steps) {
   std::vector<double> step_wait_s;
-  const int t = comm.size();
+  const int n = comm.size();
+  const int t = blocking_sync_tensor_degree(n);
   if (t < 2 || steps < 1 || !tensor_degree_fits(probe, t)) return step_wait_s;
-  const ParallelLayout layout({t, 1, 1});
+  const ParallelLayout layout({t, 1, n / t});
   ParallelGpt model(probe, layout, comm, initial, ParallelRuntimeOptions{});
-  // Every rank of the tensor group trains the same rows; the first step warms up.
+  // Every rank of a tensor group trains the same rows; the first step warms up.
   for (int step = 0; step <= steps; ++step) {
     const ParallelStepMetrics metrics =
         model.train_step(make_token_batch(probe, batch_size, /*seed=*/3, step));
     if (step == 0) continue;
-    // Every rank's wait (a ring all-gather: one slot per rank).
-    at::Tensor waits = at::zeros({t}, at::kDouble);
-    waits[comm.rank()] = metrics.communication_wait_s;
+    // Every rank's wait for its group's sums (a ring all-gather: one slot per rank); the
+    // data-parallel reduction across the pairs is not the skew's.
+    at::Tensor waits = at::zeros({n}, at::kDouble);
+    waits[comm.rank()] = metrics.tensor_wait_s;
     comm.run(CollectiveKind::all_gather, waits);
     step_wait_s.push_back(waits.mean().item<double>());
   }
@@ -58,7 +60,7 @@ BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degr
   figures.measured_wait_s = median_of(figures.step_wait_s);
 
   ParallelRun run;
-  run.degrees = {tensor_degree, 1, 1};
+  run.degrees = {tensor_degree, 1, std::max(1, cluster.ranks / tensor_degree)};
   run.micro_batch = batch_size;
   Cluster without_skew = cluster;
   without_skew.gpu.blocking_sync_s = 0.0;
@@ -73,10 +75,15 @@ BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degr
   return figures;
 }
 
+int blocking_sync_tensor_degree(int ranks) {
+  if (ranks < 2) return 0;
+  return ranks % 2 == 0 ? 2 : ranks;
+}
+
 BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& probe,
                                           const NamedTensors& initial, int batch_size, int steps,
                                           const Cluster& cluster) {
-  return blocking_sync_figures(probe, comm.size(), batch_size,
+  return blocking_sync_figures(probe, blocking_sync_tensor_degree(comm.size()), batch_size,
                                time_blocking_sync_steps(comm, probe, initial, batch_size, steps),
                                cluster);
 }

@@ -335,7 +335,8 @@ struct ParallelGpt::Impl {
   std::vector<ChunkLayers> chunk_layers;  // of every model chunk, in model order
   std::vector<int> tensor_group;
   std::vector<int> data_group;
-  double communication_wait_s = 0;  // of the step running
+  double communication_wait_s = 0;  // of the step running, but for the tensor group's sums:
+  double tensor_wait_s = 0;         // those, apart (the calibration's blocking sync reads them)
   TimedGroup tensor_sums;
   std::vector<int> pipeline_group;  // one rank per stage, in stage order
   // The canonical parameters' names and shapes, in order; this rank's shards of its chunks'.
@@ -366,8 +367,7 @@ struct ParallelGpt::Impl {
     tensor_group = layout.group_of(GroupAxis::tensor, comm.rank()).ranks;
     data_group = layout.group_of(GroupAxis::data, comm.rank()).ranks;
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
-    tensor_sums = {&comm, tensor_group, &communication_wait_s,
-                   group_index(tensor_group, comm.rank())};
+    tensor_sums = {&comm, tensor_group, &tensor_wait_s, group_index(tensor_group, comm.rank())};
     take_local_parameters(initial);
     mark_sharded_units();
     // The optimizer updates the sharded units' shards and the bucket's parameters (z1: this
@@ -1086,6 +1086,7 @@ struct ParallelGpt::Impl {
                        fmt::format("a count of micro-batches that divides the {} rows", rows));
     }
     communication_wait_s = 0;
+    tensor_wait_s = 0;
     if (counting_allocator_installed()) reset_peak_memory();
     if (sharded_parameters()) {
       for (OperatorUnit& unit : units) {
@@ -1116,7 +1117,8 @@ struct ParallelGpt::Impl {
                               steady_seconds() - step_begin_s};
     if (sharded_optimizer()) gather_updated_parameters();
     metrics.iteration_time_s = seconds_since(start);
-    metrics.communication_wait_s = communication_wait_s;
+    metrics.communication_wait_s = communication_wait_s + tensor_wait_s;
+    metrics.tensor_wait_s = tensor_wait_s;
     if (counting_allocator_installed()) metrics.peak_memory_bytes = memory_counts().peak_bytes;
     return metrics;
   }

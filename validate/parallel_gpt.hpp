@@ -86,6 +86,8 @@ struct ParallelStepMetrics {
   double communication_wait_s = 0;
   // Of that, the receives from the neighbouring stages: the pipeline's bubble on this stage.
   double pipeline_wait_s = 0;
+  // Of that, the tensor-parallel group's sums (and sequence parallelism's gathers and scatters).
+  double tensor_wait_s = 0;
   // High-water mark of the counting allocator during the step (0 when it is not installed).
   std::int64_t peak_memory_bytes = 0;
   double loss = 0;  // the data-parallel rank's mean loss (on the last stage; 0 elsewhere)

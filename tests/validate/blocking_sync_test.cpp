@@ -52,6 +52,21 @@ TEST_CASE("the blocking sync is the ranks' wait beyond the model's sums, per sum
   CHECK(measure(two_layers, 3).tensor_degree == 0);
 }
 
+TEST_CASE("on four ranks the blocking sync is a pair's, every pair at once") {
+  const GptShape two_layers{2, 64, 4, 16, 128};
+  CHECK(blocking_sync_tensor_degree(1) == 0);
+  CHECK(blocking_sync_tensor_degree(2) == 2);
+  CHECK(blocking_sync_tensor_degree(3) == 3);
+  CHECK(blocking_sync_tensor_degree(4) == 2);
+  CHECK(blocking_sync_tensor_degree(8) == 2);
+  const BlockingSyncFigures figures = measure(two_layers, 4);
+  CHECK(figures.tensor_degree == 2);
+  CHECK(figures.step_wait_s.size() == 3);
+  // A pair's sums, as on two ranks: the data-parallel reduction across the pairs is not one.
+  CHECK(figures.model_syncs == Approx(2 * 2 * 2 + 1 + 2));
+  CHECK(figures.measured_wait_s > 0);
+}
+
 TEST_CASE("blocks of blocking-sync steps pool into one median") {
   const GptShape two_layers{2, 64, 4, 16, 128};
   const Cluster cluster = cpu_ranks(2);

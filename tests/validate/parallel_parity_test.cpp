@@ -125,6 +125,22 @@ TEST_CASE("ZeRO-1 inside a layout (DeepSpeed 3D) trains the parameters DDP train
   CHECK(parity(two_layers, {1, 2, 2}, options, 2) < 2e-4);
 }
 
+TEST_CASE("a step's wait keeps its tensor group's sums apart, within the whole wait") {
+  for (const ParallelDegrees degrees :
+       {ParallelDegrees{2, 1, 1}, ParallelDegrees{2, 1, 2}, ParallelDegrees{1, 1, 2}}) {
+    INFO("tp " << degrees.tensor << " x dp " << degrees.data);
+    for (const auto& [rank, metrics] : run_parallel(two_layers, degrees, {}, 2).last_step) {
+      INFO("rank " << rank);
+      CHECK(metrics.tensor_wait_s <= metrics.communication_wait_s);
+      if (degrees.tensor > 1) {
+        CHECK(metrics.tensor_wait_s > 0);
+      } else {
+        CHECK(metrics.tensor_wait_s == 0);  // no tensor group, no sums
+      }
+    }
+  }
+}
+
 TEST_CASE("pipeline parallelism: GPipe and 1F1B train the parameters one process trains") {
   for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
     ParallelRuntimeOptions options;
