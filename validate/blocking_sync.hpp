@@ -36,12 +36,13 @@ BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& pr
                                           const NamedTensors& initial, int batch_size, int steps,
                                           const Cluster& cluster);
 
-// The two halves of measure_blocking_sync, so that a calibration can time its steps in blocks
-// spread over its run (this VM's speed drifts from one second to the next) and figure the skew
-// once its cluster is known.
 // The tensor-parallel groups' size on `ranks` ranks: 2 on an even count, all of them on an odd
 // one (0 on one rank: nothing to measure).
 int blocking_sync_tensor_degree(int ranks);
+
+// The two halves of measure_blocking_sync, so that a calibration can time its steps in blocks
+// spread over its run (this VM's speed drifts from one second to the next) and figure the skew
+// once its cluster is known.
 // A collective over `comm`: `steps` tensor-parallel steps after a warm-up, each the ranks' mean
 // wait for their group's sums; none where the probe does not split over the group.
 std::vector<double> time_blocking_sync_steps(Communicator& comm, const GptShape& probe,
