@@ -49,9 +49,10 @@ std::vector<double> time_blocking_sync_steps(Communicator& comm, const GptShape&
   return step_wait_s;
 }
 
-BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degree, int batch_size,
+BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int batch_size,
                                           std::vector<double> step_wait_s, const Cluster& cluster) {
   BlockingSyncFigures figures;
+  const int tensor_degree = blocking_sync_tensor_degree(cluster.ranks);
   if (tensor_degree < 2 || step_wait_s.empty()) return figures;
   figures.tensor_degree = tensor_degree;
   figures.batch_size = batch_size;
@@ -60,7 +61,7 @@ BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degr
   figures.measured_wait_s = median_of(figures.step_wait_s);
 
   ParallelRun run;
-  run.degrees = {tensor_degree, 1, std::max(1, cluster.ranks / tensor_degree)};
+  run.degrees = {tensor_degree, 1, cluster.ranks / tensor_degree};
   run.micro_batch = batch_size;
   Cluster without_skew = cluster;
   without_skew.gpu.blocking_sync_s = 0.0;
@@ -83,7 +84,7 @@ int blocking_sync_tensor_degree(int ranks) {
 BlockingSyncFigures measure_blocking_sync(Communicator& comm, const GptShape& probe,
                                           const NamedTensors& initial, int batch_size, int steps,
                                           const Cluster& cluster) {
-  return blocking_sync_figures(probe, blocking_sync_tensor_degree(comm.size()), batch_size,
+  return blocking_sync_figures(probe, batch_size,
                                time_blocking_sync_steps(comm, probe, initial, batch_size, steps),
                                cluster);
 }

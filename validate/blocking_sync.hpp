@@ -48,9 +48,10 @@ int blocking_sync_tensor_degree(int ranks);
 std::vector<double> time_blocking_sync_steps(Communicator& comm, const GptShape& probe,
                                              const NamedTensors& initial, int batch_size,
                                              int steps);
-// The figures from steps timed over `tensor_degree` ranks (the skew per sum against the 3D
-// model's time for the same sums on `cluster`); not measured (tensor_degree 0) if none were.
-BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int tensor_degree, int batch_size,
+// The figures from steps timed on `cluster`'s ranks, in groups of
+// blocking_sync_tensor_degree(cluster.ranks) (the skew per sum against the 3D model's time for the
+// same sums); not measured (tensor_degree 0) if none were.
+BlockingSyncFigures blocking_sync_figures(const GptShape& probe, int batch_size,
                                           std::vector<double> step_wait_s, const Cluster& cluster);
 
 }  // namespace osdp::validate

@@ -798,9 +798,8 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   if (!on_gpu) {
     measure_in_training(comm, options, setup, workload, result);
     time_sync_block(2);
-    result.blocking_sync = blocking_sync_figures(
-        options.probe, blocking_sync_tensor_degree(comm.size()), reference_batch_size(options),
-        std::move(sync_step_wait_s), result.cluster);
+    result.blocking_sync = blocking_sync_figures(options.probe, reference_batch_size(options),
+                                                 std::move(sync_step_wait_s), result.cluster);
     result.cluster.gpu.blocking_sync_s = result.blocking_sync.per_sync_s;
   }
   return result;

@@ -38,7 +38,7 @@ struct CalibrationOptions {
   int training_probes = 3;
   // Steps of the blocking-sync probe, timed in three blocks (each after a warm-up step) at the
   // start, middle and end of the calibration; the median over all is kept. One step's wait for
-  // its sums spreads 12-71 ms on the 2-core VM and the medians of its quarter-minute blocks
+  // its sums spreads 9-88 ms on the 2-core VM and the medians of its quarter-minute blocks
   // 29-51 ms: 15 steps in one block left the skew 1.1-2.7 ms a sum from one calibration to the
   // next, 60 in one block 1.4-2.1 ms.
   int blocking_sync_steps = 150;

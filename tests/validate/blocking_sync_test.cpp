@@ -73,7 +73,7 @@ TEST_CASE("blocks of blocking-sync steps pool into one median") {
   // Blocks timed apart (a calibration's start, middle and end), pooled: their median, not
   // their mean (0.038 s).
   const std::vector<double> steps{0.030, 0.090, 0.010, 0.040, 0.020};
-  const BlockingSyncFigures figures = blocking_sync_figures(two_layers, 2, 4, steps, cluster);
+  const BlockingSyncFigures figures = blocking_sync_figures(two_layers, 4, steps, cluster);
   CHECK(figures.tensor_degree == 2);
   CHECK(figures.batch_size == 4);
   CHECK(figures.steps == 5);
@@ -85,11 +85,11 @@ TEST_CASE("blocks of blocking-sync steps pool into one median") {
   // A cluster that charges a skew already: ignored, the figure is the skew beyond the sums.
   Cluster skewed = cluster;
   skewed.gpu.blocking_sync_s = 0.5e-3;
-  CHECK(blocking_sync_figures(two_layers, 2, 4, steps, skewed).per_sync_s ==
+  CHECK(blocking_sync_figures(two_layers, 4, steps, skewed).per_sync_s ==
         Approx(figures.per_sync_s));
   // No steps (the probe did not split) or one rank: not measured.
-  CHECK(blocking_sync_figures(two_layers, 2, 4, {}, cluster).tensor_degree == 0);
-  CHECK(blocking_sync_figures(two_layers, 1, 4, steps, cluster).tensor_degree == 0);
+  CHECK(blocking_sync_figures(two_layers, 4, {}, cluster).tensor_degree == 0);
+  CHECK(blocking_sync_figures(two_layers, 4, steps, cpu_ranks(1)).tensor_degree == 0);
 }
 
 }  // namespace osdp::validate
