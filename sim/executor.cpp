@@ -58,6 +58,10 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   for (const Group& group : program_groups(cluster, program))
     group_members_.push_back(group.members);
   collectives_alone_ = collectives_run_alone(cluster, program);
+  takes_turns_ = shared_cores_ && cluster.host_cores->scheduler_tick_s > 0 &&
+                 gpus_per_node_ > cluster.host_cores->cores;
+  turn_tick_pending_.assign(nodes_, 0);
+  rotate_due_.assign(nodes_, 0);
 
   const auto& items = program.items;
   successors_.assign(items.size(), {});
@@ -201,6 +205,16 @@ void Executor::begin_compute(int task) {
   }
   times_[task].start_s = now;
   apply(program_.items[item].at_start, rank, item);
+  if (takes_turns_) {
+    // A woken thread's virtual runtime is brought up to the node's least-served runnable one,
+    // so that a long wait does not buy it the cores for as long.
+    const int node = rank / gpus_per_node_;
+    for (int r = node * gpus_per_node_; r < (node + 1) * gpus_per_node_; ++r) {
+      if (r != rank && rank_[r].running >= 0) {
+        state.served_s = std::max(state.served_s, service_s(rank_[r], now));
+      }
+    }
+  }
   state.running = task;
   state.remaining_s = program_.items[item].work_s;
   state.since_s = now;
@@ -213,6 +227,7 @@ void Executor::begin_compute(int task) {
 void Executor::schedule_compute_end(int rank) {
   RankState& state = rank_[rank];
   const std::uint64_t generation = ++state.generation;
+  if (state.rate <= 0) return;  // waiting for a core: assign_turns schedules the end
   kernel_.after(state.remaining_s / state.rate, [this, rank, generation]() {
     if (rank_[rank].generation == generation) finish_compute(rank_[rank].running);
   });
@@ -233,6 +248,8 @@ void Executor::finish_compute(int task) {
   const int rank = task_who_[task];
   const double now = kernel_.now();
   RankState& state = rank_[rank];
+  state.served_s = service_s(state, now);
+  state.on_core = false;
   state.running = -1;
   state.previous_end_s = now;
   times_[task].end_s = now;
@@ -394,7 +411,13 @@ void Executor::share_cores() {
   for (int r = 0; r < ranks_; ++r) {
     busy[r / gpus_per_node_] += (rank_[r].running >= 0) + (running_collectives[r] > 0);
   }
-  for (int r = 0; r < ranks_; ++r) {
+  if (takes_turns_) {
+    for (int node = 0; node < nodes_; ++node) {
+      assign_turns(node, busy[node], rotate_due_[node] != 0);
+      rotate_due_[node] = 0;
+    }
+  }
+  for (int r = 0; r < ranks_ && !takes_turns_; ++r) {
     RankState& state = rank_[r];
     if (state.running < 0) continue;
     const double rate = core_rate(cluster_, busy[r / gpus_per_node_]);
@@ -414,6 +437,61 @@ void Executor::share_cores() {
     change_rate(collective, now, rate);
     schedule_collective_end(collective);
   }
+}
+
+double Executor::service_s(const RankState& state, double now_s) const {
+  return state.served_s + (state.running >= 0 ? (now_s - state.since_s) * state.rate : 0.0);
+}
+
+void Executor::assign_turns(int node, int busy_threads, bool rotate) {
+  const double now = kernel_.now();
+  std::vector<int> runnable;
+  for (int r = node * gpus_per_node_; r < (node + 1) * gpus_per_node_; ++r) {
+    if (rank_[r].running >= 0) {
+      runnable.push_back(r);
+      if (rotate) rank_[r].on_core = false;
+    }
+  }
+  if (runnable.empty()) return;
+  // The cores the compute threads get together under a fair share with the busy communication
+  // threads, held a whole core each: first by the computes that hold one until the tick, then
+  // by the least served.
+  const double cores = cluster_.host_cores->cores;
+  const double capacity =
+      static_cast<double>(runnable.size()) * std::min(1.0, cores / std::max(1, busy_threads));
+  const int slots =
+      std::min(static_cast<int>(runnable.size()), static_cast<int>(std::ceil(capacity - 1e-9)));
+  std::vector<double> served(ranks_, 0.0);
+  for (int r : runnable) served[r] = service_s(rank_[r], now);
+  std::stable_sort(runnable.begin(), runnable.end(), [&](int a, int b) {
+    if (rank_[a].on_core != rank_[b].on_core) return rank_[a].on_core;
+    return served[a] < served[b];
+  });
+  const double whole_core_rate = core_rate(cluster_, cluster_.host_cores->cores);
+  for (int i = 0; i < static_cast<int>(runnable.size()); ++i) {
+    RankState& state = rank_[runnable[i]];
+    const double core_share = i < slots ? std::min(1.0, capacity - i) : 0.0;
+    state.on_core = core_share > 0;
+    const double rate = core_share * whole_core_rate;
+    if (rate == state.rate) continue;
+    state.served_s = served[runnable[i]];
+    change_rate(state, now, rate);
+    schedule_compute_end(runnable[i]);
+  }
+  if (slots < static_cast<int>(runnable.size())) schedule_turn_tick(node);
+}
+
+void Executor::schedule_turn_tick(int node) {
+  if (turn_tick_pending_[node]) return;
+  turn_tick_pending_[node] = 1;
+  const double tick_s = cluster_.host_cores->scheduler_tick_s;
+  const double now = kernel_.now();
+  const double next_tick_s = (std::floor(now / tick_s + 1e-9) + 1) * tick_s;
+  kernel_.after(next_tick_s - now, [this, node]() {
+    turn_tick_pending_[node] = 0;
+    rotate_due_[node] = 1;
+    share_cores();
+  });
 }
 
 double Executor::optimizer_step_s(int rank) const {

@@ -71,6 +71,10 @@ class Executor {
     std::uint64_t generation = 0;
     int active_collectives = 0;
     double previous_end_s = 0;
+    // Where ranks outnumber their node's cores (takes_turns_): the CPU time its compute thread
+    // has had (law seconds, as the scheduler's virtual runtime) and whether it holds a core.
+    double served_s = 0;
+    bool on_core = false;
   };
 
   // A collective on shared cores (cluster.host_cores): CPU work of its solo time, done at the
@@ -95,6 +99,11 @@ class Executor {
   bool every_core_computing(int node) const;
   bool member_node_fully_computing(int task) const;
   void on_scheduler_tick();
+  // Ranks outnumbering the cores take turns on them: the least-served runnable computes hold
+  // the cores the compute threads get together, a whole core each, until the next tick.
+  void assign_turns(int node, int busy_threads, bool rotate);
+  void schedule_turn_tick(int node);
+  double service_s(const RankState& state, double now_s) const;
   template <class F>
   void for_each_successor(int task, DepOn on, F&& f) const;
   void release(int task, int by);
@@ -132,6 +141,11 @@ class Executor {
   std::vector<double> finish_;
   bool shared_cores_ = false;
   bool collectives_alone_ = false;  // collectives_run_alone
+  // Shared cores, more ranks a node than cores and a scheduler tick: the ranks' compute threads
+  // take turns on the cores (a tick long each) instead of sharing every core at once.
+  bool takes_turns_ = false;
+  std::vector<char> turn_tick_pending_;  // per node
+  std::vector<char> rotate_due_;         // per node: the tick came, the cores change hands
 
   std::vector<CoreCollective> core_collectives_;  // running ones
   std::uint64_t core_generation_ = 0;

@@ -192,3 +192,44 @@ TEST_CASE("short slices beside compute wait for the tick: more exposed communica
   const SimulationResult b = simulate_plan(ticking, uniform_plan(ticking, 2, sliced), SimOptions{});
   CHECK(b.exposed_comm_total_s() > a.exposed_comm_total_s() + 1e-3);
 }
+
+namespace {
+
+// 4 ranks on `cores` cores of one node, collectives free: what is left is the cores' sharing.
+Scenario four_ranks_free_collectives(int cores, double tick_s) {
+  Cluster cluster = logical_cluster(4, 0.0, 0.0);
+  cluster.host_cores = HostCores{cores, tick_s};
+  return chain_scenario(ChainSpec{}, cluster);
+}
+
+}  // namespace
+
+TEST_CASE("more ranks than cores: the ranks take turns, a tick each, and the cores stay busy",
+          "[sim][cores]") {
+  // Sharing every core at once and taking turns do the same CPU work on cores that are never
+  // idle while a rank can compute, so the iteration keeps its time (up to the last turn); but
+  // the ranks that had the cores first now wait at each collective for the others.
+  const double tick_s = 4e-3;
+  const Scenario sharing = four_ranks_free_collectives(2, 0.0);
+  const Scenario turns = four_ranks_free_collectives(2, tick_s);
+  for (const OperatorChoice& choice : choices()) {
+    INFO(describe(choice));
+    const SimulationResult a = simulate_plan(sharing, uniform_plan(sharing, 4, choice), {});
+    const SimulationResult b = simulate_plan(turns, uniform_plan(turns, 4, choice), {});
+    CHECK(a.exposed_comm_total_s() == Approx(0.0).margin(1e-12));
+    CHECK(b.exposed_comm_total_s() > tick_s / 2);
+    CHECK(b.iteration_time_s == Approx(a.iteration_time_s).margin(tick_s));
+  }
+}
+
+TEST_CASE("as many cores as ranks: no turns, whatever the tick", "[sim][cores]") {
+  const Scenario untimed = four_ranks_free_collectives(4, 0.0);
+  const Scenario ticking = four_ranks_free_collectives(4, 4e-3);
+  for (const OperatorChoice& choice : choices()) {
+    INFO(describe(choice));
+    const SimulationResult a = simulate_plan(untimed, uniform_plan(untimed, 4, choice), {});
+    const SimulationResult b = simulate_plan(ticking, uniform_plan(ticking, 4, choice), {});
+    CHECK(b.iteration_time_s == Approx(a.iteration_time_s).epsilon(1e-9));
+    CHECK(b.exposed_comm_total_s() == Approx(a.exposed_comm_total_s()).margin(1e-12));
+  }
+}
