@@ -62,6 +62,7 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
                  gpus_per_node_ > cluster.host_cores->cores;
   turn_tick_pending_.assign(nodes_, 0);
   rotate_due_.assign(nodes_, 0);
+  turn_ticks_.assign(nodes_, 0);
 
   const auto& items = program.items;
   successors_.assign(items.size(), {});
@@ -463,9 +464,15 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
       std::min(static_cast<int>(runnable.size()), static_cast<int>(std::ceil(capacity - 1e-9)));
   std::vector<double> served(ranks_, 0.0);
   for (int r : runnable) served[r] = service_s(rank_[r], now);
+  // Ranks that did the same work since their last collective tie; who goes first among them
+  // moves on with every tick, so that no rank is always the last to arrive (the one that never
+  // waits), as the host's scheduler does not favour one process for good.
+  const int first = turn_ticks_[node] % gpus_per_node_;
+  const auto turn_order = [&](int r) { return (r - first + gpus_per_node_) % gpus_per_node_; };
   std::stable_sort(runnable.begin(), runnable.end(), [&](int a, int b) {
     if (rank_[a].on_core != rank_[b].on_core) return rank_[a].on_core;
-    return served[a] < served[b];
+    if (std::abs(served[a] - served[b]) > 1e-12) return served[a] < served[b];
+    return turn_order(a) < turn_order(b);
   });
   const double whole_core_rate = core_rate(cluster_, cluster_.host_cores->cores);
   for (int i = 0; i < static_cast<int>(runnable.size()); ++i) {
@@ -490,6 +497,7 @@ void Executor::schedule_turn_tick(int node) {
   kernel_.after(next_tick_s - now, [this, node]() {
     turn_tick_pending_[node] = 0;
     rotate_due_[node] = 1;
+    ++turn_ticks_[node];
     share_cores();
   });
 }

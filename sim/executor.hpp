@@ -146,6 +146,7 @@ class Executor {
   bool takes_turns_ = false;
   std::vector<char> turn_tick_pending_;  // per node
   std::vector<char> rotate_due_;         // per node: the tick came, the cores change hands
+  std::vector<int> turn_ticks_;          // per node: turn ticks so far (who goes first on a tie)
 
   std::vector<CoreCollective> core_collectives_;  // running ones
   std::uint64_t core_generation_ = 0;

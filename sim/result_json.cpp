@@ -74,6 +74,7 @@ Json to_json(const SimulationResult& result) {
           {"peak_memory_cause", result.peak_memory_cause},
           {"peak_memory_breakdown", breakdown},
           {"peak_memory_bytes_per_rank", result.peak_memory_bytes_per_rank},
+          {"exposed_comm_total_s_per_rank", result.exposed_comm_total_s_per_rank},
           {"events",
            {{"compute_tasks", result.compute_tasks},
             {"collectives", result.collectives},
@@ -110,6 +111,8 @@ SimulationResult simulation_result_from_json(const Json& json) {
   result.peak_memory_cause = json.at("peak_memory_cause").get<std::string>();
   result.peak_memory_bytes_per_rank =
       json.at("peak_memory_bytes_per_rank").get<std::vector<double>>();
+  result.exposed_comm_total_s_per_rank =
+      json.at("exposed_comm_total_s_per_rank").get<std::vector<double>>();
   const Json& events = json.at("events");
   result.compute_tasks = events.at("compute_tasks").get<std::int64_t>();
   result.collectives = events.at("collectives").get<std::int64_t>();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include "model/atomic_file.hpp"
@@ -52,6 +53,9 @@ SimulationResult collect(const Executor& executor, const Program& program, const
   for (int r = 0; r < result.ranks; ++r) {
     const MemoryTimeline& memory = executor.memory()[r];
     result.peak_memory_bytes_per_rank.push_back(memory.peak_bytes());
+    const auto& exposed = executor.exposed_comm_s()[r];
+    result.exposed_comm_total_s_per_rank.push_back(
+        std::accumulate(exposed.begin(), exposed.end(), 0.0));
     if (r == 0 || memory.peak_bytes() > result.peak_memory_bytes) {
       result.peak_memory_bytes = memory.peak_bytes();
       result.peak_rank = r;

@@ -95,6 +95,9 @@ struct SimulationResult {
   std::string peak_memory_cause;
   std::array<double, memory_categories> peak_breakdown_bytes{};
   std::vector<double> peak_memory_bytes_per_rank;
+  // Every rank's exposed communication (all categories): ranks that take turns on shared cores
+  // wait unlike (sim/README.md).
+  std::vector<double> exposed_comm_total_s_per_rank;
   // Work done: compute tasks, collectives, network flows and timers.
   std::int64_t compute_tasks = 0;
   std::int64_t collectives = 0;
