@@ -77,6 +77,34 @@ double ring_collective_s(CollectiveKind kind, double bytes, const RankGroup& gro
   return ring_time_s(kind, bytes, group.size(), timing);
 }
 
+}  // namespace
+
+double desynchronised_compute_rate(const Cluster& cluster, int tensor, int pipeline,
+                                   double compute_s, double sums_s) {
+  if (!cluster.host_cores || pipeline != 1 || tensor <= 1 || compute_s <= 0 || sums_s <= 0) {
+    return 1.0;
+  }
+  const int ranks = cluster.gpus_per_node;
+  const int groups = ranks / tensor;
+  if (ranks <= cluster.host_cores->cores || groups < 2) return 1.0;
+  double rate = 1.0;
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    const double busy_fraction = compute_s / rate / (compute_s / rate + sums_s);
+    double next = 0;
+    double ways = 1;  // binomial coefficient (groups - 1 choose k)
+    for (int k = 0; k < groups; ++k) {
+      next += ways * std::pow(busy_fraction, k) * std::pow(1 - busy_fraction, groups - 1 - k) *
+              core_rate(cluster, tensor * (1 + k));
+      ways = ways * (groups - 1 - k) / (k + 1);
+    }
+    if (std::abs(next - rate) < 1e-12) return next;
+    rate = next;
+  }
+  return rate;
+}
+
+namespace {
+
 // Megatron's tensor-parallel collectives on b x s x h activations of `bytes`. Without sequence
 // parallelism: an all-reduce after each row-parallel layer (forward) and of each
 // column-parallel layer's input gradient (backward). With it (Megatron-SP): a reduce-scatter
@@ -499,6 +527,11 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       chunk.backward_stream_wait_s = mean(first_backward.wait_s, backward.wait_s);
       const double drain_s = stream.drain_s();
       if (c == chunk.stage) cost.stages[chunk.stage].stream_drain_s = drain_s;
+      const double rate = desynchronised_compute_rate(
+          cluster, t, p, chunk.forward_s + chunk.backward_s,
+          chunk.forward_communication_s + chunk.backward_communication_s);
+      chunk.forward_s /= rate;
+      chunk.backward_s /= rate;
       chunk.forward_s += chunk.forward_communication_s;
       chunk.backward_s += chunk.backward_communication_s;
       if (p > 1) {

@@ -161,6 +161,18 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
                                               const ParallelRun& run, const std::string& source,
                                               PipelineRecord record = PipelineRecord::passes);
 
+// CPU ranks outnumbering their node's cores, one pipeline stage, several tensor groups on the
+// node (the data-parallel replicas): each group waits at its own sums while the others compute,
+// and a waiting rank leaves its core to them, so a group computes faster than the laws (timed
+// with every rank computing) whenever another waits. The groups taken as independent, each
+// computing a fraction f of a pass, f = compute / rate / (compute / rate + sums): the rate is
+// the mean core_rate over how many other groups compute with it (binomial in f), solved for
+// its fixed point. 1 elsewhere (a pipeline's stages: PipelineWork::rate_by_busy_stages).
+// `compute_s` and `sums_s`: a pass's compute at the laws' rate and its tensor group's
+// collectives (a forward and a backward together). Divide the compute by it.
+double desynchronised_compute_rate(const Cluster& cluster, int tensor, int pipeline,
+                                   double compute_s, double sums_s);
+
 // The layer split of `chunks` chunks: `layers` as even as possible, the extra layers on the
 // chunks after the first (which holds the embedding) and before the last (the head).
 std::vector<int> even_layer_split(int layers, int chunks);

@@ -323,6 +323,50 @@ TEST_CASE("on shared cores a pipeline stage computes faster while its neighbour 
   CHECK(cost_on(own_cores).work.rate_by_busy_stages.empty());
 }
 
+TEST_CASE(
+    "on shared cores a tensor group computes faster while the other groups wait at their sums",
+    "[parallel]") {
+  // 4 CPU ranks on 2 cores, tp 2 x dp 2: two tensor pairs, each waiting at its own sums. While
+  // one pair waits the other has a core a rank (twice the laws' rate, timed with all 4 busy).
+  Scenario scenario =
+      load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d-4ranks.json");
+  const Cluster& cluster = scenario.cluster;
+  const double compute_s = 0.1;
+  for (const double sums_s : {0.01, 0.1, 1.0}) {
+    INFO("sums " << sums_s);
+    const double rate = desynchronised_compute_rate(cluster, 2, 1, compute_s, sums_s);
+    CHECK(rate > 1.0);
+    CHECK(rate < 2.0);
+    // Its fixed point: the other pair computes a fraction f of the time, f from the rate.
+    const double f = compute_s / rate / (compute_s / rate + sums_s);
+    CHECK(rate == Approx(f * 1.0 + (1 - f) * 2.0).epsilon(1e-9));
+  }
+  CHECK(desynchronised_compute_rate(cluster, 2, 1, compute_s, 0.01) <
+        desynchronised_compute_rate(cluster, 2, 1, compute_s, 0.1));
+  // No sums, one group, a pipeline (its own busy stages), or a core a rank: the laws' rate.
+  CHECK(desynchronised_compute_rate(cluster, 2, 1, compute_s, 0.0) == 1.0);
+  CHECK(desynchronised_compute_rate(cluster, 4, 1, compute_s, 0.1) == 1.0);
+  CHECK(desynchronised_compute_rate(cluster, 2, 2, compute_s, 0.1) == 1.0);
+  Cluster roomy = cluster;
+  roomy.host_cores->cores = 4;
+  CHECK(desynchronised_compute_rate(roomy, 2, 1, compute_s, 0.1) == 1.0);
+  Cluster gpus = cluster;
+  gpus.host_cores.reset();
+  CHECK(desynchronised_compute_rate(gpus, 2, 1, compute_s, 0.1) == 1.0);
+  // In the iteration: tp 2 x dp 2's passes are shorter than on GPUs by the compute's share.
+  const ParallelRun run = run_of(2, 1, 2, 2, 1, false);
+  const auto cost_on = [&](const Cluster& c) {
+    return parallel_iteration_cost(*scenario.gpt, scenario.training, c, scenario.cost, run, "test");
+  };
+  Cluster gpus_alike = cluster;  // the same laws and collectives, no cores shared
+  gpus_alike.host_cores.reset();
+  const ParallelIterationCost shared = cost_on(cluster);
+  const ParallelIterationCost own = cost_on(gpus_alike);
+  const ChunkCost& chunk = shared.chunks.front();
+  CHECK(chunk.forward_communication_s == Approx(own.chunks.front().forward_communication_s));
+  CHECK(shared.pipeline_s < own.pipeline_s);
+}
+
 TEST_CASE("a group smaller than a CPU cluster takes its own measured timings", "[parallel]") {
   // 4 CPU ranks: tensor and data-parallel pairs ring at the pairs' timings where the cluster
   // lists them (every pair at once, as `osdp calibrate` times them), the world at its own.
