@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Gantt timeline and memory over time of a simulated iteration, from `osdp simulate --trace`.
+"""Gantt timeline and memory over time of a simulated iteration, from `osdp simulate --trace`,
+or of a measured one, from `osdp validate --out DIR` (DIR/traces/PLAN.measured.json beside
+PLAN.simulated.json: the runtime's events coloured by phase and collective as the simulator's).
 
 Usage: timeline.py TRACE_JSON [TRACE_JSON ...] [--out DIR] [--name NAME] [--ranks 0,1] [--title TEXT]
 Reads the Chrome trace (times in microseconds, memory counters in bytes) and writes
@@ -29,7 +31,27 @@ COLOURS = {
     "reduce_scatter": "#8c8c8c",
     "all_reduce": "#ccb974",
     "reduce": "#ccb974",  # a pipeline stage's gradient reductions (osdp simulate --pp --trace)
+    "all_gather": "#e6a06e",  # the runtime's gathers (osdp validate --out), forward or backward
 }
+
+# The runtime's trace (osdp validate --out) names its events, in two categories.
+MEASURED_COLLECTIVES = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
+                        "all-reduce": "all_reduce"}
+
+
+def category_of(event):
+    """The colour category of a trace event: the simulator's own, or a measured event's phase
+    (from its name: "layer0.mlp backward", "optimizer step") or collective."""
+    category = event.get("cat", "")
+    name = event.get("name", "")
+    if category == "compute":
+        for phase in ("recompute", "forward", "backward", "optimizer"):
+            if phase in name.split() or name.startswith(phase):
+                return phase
+        return category
+    if category == "communication":
+        return MEASURED_COLLECTIVES.get(name, category)
+    return category
 
 
 def read_trace(path):
@@ -44,7 +66,7 @@ def read_trace(path):
         phase = event.get("ph")
         if phase == "X":
             spans.append(event)
-        elif phase == "C" and event.get("name") == "memory":
+        elif phase == "C" and event.get("name") in ("memory", "live memory"):
             counters.append(event)
         elif phase == "M" and event.get("name") == "thread_name":
             tracks[(event["pid"], event["tid"])] = event["args"]["name"]
@@ -98,7 +120,7 @@ def plot(traces, ranks, title, out_dir, name):
             key = (index, event["pid"], event["tid"])
             if key not in row_of:
                 continue
-            category = event.get("cat", "")
+            category = category_of(event)
             used.add(category)
             bar = (event["ts"] / 1e3, event["dur"] / 1e3)
             by_row_and_category.setdefault((row_of[key], category), []).append(bar)
@@ -119,8 +141,8 @@ def plot(traces, ranks, title, out_dir, name):
     any_counters = False
     for label, (_, counters, _, processes) in traces:
         for rank in ranks:
-            points = [(e["ts"] / 1e3, sum(e["args"].values()) / 2**30)
-                      for e in counters if e["pid"] == rank]
+            points = sorted((e["ts"] / 1e3, sum(e["args"].values()) / 2**30)
+                            for e in counters if e["pid"] == rank)
             if points:
                 any_counters = True
                 times, live = zip(*points)
