@@ -462,8 +462,9 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
       static_cast<double>(runnable.size()) * std::min(1.0, cores / std::max(1, busy_threads));
   const int slots =
       std::min(static_cast<int>(runnable.size()), static_cast<int>(std::ceil(capacity - 1e-9)));
-  std::vector<double> served(ranks_, 0.0);
-  for (int r : runnable) served[r] = service_s(rank_[r], now);
+  const int node_first_rank = node * gpus_per_node_;
+  std::vector<double> served(gpus_per_node_, 0.0);  // by the rank's place on its node
+  for (int r : runnable) served[r - node_first_rank] = service_s(rank_[r], now);
   // Ranks that did the same work since their last collective tie; who goes first among them
   // moves on with every tick, so that no rank is always the last to arrive (the one that never
   // waits), as the host's scheduler does not favour one process for good.
@@ -471,7 +472,9 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
   const auto turn_order = [&](int r) { return (r - first + gpus_per_node_) % gpus_per_node_; };
   std::stable_sort(runnable.begin(), runnable.end(), [&](int a, int b) {
     if (rank_[a].on_core != rank_[b].on_core) return rank_[a].on_core;
-    if (std::abs(served[a] - served[b]) > 1e-12) return served[a] < served[b];
+    const double served_a = served[a - node_first_rank];
+    const double served_b = served[b - node_first_rank];
+    if (std::abs(served_a - served_b) > 1e-12) return served_a < served_b;
     return turn_order(a) < turn_order(b);
   });
   const double whole_core_rate = core_rate(cluster_, cluster_.host_cores->cores);
@@ -481,7 +484,7 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
     state.on_core = core_share > 0;
     const double rate = core_share * whole_core_rate;
     if (rate == state.rate) continue;
-    state.served_s = served[runnable[i]];
+    state.served_s = served[runnable[i] - node_first_rank];
     change_rate(state, now, rate);
     schedule_compute_end(runnable[i]);
   }
