@@ -61,7 +61,6 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   takes_turns_ = shared_cores_ && cluster.host_cores->scheduler_tick_s > 0 &&
                  gpus_per_node_ > cluster.host_cores->cores;
   turn_tick_pending_.assign(nodes_, 0);
-  rotate_due_.assign(nodes_, 0);
   turn_ticks_.assign(nodes_, 0);
 
   const auto& items = program.items;
@@ -340,9 +339,7 @@ void Executor::begin_core_collective(int task) {
   const double tick_s = cluster_.host_cores->scheduler_tick_s;
   if (tick_s > 0 && member_node_fully_computing(task)) {
     collective.waits_for_tick = true;
-    const double now = kernel_.now();
-    const double next_tick_s = (std::floor(now / tick_s + 1e-9) + 1) * tick_s;
-    kernel_.after(next_tick_s - now, [this]() { on_scheduler_tick(); });
+    kernel_.after(until_next_tick_s(), [this]() { on_scheduler_tick(); });
   }
   core_collectives_.push_back(collective);
   share_cores();
@@ -413,18 +410,16 @@ void Executor::share_cores() {
     busy[r / gpus_per_node_] += (rank_[r].running >= 0) + (running_collectives[r] > 0);
   }
   if (takes_turns_) {
-    for (int node = 0; node < nodes_; ++node) {
-      assign_turns(node, busy[node], rotate_due_[node] != 0);
-      rotate_due_[node] = 0;
+    for (int node = 0; node < nodes_; ++node) assign_turns(node, busy[node]);
+  } else {
+    for (int r = 0; r < ranks_; ++r) {
+      RankState& state = rank_[r];
+      if (state.running < 0) continue;
+      const double rate = core_rate(cluster_, busy[r / gpus_per_node_]);
+      if (rate == state.rate) continue;
+      change_rate(state, now, rate);
+      schedule_compute_end(r);
     }
-  }
-  for (int r = 0; r < ranks_ && !takes_turns_; ++r) {
-    RankState& state = rank_[r];
-    if (state.running < 0) continue;
-    const double rate = core_rate(cluster_, busy[r / gpus_per_node_]);
-    if (rate == state.rate) continue;
-    change_rate(state, now, rate);
-    schedule_compute_end(r);
   }
   for (CoreCollective& collective : core_collectives_) {
     if (collective.waits_for_tick) continue;  // rate 0, no end scheduled
@@ -444,14 +439,17 @@ double Executor::service_s(const RankState& state, double now_s) const {
   return state.served_s + (state.running >= 0 ? (now_s - state.since_s) * state.rate : 0.0);
 }
 
-void Executor::assign_turns(int node, int busy_threads, bool rotate) {
+double Executor::until_next_tick_s() const {
+  const double tick_s = cluster_.host_cores->scheduler_tick_s;
+  const double now = kernel_.now();
+  return (std::floor(now / tick_s + 1e-9) + 1) * tick_s - now;
+}
+
+void Executor::assign_turns(int node, int busy_threads) {
   const double now = kernel_.now();
   std::vector<int> runnable;
   for (int r = node * gpus_per_node_; r < (node + 1) * gpus_per_node_; ++r) {
-    if (rank_[r].running >= 0) {
-      runnable.push_back(r);
-      if (rotate) rank_[r].on_core = false;
-    }
+    if (rank_[r].running >= 0) runnable.push_back(r);
   }
   if (runnable.empty()) return;
   // The cores the compute threads get together under a fair share with the busy communication
@@ -462,9 +460,6 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
       static_cast<double>(runnable.size()) * std::min(1.0, cores / std::max(1, busy_threads));
   const int slots =
       std::min(static_cast<int>(runnable.size()), static_cast<int>(std::ceil(capacity - 1e-9)));
-  const int node_first_rank = node * gpus_per_node_;
-  std::vector<double> served(gpus_per_node_, 0.0);  // by the rank's place on its node
-  for (int r : runnable) served[r - node_first_rank] = service_s(rank_[r], now);
   // Ranks that did the same work since their last collective tie; who goes first among them
   // moves on with every tick, so that no rank is always the last to arrive (the one that never
   // waits), as the host's scheduler does not favour one process for good.
@@ -472,8 +467,8 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
   const auto turn_order = [&](int r) { return (r - first + gpus_per_node_) % gpus_per_node_; };
   std::stable_sort(runnable.begin(), runnable.end(), [&](int a, int b) {
     if (rank_[a].on_core != rank_[b].on_core) return rank_[a].on_core;
-    const double served_a = served[a - node_first_rank];
-    const double served_b = served[b - node_first_rank];
+    const double served_a = service_s(rank_[a], now);
+    const double served_b = service_s(rank_[b], now);
     if (std::abs(served_a - served_b) > 1e-12) return served_a < served_b;
     return turn_order(a) < turn_order(b);
   });
@@ -484,7 +479,7 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
     state.on_core = core_share > 0;
     const double rate = core_share * whole_core_rate;
     if (rate == state.rate) continue;
-    state.served_s = served[runnable[i] - node_first_rank];
+    state.served_s = service_s(state, now);
     change_rate(state, now, rate);
     schedule_compute_end(runnable[i]);
   }
@@ -494,13 +489,14 @@ void Executor::assign_turns(int node, int busy_threads, bool rotate) {
 void Executor::schedule_turn_tick(int node) {
   if (turn_tick_pending_[node]) return;
   turn_tick_pending_[node] = 1;
-  const double tick_s = cluster_.host_cores->scheduler_tick_s;
-  const double now = kernel_.now();
-  const double next_tick_s = (std::floor(now / tick_s + 1e-9) + 1) * tick_s;
-  kernel_.after(next_tick_s - now, [this, node]() {
+  kernel_.after(until_next_tick_s(), [this, node]() {
+    // The cores change hands: every compute of the node gives its core up, and share_cores
+    // hands them out again, least served first.
     turn_tick_pending_[node] = 0;
-    rotate_due_[node] = 1;
     ++turn_ticks_[node];
+    for (int r = node * gpus_per_node_; r < (node + 1) * gpus_per_node_; ++r) {
+      rank_[r].on_core = false;
+    }
     share_cores();
   });
 }

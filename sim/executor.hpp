@@ -101,8 +101,9 @@ class Executor {
   void on_scheduler_tick();
   // Ranks outnumbering the cores take turns on them: the least-served runnable computes hold
   // the cores the compute threads get together, a whole core each, until the next tick.
-  void assign_turns(int node, int busy_threads, bool rotate);
+  void assign_turns(int node, int busy_threads);
   void schedule_turn_tick(int node);
+  double until_next_tick_s() const;  // to the next multiple of the host's scheduler tick
   double service_s(const RankState& state, double now_s) const;
   template <class F>
   void for_each_successor(int task, DepOn on, F&& f) const;
@@ -145,7 +146,6 @@ class Executor {
   // take turns on the cores (a tick long each) instead of sharing every core at once.
   bool takes_turns_ = false;
   std::vector<char> turn_tick_pending_;  // per node
-  std::vector<char> rotate_due_;         // per node: the tick came, the cores change hands
   std::vector<int> turn_ticks_;          // per node: turn ticks so far (who goes first on a tie)
 
   std::vector<CoreCollective> core_collectives_;  // running ones
