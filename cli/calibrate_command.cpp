@@ -210,6 +210,13 @@ int run(const CalibrateOptions& options) {
         "  shared cores      {} (every rank's compute and communication thread run on "
         "them;\n                    overlapping both slows each {:.2f}x)\n",
         result->cluster.host_cores->cores, shared_core_overlap_slowdown(result->cluster));
+    if (const double straggling = result->cluster.host_cores->step_straggling; straggling > 1) {
+      fmt::print(
+          "  step straggling   {:.3f}x (the slowest rank's compute of a whole step over the "
+          "mean; applied\n                    where data-parallel replicas meet only at the "
+          "step's end)\n",
+          straggling);
+    }
     if (const double tick_s = result->cluster.host_cores->scheduler_tick_s; tick_s > 0) {
       fmt::print(
           "  scheduler tick    {:.1f} ms (a collective issued while every core computes starts "

@@ -227,9 +227,16 @@ Gpu with_compute_time_scaled(Gpu gpu, double factor);
 // free: a collective issued while every core of its node computes starts at the next tick
 // (testbed traces: in-step all-gathers of 260-525 KB took one tick each while both ranks
 // computed, 0.2-0.5 ms while one of them waited). 0: no tick (the collective starts at once).
+//
+// With more ranks than cores the operating system does not share the cores evenly over a step:
+// some rank is behind at its end. step_straggling is the slowest rank's compute of a whole step
+// over the mean, every rank computing on its own (`osdp calibrate`; median over its probe
+// steps); ranks that meet only at the step's end wait for that rank (model/parallel_iteration).
+// 1: even.
 struct HostCores {
   int cores = 1;
   double scheduler_tick_s = 0;
+  double step_straggling = 1;
 };
 
 // A node's host side as CPU offload uses it (`"host": {"memory": "1TiB", "memory_bandwidth":

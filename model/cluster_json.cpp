@@ -306,7 +306,9 @@ std::optional<HostCores> read_host_cores(const JsonReader& reader, const Cluster
   const double tick_s =
       reader.optional_quantity("scheduler_tick", Dimension::seconds, limits::latency_s)
           .value_or(0.0);
-  return HostCores{cores, tick_s};
+  const double step_straggling =
+      reader.optional_number("step_straggling", limits::slowdown).value_or(1.0);
+  return HostCores{cores, tick_s, step_straggling};
 }
 
 // The planner would cost collectives with the given timings and the simulator run them on the
@@ -400,8 +402,8 @@ Cluster load_cluster(const JsonReader& reader) {
   }
   if (reader.has("host")) {
     const JsonReader host = reader.object("host");
-    host.require_only({"cores", "ranks_on_cores", "scheduler_tick", "memory", "memory_bandwidth",
-                       "optimizer_bandwidth", "link"});
+    host.require_only({"cores", "ranks_on_cores", "scheduler_tick", "step_straggling", "memory",
+                       "memory_bandwidth", "optimizer_bandwidth", "link"});
     cluster.host_cores = read_host_cores(host, cluster);
     cluster.host = read_host_memory(host);
   }
@@ -498,6 +500,9 @@ Json cluster_to_json(const Cluster& cluster) {
     host_json["ranks_on_cores"] = true;
     if (cluster.host_cores->scheduler_tick_s > 0) {
       host_json["scheduler_tick"] = cluster.host_cores->scheduler_tick_s;
+    }
+    if (cluster.host_cores->step_straggling != 1.0) {
+      host_json["step_straggling"] = cluster.host_cores->step_straggling;
     }
   }
   json["host"] = std::move(host_json);

@@ -79,6 +79,36 @@ double ring_collective_s(CollectiveKind kind, double bytes, const RankGroup& gro
 
 }  // namespace
 
+double expected_largest_normal(int count) {
+  if (count <= 1) return 0.0;
+  // E[max] = integral of x * count * phi(x) * Phi(x)^(count - 1) dx; the trapezoid rule over
+  // [-8, 8] is exact to far below what the factor needs.
+  const double pi = std::acos(-1.0);
+  const int steps = 4000;
+  const double low = -8.0;
+  const double high = 8.0;
+  const double dx = (high - low) / steps;
+  double sum = 0;
+  for (int i = 0; i <= steps; ++i) {
+    const double x = low + i * dx;
+    const double density = std::exp(-0.5 * x * x) / std::sqrt(2 * pi);
+    const double below = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    const double term = x * count * density * std::pow(below, count - 1);
+    sum += (i == 0 || i == steps) ? 0.5 * term : term;
+  }
+  return sum * dx;
+}
+
+double replicas_straggling(const Cluster& cluster, int tensor, int pipeline, int data) {
+  if (!cluster.host_cores || cluster.host_cores->step_straggling <= 1.0) return 1.0;
+  const int ranks_on_node = cluster.gpus_per_node;
+  if (ranks_on_node <= cluster.host_cores->cores) return 1.0;
+  const int replicas = std::min(data, std::max(1, ranks_on_node / std::max(1, tensor * pipeline)));
+  if (replicas < 2) return 1.0;
+  return 1.0 + (cluster.host_cores->step_straggling - 1.0) * expected_largest_normal(replicas) /
+                   expected_largest_normal(ranks_on_node);
+}
+
 double desynchronised_compute_rate(const Cluster& cluster, int tensor, int pipeline,
                                    double compute_s, double sums_s) {
   if (!cluster.host_cores || pipeline != 1 || tensor <= 1 || compute_s <= 0 || sums_s <= 0) {
@@ -507,6 +537,8 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
   {
     const double m = run.micro_batches;
     const double arrival_s = data_group.ranks > 1 ? cluster.gpu.blocking_sync_s : 0.0;
+    // The slowest of the node's data-parallel replicas sets the step (CPU ranks only).
+    const double straggling = replicas_straggling(cluster, t, p, data_group.ranks);
     for (int c = 0; c < chunks; ++c) {
       ChunkCost& chunk = cost.chunks[c];
       const StreamedChunk& streamed = streamed_chunks[c];
@@ -528,8 +560,9 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
       const double drain_s = stream.drain_s();
       if (c == chunk.stage) cost.stages[chunk.stage].stream_drain_s = drain_s;
       const double rate = desynchronised_compute_rate(
-          cluster, t, p, chunk.forward_s + chunk.backward_s,
-          chunk.forward_communication_s + chunk.backward_communication_s);
+                              cluster, t, p, chunk.forward_s + chunk.backward_s,
+                              chunk.forward_communication_s + chunk.backward_communication_s) /
+                          straggling;
       chunk.forward_s /= rate;
       chunk.backward_s /= rate;
       chunk.forward_s += chunk.forward_communication_s;

@@ -161,6 +161,19 @@ ParallelIterationCost parallel_iteration_cost(const GptSpec& spec, const Trainin
                                               const ParallelRun& run, const std::string& source,
                                               PipelineRecord record = PipelineRecord::passes);
 
+// CPU ranks outnumbering their node's cores: the node's data-parallel replicas (groups of
+// tensor x pipeline ranks that meet only at the step's end) each compute a whole step on their
+// own, and the step waits for the slowest. HostCores::step_straggling is that slowest rank's
+// compute over the mean for the node's ranks all on their own (`osdp calibrate`); with fewer
+// replicas on the node it is scaled as the expected largest of that many independent, alike
+// normal deviations: 1 + (step_straggling - 1) x E[max of g] / E[max of ranks on the node].
+// 1 for one replica on the node (every rank meets every other in the step), for GPUs and for
+// cores enough for every rank. Multiply the passes' compute by it.
+double replicas_straggling(const Cluster& cluster, int tensor, int pipeline, int data);
+
+// The expected largest of `count` independent standard normal deviates (0 for one).
+double expected_largest_normal(int count);
+
 // CPU ranks outnumbering their node's cores, one pipeline stage, several tensor groups on the
 // node (the data-parallel replicas): each group waits at its own sums while the others compute,
 // and a waiting rank leaves its core to them, so a group computes faster than the laws (timed

@@ -341,6 +341,32 @@ double slowest_over_mean(Communicator& comm, const std::vector<double>& mine) {
   return mean_s > 0 ? std::max(1.0, slowest_s / mean_s) : 1.0;
 }
 
+// The slowest rank's compute of a whole step over the ranks' mean, the median over the steps:
+// ranks that meet only at the step's end (data-parallel replicas that share no tensor or
+// pipeline group) wait for the slowest one's whole step, not phase by phase.
+double slowest_step_over_mean(Communicator& comm,
+                              const std::vector<std::vector<StepMetrics::OperatorTiming>>& steps) {
+  const int n = comm.size();
+  if (steps.empty() || n < 2) return 1.0;
+  std::vector<double> mine;
+  for (const auto& step : steps) {
+    double total_s = 0;
+    for (const auto& op : step) total_s += op.forward_s + op.backward_s;
+    mine.push_back(total_s);
+  }
+  const std::vector<std::vector<double>> all = values_of_every_rank(comm, mine);
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    double slowest = 0, sum = 0;
+    for (int r = 0; r < n; ++r) {
+      slowest = std::max(slowest, all[r][i]);
+      sum += all[r][i];
+    }
+    if (sum > 0) ratios.push_back(std::max(1.0, slowest * n / sum));
+  }
+  return ratios.empty() ? 1.0 : median_of(ratios);
+}
+
 // Each operator's forward and backward time of one step, appended in order.
 void append_phase_times(const std::vector<StepMetrics::OperatorTiming>& operators,
                         std::vector<double>& times) {
@@ -384,12 +410,14 @@ int probe_slices(const GptShape& probe) {
 
 // Per-kind compute of `plan` on the probe (forward and backward medians over the steps, summed
 // over the kind's operators), on `solo` (no collective overlaps it) with every rank computing.
-// With `straggling`, also the slowest rank's compute over the mean, phase by phase.
+// With `straggling`, also the slowest rank's compute over the mean, phase by phase, and with
+// `step_straggling` step by step.
 std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communicator& solo,
                                                     const GptShape& shape, int repetitions,
                                                     const ProbeSetup& setup,
                                                     const Workload& workload, const Plan& plan,
-                                                    double* straggling = nullptr) {
+                                                    double* straggling = nullptr,
+                                                    double* step_straggling = nullptr) {
   const int n = comm.size();
   const int batch = plan.batch_size;
   comm.barrier();
@@ -405,6 +433,7 @@ std::map<std::string, OperatorPoint> time_operators(Communicator& comm, Communic
     for (const auto& step : steps) append_phase_times(step, mine);
     *straggling = slowest_over_mean(comm, mine);
   }
+  if (step_straggling != nullptr) *step_straggling = slowest_step_over_mean(comm, steps);
   // Every operator's forward and backward median over the steps, averaged over the ranks: with
   // more ranks than cores one rank's times swing with which ranks share its core (rounds of a
   // point 50-90 % apart at small batches, 4 ranks on 2 cores), and the laws stand for the mean
@@ -504,11 +533,14 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
         plan.batch_size = batch;
         plan.choices.assign(probe.shape.operators(), OperatorChoice::whole(Mode::dp));
         double straggling = 1.0;
-        for (auto& [kind, point] : time_operators(comm, solo, probe.shape, per_round.repetitions,
-                                                  probe.setup, probe.workload, plan, &straggling)) {
+        double step_straggling = 1.0;
+        for (auto& [kind, point] :
+             time_operators(comm, solo, probe.shape, per_round.repetitions, probe.setup,
+                            probe.workload, plan, &straggling, &step_straggling)) {
           samples[{p, batch, kind}].push_back(point);
         }
         result.compute_straggling_runs.push_back(straggling);
+        result.step_straggling_runs.push_back(step_straggling);
       }
     }
   }
@@ -537,6 +569,7 @@ void measure_compute(Communicator& comm, Communicator& solo, const CalibrationOp
   }
   result.compute_flops_per_s = total_s > 0 ? total_flops / total_s : 0.0;
   result.compute_straggler_slowdown = median_of(result.compute_straggling_runs);
+  result.step_straggling = median_of(result.step_straggling_runs);
 }
 
 // Splitting: the middle batch size again with every operator but the embedding in k slices;
@@ -701,7 +734,12 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   // neighbour gives its core to the others, so the slowest catches up; the laws, timed with all
   // of them sharing the cores, already hold that sharing. Applied as measured, 4 ranks on 2
   // cores (1.28x) timed every layout of local-cpu-3d-4ranks 21-31 % slow; without, 5-22 %.
-  if (cluster.host_cores && n > cluster.host_cores->cores) cluster.gpu.straggler_slowdown = 1.0;
+  // What remains is the whole step's: ranks that meet only at its end wait for the slowest one's
+  // step (the 3D model, model/parallel_iteration).
+  if (cluster.host_cores && n > cluster.host_cores->cores) {
+    cluster.gpu.straggler_slowdown = 1.0;
+    cluster.host_cores->step_straggling = result.step_straggling;
+  }
   return cluster;
 }
 
@@ -954,6 +992,8 @@ Json calibration_report_json(const CalibrationResult& result) {
           {"straggler_slowdown", result.straggler_slowdown},
           {"compute_straggler_slowdown", result.compute_straggler_slowdown},
           {"compute_straggling_runs", result.compute_straggling_runs},
+          {"step_straggling", result.step_straggling},
+          {"step_straggling_runs", result.step_straggling_runs},
           {"in_training_runs", in_training_runs_json(result.in_training_runs)},
           {"blocking_sync", blocking_sync_json(result.blocking_sync)}};
 }
@@ -1037,6 +1077,9 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     parsed.compute_straggler_slowdown = report.at("compute_straggler_slowdown").get<double>();
     parsed.compute_straggling_runs =
         report.at("compute_straggling_runs").get<std::vector<double>>();
+    // Reports written before 2026-11-29 (night) carry no step straggling.
+    parsed.step_straggling = report.value("step_straggling", 1.0);
+    parsed.step_straggling_runs = report.value("step_straggling_runs", std::vector<double>{});
     for (const auto& run : report.at("in_training_runs")) {
       parsed.in_training_runs.push_back({run.at("collective_contention").get<double>(),
                                          run.at("overlap_slowdown").get<double>(),

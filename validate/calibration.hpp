@@ -137,6 +137,10 @@ struct CalibrationResult {
   // cluster's straggler_slowdown.
   double compute_straggler_slowdown = 1;
   std::vector<double> compute_straggling_runs;
+  // The slowest rank's compute of a whole step over the mean in the same runs (median over the
+  // steps, then over the runs): with more ranks than cores, the host cores' step_straggling.
+  double step_straggling = 1;
+  std::vector<double> step_straggling_runs;
   ContentionBySize collective_contention;
   // The in-training figures are medians over several probe runs (a noisy machine moves one
   // run's figures by tens of percent); each run's figures, in the order run, for their spread.

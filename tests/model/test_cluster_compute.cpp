@@ -99,6 +99,15 @@ TEST_CASE("shared host cores are read, written back, and replace the overlap slo
   CHECK(ticking.host_cores->scheduler_tick_s == Approx(4e-3));
   CHECK(load_cluster_json(cluster_to_json(ticking)).host_cores->scheduler_tick_s == Approx(4e-3));
 
+  CHECK(ticking.host_cores->step_straggling == 1.0);  // none said: even
+  CHECK_FALSE(cluster_to_json(ticking).at("host").contains("step_straggling"));
+  json["host"]["step_straggling"] = 1.12;
+  CHECK(load_cluster_json(cluster_to_json(load_cluster_json(json))).host_cores->step_straggling ==
+        Approx(1.12));
+  json["host"]["step_straggling"] = 0.9;  // a slowdown: at least 1
+  CHECK_THROWS_AS(load_cluster_json(json), InputError);
+  json["host"].erase("step_straggling");
+
   json["host"]["ranks_on_cores"] = false;  // cores said, ranks elsewhere (GPUs): no sharing
   CHECK_FALSE(load_cluster_json(json).host_cores);
   CHECK(cluster_to_json(load_cluster_json(json)).at("gpu").contains("overlap_slowdown"));

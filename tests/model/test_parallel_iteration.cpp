@@ -367,6 +367,51 @@ TEST_CASE(
   CHECK(shared.pipeline_s < own.pipeline_s);
 }
 
+TEST_CASE("the node's data-parallel replicas wait for the slowest one's step", "[parallel]") {
+  // The expected largest of g standard normals (tables: 0.5642, 0.8463, 1.0294, 1.4236).
+  CHECK(expected_largest_normal(1) == 0.0);
+  CHECK(expected_largest_normal(2) == Approx(1 / std::sqrt(std::acos(-1.0))).epsilon(1e-6));
+  CHECK(expected_largest_normal(3) == Approx(0.8463).epsilon(1e-3));
+  CHECK(expected_largest_normal(4) == Approx(1.0294).epsilon(1e-3));
+  CHECK(expected_largest_normal(8) == Approx(1.4236).epsilon(1e-3));
+
+  Scenario scenario =
+      load_scenario(std::string(OSDP_SOURCE_DIR) + "/scenarios/local-cpu-3d-4ranks.json");
+  Cluster cluster = scenario.cluster;
+  REQUIRE(cluster.gpus_per_node == 4);
+  REQUIRE(cluster.host_cores->cores == 2);
+  cluster.host_cores->step_straggling = 1.2;
+  // Four replicas of one rank: the calibrated figure itself; two: scaled by E[max of 2] /
+  // E[max of 4]; one replica (tp 2 x pp 2) meets within the step: none.
+  CHECK(replicas_straggling(cluster, 1, 1, 4) == Approx(1.2));
+  CHECK(replicas_straggling(cluster, 2, 1, 2) ==
+        Approx(1 + 0.2 * expected_largest_normal(2) / expected_largest_normal(4)));
+  CHECK(replicas_straggling(cluster, 1, 2, 2) == Approx(replicas_straggling(cluster, 2, 1, 2)));
+  CHECK(replicas_straggling(cluster, 2, 2, 1) == 1.0);
+  Cluster roomy = cluster;
+  roomy.host_cores->cores = 4;
+  CHECK(replicas_straggling(roomy, 1, 1, 4) == 1.0);
+  Cluster gpus = cluster;
+  gpus.host_cores.reset();
+  CHECK(replicas_straggling(gpus, 1, 1, 4) == 1.0);
+
+  // In the iteration: dp 4's passes' compute stretches by the factor, its reduction does not.
+  const ParallelRun dp4 = run_of(1, 1, 4, 2, 1, false);
+  Cluster even = cluster;
+  even.host_cores->step_straggling = 1.0;
+  const auto cost_on = [&](const Cluster& c, const ParallelRun& run) {
+    return parallel_iteration_cost(*scenario.gpt, scenario.training, c, scenario.cost, run, "test");
+  };
+  const ChunkCost straggled = cost_on(cluster, dp4).chunks.front();
+  const ChunkCost alike = cost_on(even, dp4).chunks.front();
+  CHECK(straggled.forward_s - straggled.forward_communication_s ==
+        Approx(1.2 * (alike.forward_s - alike.forward_communication_s)));
+  CHECK(straggled.backward_communication_s == Approx(alike.backward_communication_s));
+  const ParallelRun tp2xpp2 = run_of(2, 2, 1, 2, 4, false);
+  CHECK(cost_on(cluster, tp2xpp2).iteration_time_s ==
+        Approx(cost_on(even, tp2xpp2).iteration_time_s));
+}
+
 TEST_CASE("a group smaller than a CPU cluster takes its own measured timings", "[parallel]") {
   // 4 CPU ranks: tensor and data-parallel pairs ring at the pairs' timings where the cluster
   // lists them (every pair at once, as `osdp calibrate` times them), the world at its own.
