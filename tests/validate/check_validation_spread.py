@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""plots/validation_spread.py draws the committed 4-rank runs, and refuses what it cannot draw
+with exit code 2 and no figure.  Usage: check_validation_spread.py SOURCE_DIR WORK_DIR"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+source, work = sys.argv[1], sys.argv[2]
+script = os.path.join(source, "plots", "validation_spread.py")
+runs = sorted(glob.glob(os.path.join(source, "plots", "measurements",
+                                     "validate-4ranks-2026-11-29", "*.json")))
+assert len(runs) == 9, runs
+arguments = ["%s=%s" % (os.path.basename(path).split("-run")[0], path) for path in runs]
+out = os.path.join(work, "spread.png")
+if os.path.exists(out):
+    os.remove(out)
+done = subprocess.run([sys.executable, script, out] + arguments, capture_output=True, text=True)
+assert done.returncode in (0, 3), done.stderr  # 3: no matplotlib on this machine
+if done.returncode == 0:
+    with open(out, "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
+
+# Every run's plans carry what the plot reads, and the time errors are the runs' own.
+for path in runs:
+    with open(path) as handle:
+        document = json.load(handle)
+    errors = [abs(plan["time_error_percent"]) for plan in document["plans"]]
+    assert abs(max(errors) - document["max_abs_time_error_percent"]) < 1e-9, path
+
+bad_out = os.path.join(work, "bad.png")
+not_validate = os.path.join(work, "not-validate.json")
+with open(not_validate, "w") as handle:
+    json.dump({"plans": []}, handle)
+for bad in (["no-equals-sign"], ["label=" + os.path.join(work, "missing.json")],
+            ["label=" + not_validate]):
+    done = subprocess.run([sys.executable, script, bad_out] + bad, capture_output=True, text=True)
+    assert done.returncode == 2, (bad, done.returncode, done.stderr)
+    assert "error" in done.stderr, done.stderr
+    assert not os.path.exists(bad_out), bad
+print("validation spread ok")
