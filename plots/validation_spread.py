@@ -2,9 +2,11 @@
 """Time error and exposed-communication error of every plan over several `osdp validate` runs,
 one row per plan, one dot per run, coloured by the calibration the run used.
 
-Usage: validation_spread.py OUTPUT_PNG LABEL=VALIDATE_JSON [LABEL=VALIDATE_JSON ...]
-Each VALIDATE_JSON is what `osdp validate ... --json` printed (only its "plans" are read); runs
-with the same LABEL (e.g. the calibration they used) share a colour. Left: the time error, with
+Usage: validation_spread.py [--title TEXT] OUTPUT_PNG LABEL=VALIDATE_JSON[#MODEL] [...]
+Each VALIDATE_JSON is what `osdp validate ... --json` printed, or a fidelity.json of
+bench/fidelity_bench (only its "plans" are read); runs with the same LABEL (e.g. the
+calibration they used) share a colour; #MODEL names the plans' rows "MODEL: plan" (several
+models' runs in one figure). Left: the time error, with
 the validation's targets (median within 10 %, every plan within 20 %) shaded. Right: the
 simulated minus the measured exposed communication of the critical rank (ms); a filled dot is
 within the target (30 % or 5 ms of the measured median), a cross is not.
@@ -24,8 +26,9 @@ def read_runs(arguments):
     runs = []
     for argument in arguments:
         label, separator, path = argument.partition("=")
+        path, _, model = path.partition("#")
         if not separator or not label or not path:
-            raise ValueError("%s: expected LABEL=VALIDATE_JSON" % argument)
+            raise ValueError("%s: expected LABEL=VALIDATE_JSON[#MODEL]" % argument)
         with open(path) as handle:
             document = json.load(handle)
         plans = document.get("plans") if isinstance(document, dict) else None
@@ -36,11 +39,13 @@ def read_runs(arguments):
                         "simulated_exposed_communication_s", "exposed_within_target"):
                 if key not in plan:
                     raise ValueError("%s: a plan without \"%s\"" % (path, key))
+        if model:
+            plans = [dict(plan, name="%s: %s" % (model, plan["name"])) for plan in plans]
         runs.append((label, plans))
     return runs
 
 
-def plot(runs, out):
+def plot(runs, out, title=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,7 +61,7 @@ def plot(runs, out):
         if label not in labels:
             labels.append(label)
     row = {name: len(names) - 1 - i for i, name in enumerate(names)}
-    figure, (times, waits) = plt.subplots(1, 2, figsize=(12, 0.45 * len(names) + 2.4),
+    figure, (times, waits) = plt.subplots(1, 2, figsize=(12, 0.45 * len(names) + 2.1),
                                           sharey=True)
     times.axvspan(-20, 20, color="#f2f2f2", zorder=0)
     times.axvspan(-10, 10, color="#dff0d8", zorder=0)
@@ -90,26 +95,33 @@ def plot(runs, out):
     handles, legend_labels = times.get_legend_handles_labels()
     figure.legend(handles, legend_labels, loc="lower center", ncol=len(labels), fontsize=9,
                   title="calibration (runs of the same one share a colour)", title_fontsize=9)
-    figure.suptitle("%d runs of osdp validate, %d calibration%s: every plan, every run"
+    figure.suptitle(title or "%d runs of osdp validate, %d calibration%s: every plan, every run"
                     % (len(runs), len(labels), "" if len(labels) == 1 else "s"))
-    figure.tight_layout(rect=(0, 0.09, 1, 1))
+    figure.tight_layout(rect=(0, 0.65 / figure.get_figheight(), 1, 1))
     save_atomically(figure, out, 120)
 
 
 def main():
-    if len(sys.argv) < 3:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    arguments = sys.argv[1:]
+    title = None
+    if arguments[:1] == ["--title"]:
+        if len(arguments) < 2:
+            print("validation_spread.py: error: --title needs a text", file=sys.stderr)
+            return 2
+        title, arguments = arguments[1], arguments[2:]
+    if len(arguments) < 2:
+        print("usage: " + __doc__.strip().splitlines()[3].split(": ", 1)[1], file=sys.stderr)
         return 2
-    out = sys.argv[1]
+    out = arguments[0]
     try:
-        runs = read_runs(sys.argv[2:])
+        runs = read_runs(arguments[1:])
     except (OSError, ValueError) as error:
         print("validation_spread.py: error: %s" % error, file=sys.stderr)
         return 2
     missing = ensure_matplotlib(__file__)
     if missing is not None:
         return missing
-    plot(runs, out)
+    plot(runs, out, title)
     return 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""plots/validation_spread.py draws the committed 4-rank runs, and refuses what it cannot draw
-with exit code 2 and no figure.  Usage: check_validation_spread.py SOURCE_DIR WORK_DIR"""
+"""plots/validation_spread.py draws the committed runs (plots/measurements/draw-figures.sh: the
+same pictures as plots/figures holds), and refuses what it cannot draw with exit code 2 and no
+figure.  Usage: check_validation_spread.py SOURCE_DIR WORK_DIR"""
 import glob
 import json
 import os
@@ -22,7 +23,24 @@ if done.returncode == 0:
     with open(out, "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
 
+# The committed figures are what the committed runs draw: the same picture size (their bytes
+# match where matplotlib's version is the one that drew them; another version may differ in
+# metadata or anti-aliasing).
+figures = os.path.join(work, "figures")
+done = subprocess.run(["bash", os.path.join(source, "plots", "measurements", "draw-figures.sh"),
+                       figures], capture_output=True, text=True)
+assert done.returncode in (0, 3), done.stderr
+if done.returncode == 0:
+    for name in ("validate-4ranks-spread.png", "validate-3d-2ranks-spread.png",
+                 "unseen-2ranks-spread.png"):
+        with open(os.path.join(figures, name), "rb") as drawn, \
+                open(os.path.join(source, "plots", "figures", name), "rb") as committed:
+            # IHDR: width and height, big-endian, at bytes 16-24 of a PNG.
+            assert drawn.read(24)[16:] == committed.read(24)[16:], "%s: another size" % name
+
 # Every run's plans carry what the plot reads, and the time errors are the runs' own.
+runs += sorted(glob.glob(os.path.join(source, "plots", "measurements",
+                                      "fidelity-2ranks-2026-11-29", "*.json")))
 for path in runs:
     with open(path) as handle:
         document = json.load(handle)
