@@ -1077,9 +1077,8 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
     parsed.compute_straggler_slowdown = report.at("compute_straggler_slowdown").get<double>();
     parsed.compute_straggling_runs =
         report.at("compute_straggling_runs").get<std::vector<double>>();
-    // Reports written before 2026-11-29 (night) carry no step straggling.
-    parsed.step_straggling = report.value("step_straggling", 1.0);
-    parsed.step_straggling_runs = report.value("step_straggling_runs", std::vector<double>{});
+    parsed.step_straggling = report.at("step_straggling").get<double>();
+    parsed.step_straggling_runs = report.at("step_straggling_runs").get<std::vector<double>>();
     for (const auto& run : report.at("in_training_runs")) {
       parsed.in_training_runs.push_back({run.at("collective_contention").get<double>(),
                                          run.at("overlap_slowdown").get<double>(),
