@@ -321,22 +321,32 @@ ContentionBySize collective_contention(Communicator& comm,
   return contention;
 }
 
+// The slowest rank's and the ranks' mean value at `index` of every rank's values.
+struct SlowestAndMean {
+  double slowest = 0;
+  double mean = 0;
+};
+SlowestAndMean slowest_and_mean(const std::vector<std::vector<double>>& every_rank,
+                                std::size_t index) {
+  SlowestAndMean figures;
+  for (const std::vector<double>& values : every_rank) {
+    figures.slowest = std::max(figures.slowest, values[index]);
+    figures.mean += values[index] / static_cast<double>(every_rank.size());
+  }
+  return figures;
+}
+
 // The slowest rank's time over the ranks' mean, summed over phases: each rank passes its own
 // phase times, in the same order. Ranks that meet at every collective run at the pace of the
 // slowest, which jitter makes slower than the average.
 double slowest_over_mean(Communicator& comm, const std::vector<double>& mine) {
-  const int n = comm.size();
-  if (mine.empty() || n < 2) return 1.0;
+  if (mine.empty() || comm.size() < 2) return 1.0;
   const std::vector<std::vector<double>> all = values_of_every_rank(comm, mine);
   double slowest_s = 0, mean_s = 0;
   for (std::size_t i = 0; i < mine.size(); ++i) {
-    double slowest = 0, sum = 0;
-    for (int r = 0; r < n; ++r) {
-      slowest = std::max(slowest, all[r][i]);
-      sum += all[r][i];
-    }
-    slowest_s += slowest;
-    mean_s += sum / n;
+    const SlowestAndMean phase = slowest_and_mean(all, i);
+    slowest_s += phase.slowest;
+    mean_s += phase.mean;
   }
   return mean_s > 0 ? std::max(1.0, slowest_s / mean_s) : 1.0;
 }
@@ -346,8 +356,7 @@ double slowest_over_mean(Communicator& comm, const std::vector<double>& mine) {
 // pipeline group) wait for the slowest one's whole step, not phase by phase.
 double slowest_step_over_mean(Communicator& comm,
                               const std::vector<std::vector<StepMetrics::OperatorTiming>>& steps) {
-  const int n = comm.size();
-  if (steps.empty() || n < 2) return 1.0;
+  if (steps.empty() || comm.size() < 2) return 1.0;
   std::vector<double> mine;
   for (const auto& step : steps) {
     double total_s = 0;
@@ -357,12 +366,8 @@ double slowest_step_over_mean(Communicator& comm,
   const std::vector<std::vector<double>> all = values_of_every_rank(comm, mine);
   std::vector<double> ratios;
   for (std::size_t i = 0; i < mine.size(); ++i) {
-    double slowest = 0, sum = 0;
-    for (int r = 0; r < n; ++r) {
-      slowest = std::max(slowest, all[r][i]);
-      sum += all[r][i];
-    }
-    if (sum > 0) ratios.push_back(std::max(1.0, slowest * n / sum));
+    const SlowestAndMean step = slowest_and_mean(all, i);
+    if (step.mean > 0) ratios.push_back(std::max(1.0, step.slowest / step.mean));
   }
   return ratios.empty() ? 1.0 : median_of(ratios);
 }
