@@ -16,6 +16,7 @@
 #include "model/scenario.hpp"
 #include "model/units.hpp"
 #include "validate/calibration.hpp"
+#include "validate/calibration_report.hpp"
 #include "validate/device_kind.hpp"
 #include "validate/gpt_shape.hpp"
 #include "validate/rank_runner.hpp"

@@ -168,8 +168,6 @@ CalibrationResult calibrate(Communicator& communicator, const CalibrationOptions
 std::optional<CalibrationResult> run_calibration(int local_ranks,
                                                  const CalibrationOptions& options);
 
-Json calibration_report_json(const CalibrationResult& result);
-
 // Forward and backward compute of every operator of `shape` at `batch` rows per rank, summed by
 // operator kind (medians of `repetitions` steps after a warm-up): every rank computes at once,
 // each on a communicator of its own, so no collective runs beside it. Collective over `comm`.

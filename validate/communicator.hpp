@@ -104,6 +104,8 @@ struct CollectiveEvent {
 
 // Seconds on the steady clock, the time base of CollectiveEvent and StepMetrics.
 double steady_seconds();
+// Seconds on the steady clock from `start` until now.
+double seconds_since(std::chrono::steady_clock::time_point start);
 
 // Blocks until every handle's collective is done; returns the seconds of the wait that were
 // communication: from now until the last of them completed. On CPU ranks a thread woken by a

@@ -16,205 +16,10 @@
 #include "validate/gpt_operators.hpp"
 #include "validate/optimizer_step.hpp"
 #include "validate/stage_transfers.hpp"
+#include "validate/tensor_parallel.hpp"
 #include "validate/tensor_storage.hpp"
 
 namespace osdp::validate {
-namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-// How a canonical tensor is divided over the tensor-parallel ranks: whole, by rows (output
-// features of a column-parallel layer, vocabulary entries) or by columns (input features of a
-// row-parallel layer). QKV's rows are three blocks (Q, K, V), each divided by heads.
-struct TensorSplit {
-  enum class Kind { replicated, rows, columns } kind = Kind::replicated;
-  int blocks = 1;
-};
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-TensorSplit split_of(const std::string& name) {
-  using Kind = TensorSplit::Kind;
-  if (ends_with(name, "qkv.weight") || ends_with(name, "qkv.bias")) return {Kind::rows, 3};
-  if (ends_with(name, "fc.weight") || ends_with(name, "fc.bias")) return {Kind::rows, 1};
-  if (name == "embedding.token" || name == "head.weight") return {Kind::rows, 1};
-  if (ends_with(name, "proj.weight")) return {Kind::columns, 1};
-  return {};
-}
-
-at::Tensor shard_of(const at::Tensor& full, const TensorSplit& split, int rank, int ranks) {
-  switch (split.kind) {
-    case TensorSplit::Kind::replicated:
-      return full;
-    case TensorSplit::Kind::columns:
-      return full.chunk(ranks, 1)[rank];
-    case TensorSplit::Kind::rows: {
-      std::vector<at::Tensor> parts;
-      for (const at::Tensor& block : full.chunk(split.blocks, 0)) {
-        parts.push_back(block.chunk(ranks, 0)[rank]);
-      }
-      return at::cat(parts, 0);
-    }
-  }
-  return full;
-}
-
-// The inverse of shard_of: the canonical tensor from every rank's shard, in rank order.
-at::Tensor assemble(const std::vector<at::Tensor>& shards, const TensorSplit& split) {
-  switch (split.kind) {
-    case TensorSplit::Kind::replicated:
-      return shards.front();
-    case TensorSplit::Kind::columns:
-      return at::cat(shards, 1);
-    case TensorSplit::Kind::rows: {
-      std::vector<at::Tensor> blocks;
-      for (int block = 0; block < split.blocks; ++block) {
-        for (const at::Tensor& shard : shards)
-          blocks.push_back(shard.chunk(split.blocks, 0)[block]);
-      }
-      return at::cat(blocks, 0);
-    }
-  }
-  return shards.front();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// The sum over `group` of every rank's `value` (a copy; the ring buffer padded to a multiple of
-// the group's size).
-at::Tensor group_sum(Communicator& comm, const at::Tensor& value, const std::vector<int>& group) {
-  const int64_t n = value.numel();
-  const int64_t ranks = static_cast<int64_t>(group.size());
-  at::Tensor buffer = at::zeros({(n + ranks - 1) / ranks * ranks}, value.options());
-  buffer.narrow(0, 0, n).copy_(value.detach().reshape({-1}));
-  comm.run(CollectiveKind::all_reduce, buffer, group);
-  return buffer.narrow(0, 0, n).view(value.sizes()).clone();
-}
-
-// Sequence parallelism's collectives over a group of t ranks, on b x s x h activations whose
-// sequence is split in t contiguous parts, the group's i-th rank holding part i. The ring buffer
-// holds the parts one after another (chunk i is rank i's).
-// Every rank's part, joined into the whole sequence.
-at::Tensor sequence_all_gather(Communicator& comm, const at::Tensor& part,
-                               const std::vector<int>& group, int index) {
-  const int64_t t = static_cast<int64_t>(group.size());
-  const int64_t b = part.size(0);
-  const int64_t piece = part.size(1);
-  const int64_t h = part.size(2);
-  at::Tensor buffer = at::empty({t * part.numel()}, part.options());
-  buffer.narrow(0, index * part.numel(), part.numel()).copy_(part.detach().reshape({-1}));
-  comm.run(CollectiveKind::all_gather, buffer, group);
-  return buffer.view({t, b, piece, h}).permute({1, 0, 2, 3}).reshape({b, t * piece, h});
-}
-
-// The sum over the group of every rank's whole-sequence partial sum, this rank's part of it.
-at::Tensor sequence_reduce_scatter(Communicator& comm, const at::Tensor& partial,
-                                   const std::vector<int>& group, int index) {
-  const int64_t t = static_cast<int64_t>(group.size());
-  const int64_t b = partial.size(0);
-  const int64_t piece = partial.size(1) / t;
-  const int64_t h = partial.size(2);
-  // A copy in the ring's order (never a view of the partial, which autograd may hold).
-  at::Tensor buffer = at::empty({t, b, piece, h}, partial.options());
-  buffer.copy_(partial.detach().reshape({b, t, piece, h}).permute({1, 0, 2, 3}));
-  at::Tensor flat = buffer.view({-1});
-  comm.run(CollectiveKind::reduce_scatter, flat, group);
-  return flat.narrow(0, index * b * piece * h, b * piece * h).view({b, piece, h}).clone();
-}
-
-// A group's sums (and sequence parallelism's gathers and scatters), timed: the compute thread
-// waits for each one.
-struct TimedGroup {
-  Communicator* comm = nullptr;
-  std::vector<int> ranks;
-  double* wait_s = nullptr;
-  int index = 0;  // this rank's in `ranks`
-
-  at::Tensor sum(const at::Tensor& value) const {
-    return timed([&] { return group_sum(*comm, value, ranks); });
-  }
-  at::Tensor gather_sequence(const at::Tensor& part) const {
-    return timed([&] { return sequence_all_gather(*comm, part, ranks, index); });
-  }
-  at::Tensor scatter_sequence_sum(const at::Tensor& partial) const {
-    return timed([&] { return sequence_reduce_scatter(*comm, partial, ranks, index); });
-  }
-
- private:
-  template <typename Collective>
-  at::Tensor timed(Collective collective) const {
-    const auto start = std::chrono::steady_clock::now();
-    at::Tensor result = collective();
-    *wait_s += seconds_since(start);
-    return result;
-  }
-};
-
-const TimedGroup* timed_group_of(AutogradContext* context) {
-  return reinterpret_cast<const TimedGroup*>(context->saved_data["group"].toInt());
-}
-void keep_group(AutogradContext* context, const TimedGroup* group) {
-  context->saved_data["group"] = static_cast<int64_t>(reinterpret_cast<std::intptr_t>(group));
-}
-
-// Megatron-SP's g: this rank's part of the sequence from every rank's partial sums
-// (reduce-scatter) in forward; in backward the part's gradient from every rank's part
-// (all-gather): each rank's partial sum fed the whole sequence.
-struct ScatterSequenceSum : torch::autograd::Function<ScatterSequenceSum> {
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& partial,
-                            const TimedGroup* group) {
-    keep_group(context, group);
-    return group->scatter_sequence_sum(partial);
-  }
-  static variable_list backward(AutogradContext* context, variable_list gradients) {
-    return {timed_group_of(context)->gather_sequence(gradients[0]), at::Tensor()};
-  }
-};
-
-// Megatron-SP's f fused with the column-parallel linear after it: forward gathers the whole
-// sequence from every rank's part and multiplies; only this rank's part is kept for backward,
-// which gathers the whole again for the weight's gradient (Megatron's
-// LinearWithGradAccumulationAndAsyncCommunication): b x s x h / t saved instead of b x s x h,
-// one more all-gather per layer and pass. The input's gradient, a partial sum over the whole
-// sequence on each rank, is reduce-scattered to the parts.
-struct GatheredLinear : torch::autograd::Function<GatheredLinear> {
-  static at::Tensor forward(AutogradContext* context, const at::Tensor& part,
-                            const at::Tensor& weight, const TimedGroup* group) {
-    keep_group(context, group);
-    context->save_for_backward({part, weight});
-    return at::linear(group->gather_sequence(part), weight);
-  }
-  static variable_list backward(AutogradContext* context, variable_list gradients) {
-    const TimedGroup* group = timed_group_of(context);
-    const auto saved = context->get_saved_variables();
-    const at::Tensor& part = saved[0];
-    const at::Tensor& weight = saved[1];
-    const at::Tensor whole = group->gather_sequence(part);
-    const at::Tensor weight_gradient =
-        gradients[0].reshape({-1, weight.size(0)}).t().mm(whole.reshape({-1, weight.size(1)}));
-    const at::Tensor input_gradient = gradients[0].matmul(weight);
-    return {group->scatter_sequence_sum(input_gradient), weight_gradient, at::Tensor()};
-  }
-};
-
-// Megatron's g: the sum over the tensor-parallel group in forward, the gradient passed through
-// unchanged in backward (every rank's partial sum receives the whole output's gradient).
-struct SumInForward : torch::autograd::Function<SumInForward> {
-  static at::Tensor forward(AutogradContext*, const at::Tensor& partial, const TimedGroup* group) {
-    return group->sum(partial);
-  }
-  static variable_list backward(AutogradContext*, variable_list gradients) {
-    return {gradients[0], at::Tensor()};
-  }
-};
-
-}  // namespace
 
 bool tensor_degree_fits(const GptShape& shape, int tensor_degree) {
   return tensor_degree >= 1 && shape.heads % tensor_degree == 0 &&
@@ -407,10 +212,11 @@ struct ParallelGpt::Impl {
       canonical.emplace_back(name, tensor.sizes().vec());
       const int chunk = chunk_of(name);
       if (chunk % stages != stage) continue;
-      at::Tensor leaf = shard_of(tensor, split_of(name), coordinates.tensor, tensor_ranks)
-                            .detach()
-                            .clone()
-                            .set_requires_grad(true);
+      at::Tensor leaf =
+          tensor_shard_of(tensor, tensor_split_of(name), coordinates.tensor, tensor_ranks)
+              .detach()
+              .clone()
+              .set_requires_grad(true);
       OperatorUnit unit = unit_of(name);
       if (units.empty() || units.back().prefix != unit.prefix) {
         units_of_chunk[chunk / stages].push_back(static_cast<int>(units.size()));
@@ -561,11 +367,7 @@ struct ParallelGpt::Impl {
   // tensor rank, is summed over the group in backward.
   at::Tensor into_tensor_parallel(const at::Tensor& x) {
     if (tensor_ranks == 1) return x;
-    // A checkpointed forward runs without a graph: no gradient to sum.
-    if (!x.requires_grad() || !at::GradMode::is_enabled()) return x;
-    at::Tensor copy = x.clone();
-    copy.register_hook([this](at::Tensor gradient) { return tensor_sums.sum(gradient); });
-    return copy;
+    return copy_to_tensor_parallel(x, &tensor_sums);
   }
 
   // A column-parallel linear (QKV, the MLP's first, the head) on the activation x: under
@@ -574,7 +376,7 @@ struct ParallelGpt::Impl {
   at::Tensor column_linear(const at::Tensor& x, const at::Tensor& weight,
                            const at::Tensor& bias = {}) {
     if (sequence_parallel()) {
-      const at::Tensor product = GatheredLinear::apply(x, weight, &tensor_sums);
+      const at::Tensor product = gathered_column_linear(x, weight, &tensor_sums);
       return bias.defined() ? product + bias : product;
     }
     return at::linear(into_tensor_parallel(x), weight, bias);
@@ -582,14 +384,14 @@ struct ParallelGpt::Impl {
 
   at::Tensor sum_over_tensor_parallel(const at::Tensor& partial) {
     if (tensor_ranks == 1) return partial;
-    return SumInForward::apply(partial, &tensor_sums);
+    return sum_from_tensor_parallel(partial, &tensor_sums);
   }
 
   // After a row-parallel layer (and the vocabulary-parallel embedding): the partial sums'
   // total, whole (all-reduce), or under sequence parallelism this rank's part of the sequence
   // (reduce-scatter).
   at::Tensor sum_into_activation(const at::Tensor& partial) {
-    if (sequence_parallel()) return ScatterSequenceSum::apply(partial, &tensor_sums);
+    if (sequence_parallel()) return scatter_sum_to_sequence_parallel(partial, &tensor_sums);
     return sum_over_tensor_parallel(partial);
   }
 
@@ -1042,7 +844,8 @@ struct ParallelGpt::Impl {
       const int64_t first = data_index() * chunk;
       int64_t offset = 0;
       for (int leaf : unit.leaves) {
-        const bool replicated = split_of(local[leaf].first).kind == TensorSplit::Kind::replicated;
+        const bool replicated =
+            tensor_split_of(local[leaf].first).kind == TensorSplit::Kind::replicated;
         const int64_t numel = c10::multiply_integers(local_sizes[leaf]);
         const int64_t begin = std::max(offset, first);
         const int64_t end = std::min(offset + numel, first + chunk);
@@ -1131,7 +934,7 @@ struct ParallelGpt::Impl {
       at::Tensor whole = at::zeros(sizes);
       if (owner == stage) {
         const at::Tensor shard = parameter(name).detach();
-        const TensorSplit split = split_of(name);
+        const TensorSplit split = tensor_split_of(name);
         if (tensor_ranks == 1 || split.kind == TensorSplit::Kind::replicated) {
           whole = shard.clone();
         } else {
@@ -1143,7 +946,7 @@ struct ParallelGpt::Impl {
           for (int t = 0; t < tensor_ranks; ++t) {
             shards.push_back(gathered.narrow(0, t * n, n).view(shard.sizes()));
           }
-          whole = assemble(shards, split);
+          whole = assemble_tensor_shards(shards, split);
         }
       }
       // The owning stage's value reaches the others (they add zeros: exact).

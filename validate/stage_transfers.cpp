@@ -5,14 +5,6 @@
 #include <stdexcept>
 
 namespace osdp::validate {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
 StageTransfers::StageTransfers(Communicator& communicator, StageTransferSetup setup, double& wait_s)
     : communicator_(communicator), setup_(std::move(setup)), wait_s_(wait_s) {
   expected_from_.resize(setup_.stages);
