@@ -106,6 +106,16 @@ std::vector<StageFigures> measured_stages(const PlanRun& plan, const PlanMeasure
   return stages;
 }
 
+}  // namespace
+
+double ComparisonRow::time_error_percent() const {
+  return percent_error(simulated_iteration_time_s, measured_iteration_time_s);
+}
+
+double ComparisonRow::memory_error_percent() const {
+  return percent_error(simulated_peak_memory_bytes, measured_peak_memory_bytes);
+}
+
 // ComparisonRow::measured_exposed_communication_s: in each measured iteration, per group of
 // ranks that run the same passes the least wait (a rank that computed slower made the others
 // wait for it: their extra wait is its compute, not communication), the most over the groups
@@ -145,20 +155,14 @@ Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement
   return spread_of(std::move(critical_steps_s));
 }
 
-}  // namespace
-
-double ComparisonRow::time_error_percent() const {
-  return percent_error(simulated_iteration_time_s, measured_iteration_time_s);
-}
-
-double ComparisonRow::memory_error_percent() const {
-  return percent_error(simulated_peak_memory_bytes, measured_peak_memory_bytes);
+bool exposed_within_target(double figure_s, double measured_s) {
+  const double difference_s = std::abs(figure_s - measured_s);
+  return difference_s <= 0.005 || difference_s <= 0.3 * measured_s;
 }
 
 bool ComparisonRow::exposed_within_target() const {
-  const double difference_s =
-      std::abs(simulated_exposed_communication_s - measured_exposed_communication_s);
-  return difference_s <= 0.005 || difference_s <= 0.3 * measured_exposed_communication_s;
+  return validate::exposed_within_target(simulated_exposed_communication_s,
+                                         measured_exposed_communication_s);
 }
 
 double Comparison::median_abs_time_error_percent() const {

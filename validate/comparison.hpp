@@ -78,6 +78,14 @@ struct Comparison {
   double median_abs_memory_error_percent() const;
 };
 
+// ComparisonRow::measured_exposed_communication_s of one plan's measurement, with its middle
+// half over the steps.
+Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement& measurement);
+
+// The validation's target for exposed communication: `figure_s` within 30 % or 5 ms of
+// `measured_s`.
+bool exposed_within_target(double figure_s, double measured_s);
+
 Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
                    const std::vector<PlanMeasurement>& measurements,
                    const std::vector<SimulatedFigures>& simulated, const std::string& simulator);
