@@ -2,7 +2,8 @@
 // simulation, and compares time and peak memory. This process chooses and checks the plans and
 // simulates them; osdp-runtime (which loads libtorch) trains them and reports the figures.
 //   osdp validate SCENARIO (--plan PLAN.json | --strategies osdp,ddp,fsdp,zero2) [--ranks N]
-//                 [--cluster CALIBRATED.json] [--batch B] [--json] [--out DIR]
+//                 [--cluster CALIBRATED.json] [--batch B] [--iterations N] [--rounds R]
+//                 [--json] [--out DIR]
 // Without torchrun-style variables it forks its N local ranks itself; under torchrun, Slurm or
 // mpirun every process is one rank and rank 0 reports.
 #include <fmt/format.h>
@@ -43,6 +44,8 @@ struct ValidateOptions {
   std::string layouts;
   int ranks = 0;
   int batch = 0;
+  int iterations = 0;  // 0: the scenario's
+  int rounds = 0;      // 0: the scenario's, at most the iterations
   bool json = false;
   std::string out;
 };
@@ -190,6 +193,16 @@ int run(const ValidateOptions& options) {
   const validate::GptShape shape = validate::require_gpt_shape(*scenario, scenario->file);
   validate::ValidationOptions validation = validate::read_validation_options(*scenario);
   if (options.batch > 0) validation.batch_size = options.batch;
+  if (options.iterations > 0) {
+    validation.iterations = options.iterations;
+    if (options.rounds == 0) validation.rounds = std::min(validation.rounds, options.iterations);
+  }
+  if (options.rounds > 0) validation.rounds = options.rounds;
+  if (validation.rounds > validation.iterations) {
+    throw InputError(
+        "command line", "--rounds", std::to_string(validation.rounds),
+        fmt::format("at most as many rounds as measured iterations ({})", validation.iterations));
+  }
   const auto environment = validate::rank_from_environment();
   const int ranks = environment ? environment->world_size
                                 : (options.ranks > 0 ? options.ranks : scenario->cluster.ranks);
@@ -362,6 +375,14 @@ Subcommand add_validate_command(CLI::App& root) {
                   "validation.batch_size, "
                   "else 4)")
       ->check(CLI::Range(1, 1 << 16));
+  app->add_option("--iterations", options->iterations,
+                  "Measured iterations per plan (default: the scenario's validation.iterations, "
+                  "else 9): more steps steady the medians of waits that move from step to step")
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--rounds", options->rounds,
+                  "Rounds the plans take turns in, at most the iterations (default: the "
+                  "scenario's validation.rounds, else 3)")
+      ->check(CLI::Range(1, 1000));
   app->add_flag("--json", options->json, "Print the comparison as JSON");
   app->add_option("--out", options->out,
                   "Write validation.csv, validation.json, plans, traces, plot");
