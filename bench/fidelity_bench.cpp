@@ -10,7 +10,8 @@
 // adds scenarios/local-cpu-{deep,wide,long}.json, which none of `osdp calibrate`'s probe shapes
 // is) are run one after the other, each against the targets, then all their plans pooled. Exit
 // 0 when all hold, 1 when one misses, 2 on bad input.
-//   fidelity_bench [SCENARIO...] [--unseen] [--cluster CLUSTER.json] [--out DIR]
+//   fidelity_bench [SCENARIO...] [--unseen] [--cluster CLUSTER.json] [--iterations N] [--out DIR]
+// (--iterations: measured iterations per plan instead of the scenarios'.)
 // (default scenario: scenarios/local-cpu.json; with several, DIR/<scenario name>/ each.)
 #include <fmt/format.h>
 
@@ -59,15 +60,20 @@ struct ScenarioFidelity {
 };
 
 // Runs and simulates the six plans of one scenario; nullopt on a rank other than 0 (torchrun).
+// `iterations` > 0 replaces the scenario's measured iterations per plan (rounds at most that).
 std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
                                              const std::string& cluster_path,
-                                             const std::string& out) {
+                                             const std::string& out, int iterations) {
   Scenario scenario = load_scenario(scenario_path);
   if (!cluster_path.empty()) {
     scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
   }
   const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
   validate::ValidationOptions options = validate::read_validation_options(scenario);
+  if (iterations > 0) {
+    options.iterations = iterations;
+    options.rounds = std::min(options.rounds, iterations);
+  }
   validate::set_speed_probe(options, scenario.cluster);
   const CostModel model = scenario.cost_model();
   const Workload& workload = *scenario.workload;
@@ -199,10 +205,23 @@ int main(int argc, char** argv) {
   std::string cluster_path;
   std::string out;
   bool unseen = false;
+  int iterations = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     if ((argument == "--cluster" || argument == "--out") && i + 1 < argc) {
       (argument == "--cluster" ? cluster_path : out) = argv[++i];
+    } else if (argument == "--iterations" && i + 1 < argc) {
+      const std::string value = argv[++i];
+      const bool digits = !value.empty() && value.size() <= 6 &&
+                          value.find_first_not_of("0123456789") == std::string::npos;
+      iterations = digits ? std::stoi(value) : 0;
+      if (iterations < 1) {
+        std::fprintf(stderr,
+                     "fidelity_bench: --iterations: got \"%s\": expected a count of "
+                     "measured iterations from 1 to 999999\n",
+                     value.c_str());
+        return 2;
+      }
     } else if (argument == "--unseen") {
       unseen = true;
     } else if (!argument.empty() && argument[0] != '-') {
@@ -210,7 +229,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: fidelity_bench [SCENARIO...] [--unseen] [--cluster CLUSTER.json] "
-                   "[--out DIR]\n");
+                   "[--iterations N] [--out DIR]\n");
       return 2;
     }
   }
@@ -227,7 +246,7 @@ int main(int argc, char** argv) {
           out.empty() || scenario_paths.size() == 1
               ? out
               : out + "/" + std::filesystem::path(path).stem().string();
-      const auto figures = run_scenario(path, cluster_path, scenario_out);
+      const auto figures = run_scenario(path, cluster_path, scenario_out, iterations);
       if (!figures) return 0;  // not rank 0 under torchrun
       all.push_back(*figures);
       if (scenario_paths.size() > 1) fmt::print("\n");

@@ -9,6 +9,8 @@
 #      of calibrate's probe shapes is (scenarios/local-cpu-{deep,wide,long}.json);
 #   6. osdp validate scenarios/local-cpu-3d.json --cluster C.json --json: the tensor, pipeline
 #      and 3D + OSDP layouts on real ranks beside the data-parallel plans.
+# OSDP_FIDELITY_ITERATIONS=N measures N iterations per plan in every step instead of the
+# scenarios' (9): steadier medians of the waits, three times the time at 27.
 # Prints one summary line per step (median and largest |time error|, median |peak memory
 # error|, the machine's load) and keeps every output in the directory given (default: a new one
 # under /tmp). Run it on a quiet machine: a compiler beside it is measured too.
@@ -61,27 +63,31 @@ print(line)
 EOF
 }
 
+steps=()
+if [ -n "${OSDP_FIDELITY_ITERATIONS:-}" ]; then steps=(--iterations "$OSDP_FIDELITY_ITERATIONS"); fi
+
 for round in $(seq 1 "$rounds"); do
   dir="$out/round$round"
   mkdir -p "$dir"
-  "$bench" --out "$dir/shipped" > "$dir/shipped.txt" 2>&1 || true
+  "$bench" "${steps[@]}" --out "$dir/shipped" > "$dir/shipped.txt" 2>&1 || true
   echo "round $round, shipped cluster, fidelity_bench: $(summarize "$dir/shipped/fidelity.json")"
   grep -h "machine load\|compute alone" "$dir/shipped.txt" | sed 's/^/    /' || true
   "$osdp" calibrate --ranks 2 --out "$dir/C.json" > "$dir/calibrate.txt" 2>&1
-  "$bench" --cluster "$dir/C.json" --out "$dir/fresh" > "$dir/fresh.txt" 2>&1 || true
+  "$bench" "${steps[@]}" --cluster "$dir/C.json" --out "$dir/fresh" > "$dir/fresh.txt" 2>&1 || true
   echo "round $round, fresh calibration, fidelity_bench: $(summarize "$dir/fresh/fidelity.json")"
   grep -h "machine load\|compute alone\|speed reference" "$dir/fresh.txt" | sed 's/^/    /' || true
   "$osdp" validate scenarios/local-cpu.json --cluster "$dir/C.json" \
-    --strategies osdp,ddp,fsdp,zero2 --ranks 2 --json > "$dir/validate.json"
+    --strategies osdp,ddp,fsdp,zero2 --ranks 2 "${steps[@]}" --json > "$dir/validate.json"
   echo "round $round, fresh calibration, validate: $(summarize "$dir/validate.json")"
-  "$bench" --unseen --cluster "$dir/C.json" --out "$dir/unseen" > "$dir/unseen.txt" 2>&1 || true
+  "$bench" "${steps[@]}" --unseen --cluster "$dir/C.json" --out "$dir/unseen" > "$dir/unseen.txt" 2>&1 || true
   for model in deep wide long; do
     echo "round $round, fresh calibration, unseen $model: $(summarize "$dir/unseen/local-cpu-$model/fidelity.json")"
   done
   grep -h "^  all " "$dir/unseen.txt" | sed "s/^  all */round $round, unseen models pooled: /" || true
   grep -h "^  all, speed-rescaled" "$dir/unseen.txt" |
     sed "s/^  all, speed-rescaled */round $round, unseen models pooled, speed-rescaled: /" || true
-  "$osdp" validate scenarios/local-cpu-3d.json --cluster "$dir/C.json" --json > "$dir/validate-3d.json"
+  "$osdp" validate scenarios/local-cpu-3d.json --cluster "$dir/C.json" "${steps[@]}" --json \
+    > "$dir/validate-3d.json"
   echo "round $round, fresh calibration, validate 3D layouts: $(summarize "$dir/validate-3d.json")"
 done
 echo "outputs in $out"
