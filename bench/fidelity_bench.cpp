@@ -70,10 +70,7 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
   }
   const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
   validate::ValidationOptions options = validate::read_validation_options(scenario);
-  if (iterations > 0) {
-    options.iterations = iterations;
-    options.rounds = std::min(options.rounds, iterations);
-  }
+  validate::override_measured_iterations(options, iterations, 0);
   validate::set_speed_probe(options, scenario.cluster);
   const CostModel model = scenario.cost_model();
   const Workload& workload = *scenario.workload;
@@ -278,16 +275,13 @@ int main(int argc, char** argv) {
           "error| {:>4.1f} % over {} plans\n",
           "all", pooled.median_abs_time_error_percent(), pooled.max_abs_time_error_percent(),
           pooled.median_abs_memory_error_percent(), pooled.rows.size());
-      int exposed_within = 0;
-      for (const validate::ComparisonRow& row : pooled.rows) {
-        exposed_within += row.exposed_within_target() ? 1 : 0;
-      }
       const auto repeats = std::count_if(
           all.begin(), all.end(), [](const ScenarioFidelity& f) { return f.exposed_repeats; });
       fmt::print(
           "  {:<24} simulated within 30 % or 5 ms of the measured in {} of {} plans; the repeated "
           "plan's two measurements within it of each other in {} of {} scenarios\n",
-          "exposed communication", exposed_within, pooled.rows.size(), repeats, all.size());
+          "exposed communication", pooled.plans_with_exposed_within_target(), pooled.rows.size(),
+          repeats, all.size());
       if (every_rescaled) {
         fmt::print(
             "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %) with each scenario's laws "

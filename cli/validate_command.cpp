@@ -193,16 +193,7 @@ int run(const ValidateOptions& options) {
   const validate::GptShape shape = validate::require_gpt_shape(*scenario, scenario->file);
   validate::ValidationOptions validation = validate::read_validation_options(*scenario);
   if (options.batch > 0) validation.batch_size = options.batch;
-  if (options.iterations > 0) {
-    validation.iterations = options.iterations;
-    if (options.rounds == 0) validation.rounds = std::min(validation.rounds, options.iterations);
-  }
-  if (options.rounds > 0) validation.rounds = options.rounds;
-  if (validation.rounds > validation.iterations) {
-    throw InputError(
-        "command line", "--rounds", std::to_string(validation.rounds),
-        fmt::format("at most as many rounds as measured iterations ({})", validation.iterations));
-  }
+  validate::override_measured_iterations(validation, options.iterations, options.rounds);
   const auto environment = validate::rank_from_environment();
   const int ranks = environment ? environment->world_size
                                 : (options.ranks > 0 ? options.ranks : scenario->cluster.ranks);

@@ -183,6 +183,12 @@ double Comparison::median_abs_memory_error_percent() const {
   return median_abs(errors);
 }
 
+int Comparison::plans_with_exposed_within_target() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const ComparisonRow& row) {
+    return row.exposed_within_target();
+  }));
+}
+
 Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
                    const std::vector<PlanMeasurement>& measurements,
                    const std::vector<SimulatedFigures>& simulated, const std::string& simulator) {
@@ -247,9 +253,7 @@ std::string comparison_table(const Comparison& comparison) {
       "{:<{}} {:>9} {:>10} {:>15} {:>10} {:>8} {:>11} {:>13} {:>11} {:>11} {:>11} {:>8}\n", "",
       name_width, "per rank", "time ms", "ms", "time ms", "%", "exposed ms", "ms", "exposed ms",
       "peak MiB", "peak MiB", "%");
-  int exposed_within = 0;
   for (const auto& row : comparison.rows) {
-    exposed_within += row.exposed_within_target() ? 1 : 0;
     out << fmt::format(
         "{:<{}} {:>9} {:>10.2f} {:>15} {:>10.2f} {:>+8.1f} {:>11.1f} {:>13} {:>11.1f} {:>11} "
         "{:>11} {:>+8.1f}  {}\n",
@@ -279,7 +283,7 @@ std::string comparison_table(const Comparison& comparison) {
   out << fmt::format(
       "exposed communication (the critical rank's wait a step): simulated within 30 % or 5 ms of "
       "the measured median in {} of {} plans\n",
-      exposed_within, comparison.rows.size());
+      comparison.plans_with_exposed_within_target(), comparison.rows.size());
   return out.str();
 }
 

@@ -76,6 +76,8 @@ struct Comparison {
   double median_abs_time_error_percent() const;
   double max_abs_time_error_percent() const;
   double median_abs_memory_error_percent() const;
+  // Rows whose simulated exposed communication is within the target (exposed_within_target).
+  int plans_with_exposed_within_target() const;
 };
 
 // ComparisonRow::measured_exposed_communication_s of one plan's measurement, with its middle

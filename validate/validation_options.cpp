@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/input_error.hpp"
 #include "validate/runtime_request.hpp"
 
 namespace osdp::validate {
@@ -88,6 +89,19 @@ ValidationOptions read_validation_options(const Scenario& scenario) {
     }
   }
   return options;
+}
+
+void override_measured_iterations(ValidationOptions& options, int iterations, int rounds) {
+  if (iterations > 0) {
+    options.iterations = iterations;
+    if (rounds <= 0) options.rounds = std::min(options.rounds, iterations);
+  }
+  if (rounds > 0) options.rounds = rounds;
+  if (options.rounds > options.iterations) {
+    throw InputError("command line", "--rounds", std::to_string(options.rounds),
+                     "at most as many rounds as measured iterations (" +
+                         std::to_string(options.iterations) + ")");
+  }
 }
 
 void set_speed_probe(ValidationOptions& options, const Cluster& cluster) {

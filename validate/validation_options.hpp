@@ -55,6 +55,10 @@ struct ValidationOptions {
 };
 
 ValidationOptions read_validation_options(const Scenario& scenario);
+// The command line's measured iterations (`iterations` > 0) and rounds (`rounds` > 0) in place
+// of the scenario's; new iterations without rounds keep the rounds at most the iterations.
+// Throws InputError on `--rounds` when the rounds exceed the iterations.
+void override_measured_iterations(ValidationOptions& options, int iterations, int rounds);
 // The cluster's speed reference probe (model/cluster.hpp SpeedReference) into the options'
 // speed_probe and its batch size; none without one.
 void set_speed_probe(ValidationOptions& options, const Cluster& cluster);
