@@ -9,11 +9,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 at::Tensor sequence_all_gather(Communicator& comm, const at::Tensor& part,
                                const std::vector<int>& group, int index) {
   const int64_t t = static_cast<int64_t>(group.size());
@@ -105,10 +100,10 @@ struct SumInForward : torch::autograd::Function<SumInForward> {
 
 TensorSplit tensor_split_of(const std::string& name) {
   using Kind = TensorSplit::Kind;
-  if (ends_with(name, "qkv.weight") || ends_with(name, "qkv.bias")) return {Kind::rows, 3};
-  if (ends_with(name, "fc.weight") || ends_with(name, "fc.bias")) return {Kind::rows, 1};
+  if (name.ends_with("qkv.weight") || name.ends_with("qkv.bias")) return {Kind::rows, 3};
+  if (name.ends_with("fc.weight") || name.ends_with("fc.bias")) return {Kind::rows, 1};
   if (name == "embedding.token" || name == "head.weight") return {Kind::rows, 1};
-  if (ends_with(name, "proj.weight")) return {Kind::columns, 1};
+  if (name.ends_with("proj.weight")) return {Kind::columns, 1};
   return {};
 }
 

@@ -10,10 +10,6 @@ namespace {
 
 const GptShape shape{2, 64, 4, 16, 128};  // 2 layers, hidden 64, 4 heads, sequence 16, vocab 128
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("tensor parallel: every parameter's shards assemble to it, and split its elements",
@@ -56,7 +52,7 @@ TEST_CASE(
     } else if (name.find("proj.weight") != std::string::npos) {
       CHECK(split.kind == Kind::columns);
     } else {
-      CHECK((starts_with(name, "embedding.position") || name.find("ln.") != std::string::npos ||
+      CHECK((name.starts_with("embedding.position") || name.find("ln.") != std::string::npos ||
              name.find("proj.bias") != std::string::npos));
       CHECK(split.kind == Kind::replicated);
     }
