@@ -159,6 +159,7 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
                       {"iteration_time_s", {first_s, again_s}},
                       {"exposed_communication_s", {first_exposed.median_s, again_exposed.median_s}},
                       {"exposed_within_target", exposed_repeats}};
+    json["measurements"] = validate::measurements_to_json(*measurements);
     write_file_atomically(out + "/fidelity.csv", validate::comparison_csv(comparison));
     write_file_atomically(out + "/fidelity.json", json.dump(2));
     fmt::print("{}\n", validate::plot_predicted_vs_measured(out + "/fidelity.csv",

@@ -144,7 +144,7 @@ Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement
   if (!per_step) {
     const double critical_s =
         critical_at([](const RankFigures& figures) { return figures.exposed_communication_s; });
-    return {critical_s, critical_s, critical_s};
+    return {critical_s, critical_s, critical_s, critical_s};
   }
   std::vector<double> critical_steps_s;
   for (std::size_t step = 0; step < steps; ++step) {
@@ -375,6 +375,7 @@ Json comparison_json(const Comparison& comparison) {
          {"measured_iteration_time_q3_s", row.measured_spread.third_quartile_s},
          {"measured_exposed_communication_q1_s", row.measured_exposed_spread.first_quartile_s},
          {"measured_exposed_communication_q3_s", row.measured_exposed_spread.third_quartile_s},
+         {"measured_exposed_communication_mean_s", row.measured_exposed_spread.mean_s},
          {"exposed_within_target", row.exposed_within_target()},
          {"stages", std::move(stages)}});
   }

@@ -44,7 +44,10 @@ Spread spread_of(std::vector<double> times_s) {
     const double weight = position - static_cast<double>(below);
     return times_s[below] * (1.0 - weight) + times_s[above] * weight;
   };
-  return {quantile(0.25), quantile(0.5), quantile(0.75)};
+  double sum_s = 0;
+  for (double time_s : times_s) sum_s += time_s;
+  return {quantile(0.25), quantile(0.5), quantile(0.75),
+          sum_s / static_cast<double>(times_s.size())};
 }
 
 double median_of(std::vector<double> values) { return spread_of(std::move(values)).median_s; }

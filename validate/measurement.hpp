@@ -40,6 +40,9 @@ struct Spread {
   double first_quartile_s = 0;
   double median_s = 0;
   double third_quartile_s = 0;
+  // The mean: what a law fitted to mean times (the calibration's, which keeps the tail of
+  // slow wake-ups) predicts.
+  double mean_s = 0;
   // Whether the two middle halves share any time: then the runs cannot order the two plans.
   bool overlaps(const Spread& other) const {
     return first_quartile_s <= other.third_quartile_s && other.first_quartile_s <= third_quartile_s;

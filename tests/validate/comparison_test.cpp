@@ -121,6 +121,9 @@ TEST_CASE("comparison: exposed communication per iteration, the rank that set th
   CHECK(comparison_csv(comparison).find(",0.002,0.004,1\n") != std::string::npos);
   CHECK(comparison_json(comparison)["plans"][0]["measured_exposed_communication_q3_s"] ==
         Approx(0.004));
+  // And the mean of the critical waits (4 + 2 + 1 + 3 + 20) / 5 = 6 ms in the JSON.
+  CHECK(comparison_json(comparison)["plans"][0]["measured_exposed_communication_mean_s"] ==
+        Approx(0.006));
   // Simulated 3 ms against the measured 3 ms: within the target.
   CHECK(comparison.rows[0].exposed_within_target());
   CHECK(comparison_table(comparison).find("median in 1 of 1 plans") != std::string::npos);
@@ -208,6 +211,12 @@ TEST_CASE("spread: quartiles of the measured iterations", "[validate][comparison
   CHECK(spread_of({1.0, 2.0}).first_quartile_s == Approx(1.25));
   CHECK(spread.overlaps(spread_of({3.0, 4.5, 6.0})));  // middle half 3.75-5.25
   CHECK_FALSE(spread.overlaps(spread_of({4.5, 5.0, 6.0})));
+  // The mean keeps a heavy tail that the median drops.
+  CHECK(spread.mean_s == Approx(3.0));
+  const Spread tailed = spread_of({1.0, 1.0, 1.0, 9.0});
+  CHECK(tailed.median_s == Approx(1.0));
+  CHECK(tailed.mean_s == Approx(3.0));
+  CHECK(spread_of({}).mean_s == 0.0);
 }
 
 TEST_CASE("ranking: plans whose middle halves overlap are ties", "[validate][comparison]") {
