@@ -15,6 +15,7 @@
 #include "validate/counting_allocator.hpp"
 #include "validate/gpt_operators.hpp"
 #include "validate/optimizer_step.hpp"
+#include "validate/stage_data_parallel.hpp"
 #include "validate/stage_transfers.hpp"
 #include "validate/tensor_parallel.hpp"
 #include "validate/tensor_storage.hpp"
@@ -71,49 +72,6 @@ std::vector<ChunkLayers> split_layers(const GptShape& shape, int chunks,
 
 namespace {
 
-// One operator of the GPT as the 3D model counts them (the embedding, a layer's attention, its
-// MLP, the head with the loss): the unit a pass runs through, and the unit whose parameters are
-// sharded, gathered and whose gradients are reduce-scattered together (under z2, or ZDP).
-struct OperatorUnit {
-  enum class Kind { embedding, attention, mlp, head } kind = Kind::embedding;
-  int layer = -1;
-  std::string prefix;       // of its parameters' names: "embedding.", "layer2.mlp.", ...
-  std::vector<int> leaves;  // its parameters: indices into the rank's local tensors
-  // Its parameters sharded over the data-parallel group: every operator under z2, a ZDP layer's
-  // under any mode (the others then in dp's or z1's flat bucket).
-  bool sharded = false;
-  // Sharded only. The flat parameters, padded to a multiple of d: this rank's 1/d, what the
-  // optimizer updates (its gradient the reduce-scattered accumulator); while gathered a view of
-  // the whole.
-  int64_t padded_numel = 0;
-  at::Tensor shard;
-  // Whole: z2 from before the first micro-batch to the last backward; a ZDP unit (every_pass)
-  // only during each pass, its storage freed between passes (the leaves, views of it, stay the
-  // same objects, which autograd's saved tensors share).
-  at::Tensor gathered;
-  bool every_pass = false;
-  CommHandle pass_gather;    // a ZDP unit's all-gather for its next pass, in flight
-  at::Tensor gradient_flat;  // one micro-batch's whole gradient, until it is reduce-scattered
-};
-
-OperatorUnit unit_of(const std::string& name) {
-  OperatorUnit unit;
-  if (name.rfind("embedding.", 0) == 0) {
-    unit.prefix = "embedding.";
-  } else if (name.rfind("head.", 0) == 0) {
-    unit.kind = OperatorUnit::Kind::head;
-    unit.prefix = "head.";
-  } else {
-    // "layer<L>.attention.<tensor>" or "layer<L>.mlp.<tensor>"
-    const std::size_t layer_end = name.find('.');
-    unit.layer = std::stoi(name.substr(5, layer_end - 5));
-    unit.prefix = name.substr(0, name.find('.', layer_end + 1) + 1);
-    unit.kind =
-        unit.prefix.ends_with(".mlp.") ? OperatorUnit::Kind::mlp : OperatorUnit::Kind::attention;
-  }
-  return unit;
-}
-
 // A pass through one operator, kept from its forward to its backward: its input as a leaf (the
 // gradient the previous operator's backward needs lands in it) and its output.
 struct OperatorPass {
@@ -146,17 +104,9 @@ struct ParallelGpt::Impl {
   std::vector<int> pipeline_group;  // one rank per stage, in stage order
   // The canonical parameters' names and shapes, in order; this rank's shards of its chunks'.
   std::vector<std::pair<std::string, std::vector<int64_t>>> canonical;
-  NamedTensors local;
-  std::vector<std::vector<int64_t>> local_sizes;  // of each (z2 releases them between steps)
-  std::vector<OperatorUnit> units;                // this rank's operators, in model order
-  std::vector<std::vector<int>> units_of_chunk;   // per local chunk (c / p), in model order
-  // The leaves of the units not sharded (all of them with one data-parallel rank), in order:
-  // dp's and z1's flat bucket.
-  std::vector<int> bucket_leaves;
-  at::Tensor gradient_bucket;   // dp and z1: the bucket leaves' gradients, flat
-  at::Tensor parameter_buffer;  // z1: the bucket leaves, flat (the leaves are views of it)
-  at::Tensor optimizer_shard;   // z1: this rank's chunk of it, what the optimizer updates
-  std::vector<CommHandle> gradient_reductions;  // sharded units' reduce-scatters in flight
+  StageParameters stage_parameters;              // this rank's, grouped by operator
+  std::vector<std::vector<int>> units_of_chunk;  // per local chunk (c / p), in model order
+  std::unique_ptr<StageDataParallel> data_parallel;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 
   Impl(const GptShape& shape_in, const ParallelLayout& layout_in, Communicator& comm_in,
@@ -174,36 +124,14 @@ struct ParallelGpt::Impl {
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
     tensor_sums = {&comm, tensor_group, &tensor_wait_s, group_index(tensor_group, comm.rank())};
     take_local_parameters(initial);
-    mark_sharded_units();
-    // The optimizer updates the sharded units' shards and the bucket's parameters (z1: this
-    // rank's chunk of them); Adam is elementwise, so their split does not change the update.
-    std::vector<at::Tensor> updated = shard_operator_parameters();
-    if (sharded_optimizer()) {
-      share_flat_parameters();
-      updated.push_back(optimizer_shard);
-    } else {
-      for (int leaf : bucket_leaves) updated.push_back(local[leaf].second);
-    }
+    data_parallel = std::make_unique<StageDataParallel>(stage_parameters, comm, data_group,
+                                                        options.data_parallel_mode,
+                                                        options.zdp_layers, communication_wait_s);
+    const std::vector<at::Tensor> updated = data_parallel->optimizer_parameters();
     optimizer = make_torch_optimizer(updated, options.adam);
   }
 
   int chunks() const { return stages * chunks_per_stage; }
-
-  // Which units shard their parameters (z2: all; a ZDP layer's attention and MLP under any mode)
-  // and which leaves the bucket holds; with one data-parallel rank nothing is sharded.
-  void mark_sharded_units() {
-    const bool sharding = data_group.size() > 1;
-    for (OperatorUnit& unit : units) {
-      unit.every_pass = sharding && unit.layer >= 0 &&
-                        std::find(options.zdp_layers.begin(), options.zdp_layers.end(),
-                                  unit.layer) != options.zdp_layers.end();
-      unit.sharded = sharding && (options.data_parallel_mode == Mode::z2 || unit.every_pass);
-      if (!unit.sharded)
-        bucket_leaves.insert(bucket_leaves.end(), unit.leaves.begin(), unit.leaves.end());
-    }
-    // The bucket in the local tensors' order (units are, and their leaves within them).
-    std::sort(bucket_leaves.begin(), bucket_leaves.end());
-  }
 
   // This rank's tensor-parallel shards of its chunks' parameters, grouped by operator.
   void take_local_parameters(const NamedTensors& initial) {
@@ -217,60 +145,16 @@ struct ParallelGpt::Impl {
               .detach()
               .clone()
               .set_requires_grad(true);
-      OperatorUnit unit = unit_of(name);
-      if (units.empty() || units.back().prefix != unit.prefix) {
-        units_of_chunk[chunk / stages].push_back(static_cast<int>(units.size()));
-        units.push_back(std::move(unit));
+      std::vector<StageOperator>& ops = stage_parameters.operators;
+      StageOperator op = stage_operator_of(name);
+      if (ops.empty() || ops.back().prefix != op.prefix) {
+        units_of_chunk[chunk / stages].push_back(static_cast<int>(ops.size()));
+        ops.push_back(std::move(op));
       }
-      units.back().leaves.push_back(static_cast<int>(local.size()));
-      local_sizes.push_back(leaf.sizes().vec());
-      local.emplace_back(name, leaf);
+      ops.back().leaves.push_back(static_cast<int>(stage_parameters.tensors.size()));
+      stage_parameters.sizes.push_back(leaf.sizes().vec());
+      stage_parameters.tensors.emplace_back(name, leaf);
     }
-  }
-
-  // z1: the parameters live in one flat buffer (the bucket's layout), and the optimizer sees
-  // only this rank's chunk of it: its update lands in the parameters, and the all-gather of the
-  // chunks fills the buffer in place (no copy of the parameters).
-  void share_flat_parameters() {
-    parameter_buffer = flat_parameters();
-    int64_t offset = 0;
-    for (int leaf : bucket_leaves) {
-      at::Tensor& tensor = local[leaf].second;
-      tensor = parameter_buffer.narrow(0, offset, tensor.numel())
-                   .view(tensor.sizes())
-                   .set_requires_grad(true);
-      offset += tensor.numel();
-    }
-    const int64_t chunk = parameter_buffer.numel() / static_cast<int64_t>(data_group.size());
-    optimizer_shard =
-        parameter_buffer.narrow(0, data_index() * chunk, chunk).set_requires_grad(true);
-    optimizer = make_torch_optimizer({optimizer_shard}, options.adam);
-  }
-
-  // Each sharded operator keeps this rank's 1/d of its flat parameters and a gradient
-  // accumulator of that size; the whole parameters exist only while gathered. Returns the shards.
-  std::vector<at::Tensor> shard_operator_parameters() {
-    const int64_t ranks = static_cast<int64_t>(data_group.size());
-    std::vector<at::Tensor> shards;
-    for (OperatorUnit& unit : units) {
-      if (!unit.sharded) continue;
-      int64_t numel = 0;
-      for (int leaf : unit.leaves) numel += local[leaf].second.numel();
-      unit.padded_numel = (numel + ranks - 1) / ranks * ranks;
-      at::Tensor flat = at::zeros({unit.padded_numel});
-      int64_t offset = 0;
-      for (int leaf : unit.leaves) {
-        at::Tensor& tensor = local[leaf].second;
-        flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
-        offset += tensor.numel();
-        tensor = at::Tensor();  // gathered before each step's first micro-batch
-      }
-      const int64_t chunk = unit.padded_numel / ranks;
-      unit.shard = flat.narrow(0, data_index() * chunk, chunk).clone().set_requires_grad(true);
-      unit.shard.mutable_grad() = at::zeros_like(unit.shard);
-      shards.push_back(unit.shard);
-    }
-    return shards;
   }
 
   // The layout as an error message names it.
@@ -361,7 +245,10 @@ struct ParallelGpt::Impl {
   }
   int stage_of(const std::string& name) const { return chunk_of(name) % stages; }
 
-  const at::Tensor& parameter(const std::string& name) const { return find_tensor(local, name); }
+  const std::vector<StageOperator>& operators() const { return stage_parameters.operators; }
+  const at::Tensor& parameter(const std::string& name) const {
+    return find_tensor(stage_parameters.tensors, name);
+  }
 
   // Megatron's f: the input passes unchanged in forward; its gradient, a partial sum on each
   // tensor rank, is summed over the group in backward.
@@ -482,27 +369,27 @@ struct ParallelGpt::Impl {
 
   // Activation checkpointing: a layer's attention and MLP recompute their forward in backward
   // (Megatron's full recompute); the embedding and the head with the loss keep theirs.
-  bool checkpointed(const OperatorUnit& unit) const {
+  bool checkpointed(const StageOperator& unit) const {
     return options.checkpoint_layers &&
-           (unit.kind == OperatorUnit::Kind::attention || unit.kind == OperatorUnit::Kind::mlp);
+           (unit.kind == StageOperator::Kind::attention || unit.kind == StageOperator::Kind::mlp);
   }
-  at::Tensor layer_forward(const OperatorUnit& unit, const at::Tensor& x) {
-    return unit.kind == OperatorUnit::Kind::attention ? attention(x, unit.layer)
-                                                      : mlp(x, unit.layer);
+  at::Tensor layer_forward(const StageOperator& unit, const at::Tensor& x) {
+    return unit.kind == StageOperator::Kind::attention ? attention(x, unit.layer)
+                                                       : mlp(x, unit.layer);
   }
 
   // One operator's forward on one micro-batch: the embedding from the tokens, a layer's
   // attention or MLP from the activations, the head to the loss.
-  at::Tensor operator_forward(const OperatorUnit& unit, const TokenBatch& batch,
+  at::Tensor operator_forward(const StageOperator& unit, const TokenBatch& batch,
                               const at::Tensor& x) {
     switch (unit.kind) {
-      case OperatorUnit::Kind::embedding:
+      case StageOperator::Kind::embedding:
         return embed(batch.inputs);
-      case OperatorUnit::Kind::attention:
+      case StageOperator::Kind::attention:
         return attention(x, unit.layer);
-      case OperatorUnit::Kind::mlp:
+      case StageOperator::Kind::mlp:
         return mlp(x, unit.layer);
-      case OperatorUnit::Kind::head:
+      case StageOperator::Kind::head:
         return loss(x, batch.targets);
     }
     return x;
@@ -521,13 +408,13 @@ struct ParallelGpt::Impl {
       OperatorPass pass;
       pass.unit = u;
       if (x.defined()) pass.input = x.detach().set_requires_grad(true);
-      gather_for_pass(u, k + 1 < chunk_units.size() ? chunk_units[k + 1] : -1);
-      pass.recompute = checkpointed(units[u]);
+      data_parallel->before_pass(u, k + 1 < chunk_units.size() ? chunk_units[k + 1] : -1);
+      pass.recompute = checkpointed(operators()[u]);
       {
         const c10::AutoGradMode graph(/*enabled=*/!pass.recompute);
-        pass.output = operator_forward(units[u], batch, pass.input);
+        pass.output = operator_forward(operators()[u], batch, pass.input);
       }
-      free_after_pass(units[u]);
+      data_parallel->after_pass(u);
       x = pass.output;
       passes.push_back(std::move(pass));
     }
@@ -567,17 +454,17 @@ struct ParallelGpt::Impl {
     at::Tensor gradient = step.chunk + 1 < chunks() ? transfers.receive(step) : at::Tensor();
     const double begin_s = steady_seconds();
     for (auto pass = passes.rbegin(); pass != passes.rend(); ++pass) {
-      gather_for_pass(pass->unit, pass + 1 != passes.rend() ? (pass + 1)->unit : -1);
-      begin_operator_backward(units[pass->unit]);
-      if (pass->recompute) pass->output = layer_forward(units[pass->unit], pass->input);
+      data_parallel->before_pass(pass->unit, pass + 1 != passes.rend() ? (pass + 1)->unit : -1);
+      data_parallel->begin_backward(pass->unit);
+      if (pass->recompute) pass->output = layer_forward(operators()[pass->unit], pass->input);
       if (gradient.defined()) {
         torch::autograd::backward({pass->output}, {gradient});
       } else {
         metrics.loss += pass->output.item<double>() / options.micro_batches;
         (pass->output / options.micro_batches).backward();
       }
-      end_operator_backward(units[pass->unit]);
-      free_after_pass(units[pass->unit]);
+      data_parallel->end_backward(pass->unit);
+      data_parallel->after_pass(pass->unit);
       gradient = pass->input.defined() ? pass->input.grad() : at::Tensor();
       *pass = {};  // its activations are no longer needed
     }
@@ -613,224 +500,6 @@ struct ParallelGpt::Impl {
     metrics.most_sends_in_flight = transfers.most_sends_in_flight();
   }
 
-  // z1 with a bucket on this rank (a stage of ZDP layers only has none).
-  bool sharded_optimizer() const {
-    return options.data_parallel_mode == Mode::z1 && data_group.size() > 1 &&
-           !bucket_leaves.empty();
-  }
-  // Some operator's parameters are sharded (z2, or ZDP layers beside any mode).
-  bool sharded_parameters() const {
-    return std::any_of(units.begin(), units.end(),
-                       [](const OperatorUnit& unit) { return unit.sharded; });
-  }
-  int data_index() const { return group_index(data_group, comm.rank()); }
-  int64_t padded_parameter_count() const {
-    const int64_t ranks = static_cast<int64_t>(data_group.size());
-    int64_t total = 0;
-    for (int leaf : bucket_leaves) total += local[leaf].second.numel();
-    return (total + ranks - 1) / ranks * ranks;
-  }
-  // The bucket's parameters flat, in its order, padded as it is.
-  at::Tensor flat_parameters() const {
-    at::Tensor flat = at::zeros({padded_parameter_count()});
-    int64_t offset = 0;
-    for (int leaf : bucket_leaves) {
-      const at::Tensor& tensor = local[leaf].second;
-      flat.narrow(0, offset, tensor.numel()).copy_(tensor.detach().reshape({-1}));
-      offset += tensor.numel();
-    }
-    return flat;
-  }
-
-  // dp and z1: the bucket leaves' gradients, zeroed for the step. With data parallelism, views
-  // of one flat bucket (DDP's, larger than the model) that the backward accumulates into and
-  // the reduction sums in place, so that no gradient is copied.
-  void fresh_gradients() {
-    const int ranks = static_cast<int>(data_group.size());
-    if (ranks == 1) {
-      for (auto& [name, tensor] : local) {
-        if (tensor.grad().defined()) {
-          tensor.mutable_grad().zero_();
-        } else {
-          tensor.mutable_grad() = at::zeros_like(tensor);
-        }
-      }
-      return;
-    }
-    // The bucket is zeroed in place from the second step on: a new one beside the old (which
-    // the gradients still view) would hold the gradients twice.
-    if (gradient_bucket.defined()) {
-      gradient_bucket.zero_();
-      return;
-    }
-    if (bucket_leaves.empty()) return;
-    gradient_bucket = at::zeros({padded_parameter_count()});
-    int64_t offset = 0;
-    for (int leaf : bucket_leaves) {
-      at::Tensor& tensor = local[leaf].second;
-      tensor.mutable_grad() =
-          gradient_bucket.narrow(0, offset, tensor.numel()).view(tensor.sizes());
-      offset += tensor.numel();
-    }
-  }
-
-  // Sharded: before an operator's backward, its parameters' gradients become views of one flat
-  // buffer of one micro-batch (the reduce-scatter's, so that nothing is copied into it).
-  void begin_operator_backward(OperatorUnit& unit) {
-    if (!unit.sharded) return;
-    unit.gradient_flat = at::zeros({unit.padded_numel});
-    int64_t offset = 0;
-    for (int leaf : unit.leaves) {
-      at::Tensor& tensor = local[leaf].second;
-      tensor.mutable_grad() =
-          unit.gradient_flat.narrow(0, offset, tensor.numel()).view(tensor.sizes());
-      offset += tensor.numel();
-    }
-  }
-
-  // Sharded: the operator's gradients of this micro-batch reduce-scattered in the data-parallel
-  // group beside the compute; this rank's chunk of the sum is added to its accumulator and the
-  // whole buffer dropped as soon as the reduction ends (on the communication thread). One reduction
-  // in flight at a time: the previous one is waited for first, so that buffers do not pile up while
-  // the communication thread is busy with the pipeline's transfers (they did: a pp 2 x dp 2 step
-  // peaked 26 % above the model, and z2's peak varied 9 % from run to run).
-  void end_operator_backward(OperatorUnit& unit) {
-    if (!unit.sharded) return;
-    if (!gradient_reductions.empty()) {
-      communication_wait_s += wait_exposed_s(gradient_reductions.back());
-    }
-    for (int leaf : unit.leaves) local[leaf].second.mutable_grad() = at::Tensor();
-    const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
-    const int64_t mine = data_index() * chunk;
-    auto flat = std::make_shared<at::Tensor>(std::move(unit.gradient_flat));
-    at::Tensor accumulator = unit.shard.grad();
-    gradient_reductions.push_back(comm.start(CollectiveKind::reduce_scatter, *flat, data_group,
-                                             [flat, accumulator, mine, chunk]() mutable {
-                                               accumulator.add_(flat->narrow(0, mine, chunk));
-                                               *flat = at::Tensor();
-                                             }));
-  }
-
-  // Sharded: the operators' whole parameters, all-gathered from the shards (each shard becomes
-  // its own chunk of the whole, so the shard is not held twice), the leaves views of them. ZDP
-  // units get their buffer and leaves but no data: each pass gathers them (gather_for_pass);
-  // `with_zdp` gathers them too (to read the whole parameters). One all-gather for all the
-  // units, as the 3D model's bucket (a flat parameter's): on CPU ranks ten queued gathers of a
-  // 4-layer GPT took 15-35 ms where one of their bytes takes 6 (bench/sync_probe --queue).
-  void gather_parameters(bool with_zdp = false) {
-    const int64_t ranks = static_cast<int64_t>(data_group.size());
-    std::vector<at::Tensor> gathered;
-    for (OperatorUnit& unit : units) {
-      if (!unit.sharded) continue;
-      const int64_t chunk = unit.padded_numel / ranks;
-      unit.gathered = at::empty({unit.padded_numel});
-      if (unit.every_pass && !with_zdp) {
-        // Its buffer and leaves only, the storage freed at once (one unit's at a time); its
-        // shard keeps storage of its own.
-        make_leaves(unit);
-        free_storage(unit.gathered);
-        continue;
-      }
-      at::Tensor slot = unit.gathered.narrow(0, data_index() * chunk, chunk);
-      slot.copy_(unit.shard.detach());
-      if (!unit.every_pass) {
-        torch::NoGradGuard no_grad;
-        unit.shard.set_(slot);
-      }
-      gathered.push_back(unit.gathered);
-    }
-    if (!gathered.empty()) {
-      communication_wait_s += wait_exposed_s(comm.start_all_gather(gathered, data_group));
-    }
-    for (OperatorUnit& unit : units) {
-      if (unit.sharded && (!unit.every_pass || with_zdp)) make_leaves(unit);
-    }
-  }
-
-  // The unit's parameters as views of its whole buffer.
-  void make_leaves(OperatorUnit& unit) {
-    int64_t offset = 0;
-    for (int leaf : unit.leaves) {
-      at::Tensor& tensor = local[leaf].second;
-      const std::vector<int64_t>& sizes = local_sizes[leaf];
-      const int64_t numel = c10::multiply_integers(sizes);
-      tensor = unit.gathered.narrow(0, offset, numel).view(sizes).set_requires_grad(true);
-      offset += numel;
-    }
-  }
-
-  // Starts a ZDP unit's all-gather for its next pass: its buffer's storage allocated again and
-  // filled from the shards (the leaves, views of the buffer, see the data again). Issued one
-  // operator ahead of the compute (FSDP's prefetch; at most two whole buffers at once).
-  void start_pass_gather(OperatorUnit& unit) {
-    if (!unit.every_pass || unit.pass_gather.valid()) return;
-    allocate_storage(unit.gathered);
-    const int64_t chunk = unit.padded_numel / static_cast<int64_t>(data_group.size());
-    // Unversioned: autograd's saved views of the buffer (this micro-batch's forward) check
-    // that nothing wrote to it since; the refill brings back the same values.
-    copy_unversioned(unit.gathered.narrow(0, data_index() * chunk, chunk), unit.shard.detach());
-    unit.pass_gather = comm.start(CollectiveKind::all_gather, unit.gathered, data_group);
-  }
-
-  // Before a pass through `units[u]`: its gather done (started now if not yet), and the next
-  // operator's (`next`, -1: none) started.
-  void gather_for_pass(int u, int next) {
-    OperatorUnit& unit = units[u];
-    if (!unit.every_pass) {
-      if (next >= 0) start_pass_gather(units[next]);
-      return;
-    }
-    start_pass_gather(unit);
-    if (next >= 0) start_pass_gather(units[next]);
-    communication_wait_s += wait_exposed_s(unit.pass_gather);
-    unit.pass_gather = CommHandle();
-  }
-
-  // After a ZDP unit's pass: its whole parameters' memory returned.
-  void free_after_pass(OperatorUnit& unit) {
-    if (!unit.every_pass) return;
-    free_storage(unit.gathered);
-  }
-
-  // Sharded: the shards move out of the whole parameters into storage of their own, and the whole
-  // parameters are freed.
-  void release_parameters() {
-    for (OperatorUnit& unit : units) {
-      if (!unit.sharded) continue;
-      {
-        torch::NoGradGuard no_grad;
-        unit.shard.set_(unit.shard.detach().clone());
-      }
-      for (int leaf : unit.leaves) local[leaf].second = at::Tensor();
-      unit.gathered = at::Tensor();
-    }
-  }
-
-  void average_gradients_over_data_parallel() {
-    const int ranks = static_cast<int>(data_group.size());
-    if (ranks == 1) return;
-    if (sharded_parameters()) {
-      communication_wait_s += wait_exposed_s(gradient_reductions);
-      gradient_reductions.clear();
-      for (OperatorUnit& unit : units) {
-        if (unit.sharded) unit.shard.mutable_grad().div_(ranks);
-      }
-    }
-    if (bucket_leaves.empty()) return;
-    if (sharded_optimizer()) {
-      // Only this rank's chunk is summed: the optimizer updates that chunk alone.
-      communication_wait_s +=
-          wait_exposed_s(comm.start(CollectiveKind::reduce_scatter, gradient_bucket, data_group));
-      const int64_t chunk = gradient_bucket.numel() / ranks;
-      optimizer_shard.mutable_grad() =
-          gradient_bucket.narrow(0, data_index() * chunk, chunk).div_(ranks);
-      return;
-    }
-    communication_wait_s +=
-        wait_exposed_s(comm.start(CollectiveKind::all_reduce, gradient_bucket, data_group));
-    gradient_bucket.div_(ranks);
-  }
-
   // Sequence parallelism: the replicated parameters (LayerNorms, biases after a reduction, the
   // position table) saw 1/t of the sequence on each tensor-parallel rank, so their gradients
   // are partial sums: summed over the group once a step, in one buffer (Megatron all-reduces
@@ -838,21 +507,22 @@ struct ParallelGpt::Impl {
   // shard of them: every tensor-parallel rank of a data-parallel position shards alike.
   void sum_replicated_gradients_over_tensor_parallel() {
     std::vector<at::Tensor> parts;
-    const int64_t ranks = static_cast<int64_t>(data_group.size());
-    for (OperatorUnit& unit : units) {
-      const int64_t chunk = unit.padded_numel / ranks;
-      const int64_t first = data_index() * chunk;
+    const NamedTensors& tensors = stage_parameters.tensors;
+    const int64_t ranks = data_parallel->ranks();
+    for (StageOperator& op : stage_parameters.operators) {
+      const int64_t chunk = op.padded_numel / ranks;
+      const int64_t first = data_parallel->data_index() * chunk;
       int64_t offset = 0;
-      for (int leaf : unit.leaves) {
+      for (int leaf : op.leaves) {
         const bool replicated =
-            tensor_split_of(local[leaf].first).kind == TensorSplit::Kind::replicated;
-        const int64_t numel = c10::multiply_integers(local_sizes[leaf]);
+            tensor_split_of(tensors[leaf].first).kind == TensorSplit::Kind::replicated;
+        const int64_t numel = c10::multiply_integers(stage_parameters.sizes[leaf]);
         const int64_t begin = std::max(offset, first);
         const int64_t end = std::min(offset + numel, first + chunk);
-        if (replicated && !unit.sharded) {
-          parts.push_back(local[leaf].second.mutable_grad().view({-1}));
+        if (replicated && !op.sharded) {
+          parts.push_back(tensors[leaf].second.mutable_grad().view({-1}));
         } else if (replicated && begin < end) {
-          parts.push_back(unit.shard.mutable_grad().narrow(0, begin - first, end - begin));
+          parts.push_back(op.shard.mutable_grad().narrow(0, begin - first, end - begin));
         }
         offset += numel;
       }
@@ -874,12 +544,6 @@ struct ParallelGpt::Impl {
     }
   }
 
-  // z1: every rank's updated chunk gathered into the parameters, in place.
-  void gather_updated_parameters() {
-    communication_wait_s +=
-        wait_exposed_s(comm.start(CollectiveKind::all_gather, parameter_buffer, data_group));
-  }
-
   ParallelStepMetrics train_step(const TokenBatch& batch) {
     const auto start = std::chrono::steady_clock::now();
     const int64_t rows = batch.inputs.size(0);
@@ -891,34 +555,24 @@ struct ParallelGpt::Impl {
     communication_wait_s = 0;
     tensor_wait_s = 0;
     if (counting_allocator_installed()) reset_peak_memory();
-    if (sharded_parameters()) {
-      for (OperatorUnit& unit : units) {
-        if (unit.sharded) unit.shard.mutable_grad().zero_();
-      }
-      gather_parameters();
-    }
-    fresh_gradients();
+    data_parallel->start_step();
     std::vector<TokenBatch> micro;
     for (int i = 0; i < m; ++i) micro.push_back(batch.rows(i * (rows / m), rows / m));
     ParallelStepMetrics metrics;
     metrics.start_s = steady_seconds() - seconds_since(start);
     run_schedule(micro, metrics);
-    // Sharded units (z2's) keep the whole parameters to the last backward only.
-    if (sharded_parameters()) release_parameters();
+    data_parallel->end_micro_batches();
     // The replicated parameters' partial sums over the tensor ranks: before the data-parallel
     // reduction where every gradient is whole, after it where some are shards.
-    if (sequence_parallel() && !sharded_parameters()) {
-      sum_replicated_gradients_over_tensor_parallel();
-    }
-    average_gradients_over_data_parallel();
-    if (sequence_parallel() && sharded_parameters()) {
-      sum_replicated_gradients_over_tensor_parallel();
-    }
+    const bool sharded = data_parallel->shards_parameters();
+    if (sequence_parallel() && !sharded) sum_replicated_gradients_over_tensor_parallel();
+    data_parallel->reduce_gradients();
+    if (sequence_parallel() && sharded) sum_replicated_gradients_over_tensor_parallel();
     const double step_begin_s = steady_seconds();
     optimizer->step();
     metrics.optimizer_step = {"optimizer step", step_begin_s - metrics.start_s,
                               steady_seconds() - step_begin_s};
-    if (sharded_optimizer()) gather_updated_parameters();
+    data_parallel->after_optimizer_step();
     metrics.iteration_time_s = seconds_since(start);
     metrics.communication_wait_s = communication_wait_s + tensor_wait_s;
     metrics.tensor_wait_s = tensor_wait_s;
@@ -927,7 +581,7 @@ struct ParallelGpt::Impl {
   }
 
   NamedTensors full_parameters() {
-    if (sharded_parameters()) gather_parameters(/*with_zdp=*/true);
+    data_parallel->gather_whole_parameters();
     NamedTensors full;
     for (const auto& [name, sizes] : canonical) {
       const int owner = stage_of(name);
@@ -953,7 +607,7 @@ struct ParallelGpt::Impl {
       if (stages > 1) whole = group_sum(comm, whole, pipeline_group);
       full.emplace_back(name, whole);
     }
-    if (sharded_parameters()) release_parameters();
+    data_parallel->release_whole_parameters();
     return full;
   }
 };

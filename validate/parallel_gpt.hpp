@@ -20,8 +20,9 @@
 //             forward, then every backward), 1F1B (p - s - 1 warm-up forwards on stage s, then
 //             one forward and one backward in turn) or Megatron's interleaved 1F1B (m a
 //             multiple of p).
-//   data      dp: every parameter's gradient all-reduced over the data-parallel group after the
-//             last micro-batch (replicated states: DDP), then averaged. z1 (DeepSpeed's ZeRO-1
+//   data      (validate/stage_data_parallel) dp: every parameter's gradient all-reduced over the
+//             data-parallel group after the last micro-batch (replicated states: DDP), then
+//             averaged. z1 (DeepSpeed's ZeRO-1
 //             in 3D): the gradients reduce-scattered after the last micro-batch, each rank
 //             updating its 1/d of the flat parameters, then all-gathered in place. z2 (FSDP's
 //             SHARD_GRAD_OP under a pipeline, as torchtitan runs it): each operator's parameters
