@@ -15,6 +15,7 @@
 // (default scenario: scenarios/local-cpu.json; with several, DIR/<scenario name>/ each.)
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -204,32 +205,36 @@ int main(int argc, char** argv) {
   std::string out;
   bool unseen = false;
   int iterations = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    if ((argument == "--cluster" || argument == "--out") && i + 1 < argc) {
-      (argument == "--cluster" ? cluster_path : out) = argv[++i];
-    } else if (argument == "--iterations" && i + 1 < argc) {
-      const std::string value = argv[++i];
-      const bool digits = !value.empty() && value.size() <= 6 &&
-                          value.find_first_not_of("0123456789") == std::string::npos;
-      iterations = digits ? std::stoi(value) : 0;
-      if (iterations < 1) {
-        std::fprintf(stderr,
-                     "fidelity_bench: --iterations: got \"%s\": expected a count of "
-                     "measured iterations from 1 to 999999\n",
-                     value.c_str());
-        return 2;
-      }
-    } else if (argument == "--unseen") {
-      unseen = true;
-    } else if (!argument.empty() && argument[0] != '-') {
-      scenario_paths.push_back(argument);
-    } else {
-      std::fprintf(stderr,
-                   "usage: fidelity_bench [SCENARIO...] [--unseen] [--cluster CLUSTER.json] "
-                   "[--iterations N] [--out DIR]\n");
-      return 2;
-    }
+  CLI::App app{
+      "The validator's fidelity on the local testbed: plans measured on local ranks "
+      "against their simulation (default scenario: scenarios/local-cpu.json)."};
+  app.add_option("scenarios", scenario_paths, "Scenario JSON files, one after the other");
+  app.add_flag("--unseen", unseen,
+               "Add scenarios/local-cpu-{deep,wide,long}.json, models no probe shape of "
+               "osdp calibrate is");
+  app.add_option("--cluster", cluster_path, "Cluster JSON for every scenario (osdp calibrate's)");
+  app.add_option("--out", out, "Directory for fidelity.json, the CSV, traces and the plot");
+  app.add_option("--iterations", iterations,
+                 "Measured iterations per plan instead of the scenarios'")
+      ->check(CLI::Validator(
+          [](const std::string& value) -> std::string {
+            const bool digits = !value.empty() && value.size() <= 6 &&
+                                value.find_first_not_of("0123456789") == std::string::npos;
+            if (digits && std::stoi(value) >= 1) return {};
+            return fmt::format(
+                "got \"{}\": expected a count of measured iterations from 1 to "
+                "999999",
+                value);
+          },
+          "COUNT"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {
+    return app.exit(success);
+  } catch (const CLI::ParseError& error) {
+    std::fprintf(stderr, "fidelity_bench: %s\nRun with --help for more information.\n",
+                 error.what());
+    return 2;
   }
   if (scenario_paths.empty() && !unseen) scenario_paths.push_back(scenarios_dir + "local-cpu.json");
   if (unseen) {
