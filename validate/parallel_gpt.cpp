@@ -97,7 +97,6 @@ struct ParallelGpt::Impl {
   int chunks_per_stage = 1;               // v
   std::vector<ChunkLayers> chunk_layers;  // of every model chunk, in model order
   std::vector<int> tensor_group;
-  std::vector<int> data_group;
   double communication_wait_s = 0;  // of the step running, but for the tensor group's sums:
   double tensor_wait_s = 0;         // those, apart (the calibration's blocking sync reads them)
   TimedGroup tensor_sums;
@@ -120,13 +119,12 @@ struct ParallelGpt::Impl {
     chunks_per_stage = options.chunks_per_stage;
     chunk_layers = split_layers(shape, chunks(), options.layers_per_chunk);
     tensor_group = layout.group_of(GroupAxis::tensor, comm.rank()).ranks;
-    data_group = layout.group_of(GroupAxis::data, comm.rank()).ranks;
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
     tensor_sums = {&comm, tensor_group, &tensor_wait_s, group_index(tensor_group, comm.rank())};
     take_local_parameters(initial);
-    data_parallel = std::make_unique<StageDataParallel>(stage_parameters, comm, data_group,
-                                                        options.data_parallel_mode,
-                                                        options.zdp_layers, communication_wait_s);
+    data_parallel = std::make_unique<StageDataParallel>(
+        stage_parameters, comm, layout.group_of(GroupAxis::data, comm.rank()).ranks,
+        options.data_parallel_mode, options.zdp_layers, communication_wait_s);
     const std::vector<at::Tensor> updated = data_parallel->optimizer_parameters();
     optimizer = make_torch_optimizer(updated, options.adam);
   }

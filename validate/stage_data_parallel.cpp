@@ -38,19 +38,19 @@ StageDataParallel::StageDataParallel(StageParameters& parameters, Communicator& 
       data_group_(std::move(data_group)),
       mode_(mode),
       communication_wait_s_(communication_wait_s) {
-  mark_sharded_operators(mode, zdp_layers);
+  mark_sharded_operators(zdp_layers);
   shard_operator_parameters();
   if (sharded_optimizer()) share_flat_parameters();
 }
 
 // Which operators shard their parameters (z2: all; a ZDP layer's attention and MLP under any
 // mode) and which leaves the bucket holds; with one data-parallel rank nothing is sharded.
-void StageDataParallel::mark_sharded_operators(Mode mode, const std::vector<int>& zdp_layers) {
+void StageDataParallel::mark_sharded_operators(const std::vector<int>& zdp_layers) {
   const bool sharding = data_group_.size() > 1;
   for (StageOperator& op : parameters_.operators) {
     op.every_pass = sharding && op.layer >= 0 &&
                     std::find(zdp_layers.begin(), zdp_layers.end(), op.layer) != zdp_layers.end();
-    op.sharded = sharding && (mode == Mode::z2 || op.every_pass);
+    op.sharded = sharding && (mode_ == Mode::z2 || op.every_pass);
     if (!op.sharded)
       bucket_leaves_.insert(bucket_leaves_.end(), op.leaves.begin(), op.leaves.end());
   }

@@ -102,7 +102,7 @@ class StageDataParallel {
   int64_t ranks() const { return static_cast<int64_t>(data_group_.size()); }
 
  private:
-  void mark_sharded_operators(Mode mode, const std::vector<int>& zdp_layers);
+  void mark_sharded_operators(const std::vector<int>& zdp_layers);
   void shard_operator_parameters();
   void share_flat_parameters();
   void fresh_gradients();
