@@ -118,6 +118,17 @@ struct SlicingPoint {
   double backward_s = 0;
 };
 
+// One round of a paired measurement: the same work timed without and with a change, back to
+// back, so that a drift of the machine's speed moves both alike.
+struct PairedTimes {
+  double without_s = 0;
+  double with_s = 0;
+};
+
+// What the change adds per extra call: the median over the rounds of (with - without), divided
+// by the extra calls it makes, never below zero. The slicing probe's `extra_slice`.
+double extra_per_call_s(const std::vector<PairedTimes>& rounds, double extra_calls);
+
 struct CalibrationResult {
   int ranks = 1;
   std::vector<CollectivePoint> collectives;

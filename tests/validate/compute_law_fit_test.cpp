@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "validate/alpha_beta_fit.hpp"
+#include "validate/calibration.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;
@@ -141,4 +142,26 @@ TEST_CASE("one alpha-beta line: exact on its own points, one noisy size moves it
 
   CHECK(fit_alpha_beta({}).alpha_s == 0.0);
   CHECK(fit_alpha_beta({{1e6, 2e-3}}).alpha_s >= 0.0);
+}
+
+TEST_CASE("the slice cost comes from paired rounds, so a drifting machine does not skew it",
+          "[validate][calibration]") {
+  // 6 extra slice calls of 0.2 ms each; the machine runs 1.0x, 1.3x and 0.9x as slow in three
+  // rounds, and each round times the whole and the sliced operators back to back.
+  const double extra_calls = 6, per_call_s = 2e-4, whole_s = 0.05;
+  std::vector<PairedTimes> rounds;
+  for (double slowdown : {1.0, 1.3, 0.9}) {
+    rounds.push_back({slowdown * whole_s, slowdown * (whole_s + extra_calls * per_call_s)});
+  }
+  // The median round is the one at 1.0x: exactly the cost per call.
+  CHECK(extra_per_call_s(rounds, extra_calls) == Approx(per_call_s).epsilon(1e-9));
+  // The sliced time alone against the whole time of another round (as timed minutes apart) is
+  // off by the drift: (1.3 x 51.2 ms - 50 ms) / 6 = 2.8 ms a call, fourteen times the cost.
+  CHECK((rounds[1].with_s - rounds[0].without_s) / extra_calls > 10 * per_call_s);
+
+  // One round whose sliced run came out faster (noise) does not move the median below zero.
+  CHECK(extra_per_call_s({{0.05, 0.049}, {0.05, 0.0506}, {0.05, 0.0512}}, extra_calls) ==
+        Approx(1e-4).epsilon(1e-9));
+  CHECK(extra_per_call_s({{0.05, 0.049}}, extra_calls) == 0.0);
+  CHECK(extra_per_call_s({}, extra_calls) == 0.0);
 }
