@@ -591,8 +591,8 @@ namespace {
 // round (the order alternating) and the median of the rounds' differences kept. The difference
 // is a small share of either time, so a drift of the machine's speed between the two runs
 // swamps it: timed minutes apart (the sliced run after the compute laws), two calibrations of
-// this 2-core VM an hour apart found 0.1-0.6 ms and 1.6-4.1 ms a slice, and the second simulated
-// `zdp-4-slices` of local-cpu-long 50 % over its measured time.
+// this 2-core VM three hours apart found 0.1-0.6 ms and 1.6-4.1 ms a slice, and the second
+// simulated `zdp-4-slices` of local-cpu-long 50 % over its measured time.
 std::vector<SlicingPoint> measure_slicing(Communicator& comm, Communicator& solo,
                                           const CalibrationOptions& options,
                                           const ProbeSetup& setup, const Workload& workload) {
