@@ -32,6 +32,7 @@ COLOURS = {
     "all_reduce": "#ccb974",
     "reduce": "#ccb974",  # a pipeline stage's gradient reductions (osdp simulate --pp --trace)
     "all_gather": "#e6a06e",  # the runtime's gathers (osdp validate --out), forward or backward
+    "wait": "#111111",  # the runtime's compute thread blocked on a collective (its own track)
 }
 
 # The runtime's trace (osdp validate --out) names its events, in two categories.

@@ -80,6 +80,11 @@ Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& me
     complete(name + " backward", "compute", 0, op.backward_start_s, op.backward_s,
              {{"compute_s", op.backward_s}, {"peak_bytes", op.backward_peak_bytes}});
   }
+  // Where the compute thread blocked on a collective (the phases' compute above excludes it), on
+  // a track of their own: a wait inside a phase would overlap the phase's compute-only bar.
+  for (const CollectiveWait& wait : metrics.waits) {
+    complete("wait", "wait", 2, wait.start_s, wait.duration_s, {{"waited_s", wait.duration_s}});
+  }
   // The update's compute (its waits for the last gradient reductions come first): at the end.
   complete("optimizer step", "compute", 0, metrics.iteration_time_s - metrics.optimizer_step_s,
            metrics.optimizer_step_s, {{"compute_s", metrics.optimizer_step_s}});
@@ -396,6 +401,11 @@ int merge_measured_trace(const std::string& directory, const std::string& plan, 
                       {"pid", rank},
                       {"tid", 1},
                       {"args", {{"name", "communication"}}}});
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", 2},
+                      {"args", {{"name", "compute waits"}}}});
     for (auto& event : read_json_file(file.string())) events.push_back(std::move(event));
   }
   write_file_atomically(path, Json{{"traceEvents", std::move(events)},

@@ -64,6 +64,10 @@ struct StepMetrics {
   std::vector<OperatorTiming> operators;
   double optimizer_step_s = 0;
   std::vector<ScheduleEntry> schedule;
+  // Each time the compute thread blocked on a collective, seconds from the step's start (for
+  // the trace: where in the step the exposed communication is); they add up to
+  // exposed_communication_s.
+  std::vector<CollectiveWait> waits;
 };
 
 class ShardedGpt {

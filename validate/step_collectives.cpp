@@ -8,6 +8,7 @@ namespace osdp::validate {
 void StepCollectives::start_step() {
   exposed_s_ = 0;
   schedule_.clear();
+  waits_.clear();
 }
 
 void StepCollectives::wait(const CommHandle& handle) {
@@ -22,7 +23,9 @@ void StepCollectives::wait(const CommHandle& handle) {
   device_.synchronize();  // on CUDA the wait is a stream dependency: block until it is met
   // Until the collective completed (a CPU rank's thread may wait for a core after it; it may
   // also have completed between the readiness check and the clock's reading).
-  exposed_s_ += std::max(0.0, completed_s.value_or(steady_seconds()) - start_s);
+  const double waited_s = std::max(0.0, completed_s.value_or(steady_seconds()) - start_s);
+  exposed_s_ += waited_s;
+  if (waited_s > 0) waits_.push_back({start_s, waited_s});
 }
 
 std::vector<ScheduleEntry> StepCollectives::take_schedule() {

@@ -25,13 +25,20 @@ struct ScheduleEntry {
   friend bool operator==(const ScheduleEntry&, const ScheduleEntry&) = default;
 };
 
+// One block of the compute thread on a collective: when it began (steady_seconds(), or seconds
+// from the step's start in StepMetrics) and how long the compute waited.
+struct CollectiveWait {
+  double start_s = 0;
+  double duration_s = 0;
+};
+
 class StepCollectives {
  public:
   StepCollectives(Communicator& communicator, RankDevice& device)
       : communicator_(communicator), device_(device) {}
 
   Communicator& communicator() { return communicator_; }
-  // A new step: no schedule, no exposed time yet.
+  // A new step: no schedule, no exposed time or waits yet.
   void start_step();
   void record(ScheduleEntry::Action action, int op, int slice) {
     schedule_.push_back({action, op, slice});
@@ -40,6 +47,8 @@ class StepCollectives {
   // thread blocks, its own queued compute excluded, is exposed communication.
   void wait(const CommHandle& handle);
   double exposed_s() const { return exposed_s_; }
+  // The step's waits so far, in order: their durations add up to exposed_s().
+  const std::vector<CollectiveWait>& waits() const { return waits_; }
   // The step's schedule, leaving none.
   std::vector<ScheduleEntry> take_schedule();
 
@@ -47,6 +56,7 @@ class StepCollectives {
   Communicator& communicator_;
   RankDevice& device_;
   std::vector<ScheduleEntry> schedule_;
+  std::vector<CollectiveWait> waits_;
   double exposed_s_ = 0;
 };
 

@@ -216,3 +216,29 @@ TEST_CASE("a fused recompute prefetches nothing while it holds its gather",
     }
   }
 }
+
+TEST_CASE("a step's waits for collectives add up to its exposed communication, inside the step",
+          "[validate][collectives]") {
+  // ZDP with an unfused recompute: gathers in forward, before the recompute and again before
+  // backward, some of them waited for.
+  const Plan plan = uniform(OperatorChoice::whole(Mode::zdp, Checkpoint::unfused));
+  std::vector<StepMetrics> steps(2);
+  testing::run_rank_threads(2, [&](Communicator& comm) {
+    ShardedGpt model(tiny, plan, comm, initial_gpt_parameters(tiny, 5), {});
+    const TokenBatch batch = make_token_batch(tiny, 4, 3, 0).rows(comm.rank() * 2, 2);
+    model.train_step(batch);  // warm-up
+    steps[comm.rank()] = model.train_step(batch);
+  });
+  for (const StepMetrics& step : steps) {
+    double waited_s = 0;
+    double previous_end_s = 0;
+    for (const CollectiveWait& wait : step.waits) {
+      CHECK(wait.duration_s > 0);
+      CHECK(wait.start_s >= previous_end_s);  // one compute thread: in order, never overlapping
+      previous_end_s = wait.start_s + wait.duration_s;
+      waited_s += wait.duration_s;
+    }
+    CHECK(previous_end_s <= step.iteration_time_s);
+    CHECK(waited_s == Approx(step.exposed_communication_s).margin(1e-12));
+  }
+}
