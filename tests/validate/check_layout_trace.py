@@ -4,7 +4,8 @@ The measured trace (traces/pp2-1f1b-m2.measured.json) has each rank's passes in 
 two stages (stage 0: F0 F1 B0 B1, stage 1: F0 B0 F1 B1), one after another, then its optimizer
 step; all ranks are on one time base, so stage 1's first forward starts after stage 0's has
 ended (it needs its output) and stage 0's first backward after stage 1's (it needs its gradient).
-The simulated trace (traces/pp2-1f1b-m2.simulated.json) holds the 3D model's timeline.
+The simulated trace (traces/pp2-1f1b-m2.simulated.json) holds the 3D model's timeline. The
+fsdp plan's measured trace has a "compute waits" track per rank, its waits on it.
 """
 import json
 import sys
@@ -36,6 +37,16 @@ def main():
         sys.exit("stage 1's first forward starts before stage 0's has ended")
     if spans[0]["B0"][0] < spans[1]["B0"][1]:
         sys.exit("stage 0's first backward starts before stage 1's has ended")
+    # The data-parallel plan's measured trace: each rank's compute waits on a track of their own.
+    fsdp = json.load(open(f"{out}/traces/fsdp.measured.json"))["traceEvents"]
+    wait_tracks = {e["pid"] for e in fsdp if e.get("ph") == "M" and e.get("name") == "thread_name"
+                   and e.get("tid") == 2 and e["args"]["name"] == "compute waits"}
+    if wait_tracks != {0, 1}:
+        sys.exit(f"compute-waits tracks of ranks {sorted(wait_tracks)}, expected 0 and 1")
+    for event in fsdp:
+        if event.get("ph") == "X" and event.get("cat") == "wait":
+            if event.get("tid") != 2 or event["dur"] <= 0 or event["args"]["waited_s"] <= 0:
+                sys.exit(f"a wait off its track or of no length: {event}")
     simulated = json.load(open(f"{out}/traces/{name}.simulated.json"))["traceEvents"]
     if not any(event.get("ph") == "X" for event in simulated):
         sys.exit("the simulated trace has no passes")
