@@ -401,12 +401,19 @@ int merge_measured_trace(const std::string& directory, const std::string& plan, 
                       {"pid", rank},
                       {"tid", 1},
                       {"args", {{"name", "communication"}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", rank},
-                      {"tid", 2},
-                      {"args", {{"name", "compute waits"}}}});
-    for (auto& event : read_json_file(file.string())) events.push_back(std::move(event));
+    Json rank_events = read_json_file(file.string());
+    // The compute thread's waits, where the rank recorded them (a layout's passes have none).
+    const bool has_waits = std::any_of(rank_events.begin(), rank_events.end(), [](const Json& e) {
+      return e.value("cat", std::string()) == "wait";
+    });
+    if (has_waits) {
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", rank},
+                        {"tid", 2},
+                        {"args", {{"name", "compute waits"}}}});
+    }
+    for (auto& event : rank_events) events.push_back(std::move(event));
   }
   write_file_atomically(path, Json{{"traceEvents", std::move(events)},
                                    {"displayTimeUnit", "ms"},

@@ -5,7 +5,7 @@ two stages (stage 0: F0 F1 B0 B1, stage 1: F0 B0 F1 B1), one after another, then
 step; all ranks are on one time base, so stage 1's first forward starts after stage 0's has
 ended (it needs its output) and stage 0's first backward after stage 1's (it needs its gradient).
 The simulated trace (traces/pp2-1f1b-m2.simulated.json) holds the 3D model's timeline. The
-fsdp plan's measured trace has a "compute waits" track per rank, its waits on it.
+fsdp plan's measured trace has its compute waits, each rank's on a "compute waits" track.
 """
 import json
 import sys
@@ -41,12 +41,14 @@ def main():
     fsdp = json.load(open(f"{out}/traces/fsdp.measured.json"))["traceEvents"]
     wait_tracks = {e["pid"] for e in fsdp if e.get("ph") == "M" and e.get("name") == "thread_name"
                    and e.get("tid") == 2 and e["args"]["name"] == "compute waits"}
-    if wait_tracks != {0, 1}:
-        sys.exit(f"compute-waits tracks of ranks {sorted(wait_tracks)}, expected 0 and 1")
-    for event in fsdp:
-        if event.get("ph") == "X" and event.get("cat") == "wait":
-            if event.get("tid") != 2 or event["dur"] <= 0 or event["args"]["waited_s"] <= 0:
-                sys.exit(f"a wait off its track or of no length: {event}")
+    waits = [e for e in fsdp if e.get("ph") == "X" and e.get("cat") == "wait"]
+    if not waits:  # the step's first gather is issued as it starts and waited for at once
+        sys.exit("fsdp's measured trace has no compute waits")
+    for event in waits:
+        if event["pid"] not in wait_tracks:
+            sys.exit(f"rank {event['pid']} waits with no compute-waits track")
+        if event.get("tid") != 2 or event["dur"] <= 0 or event["args"]["waited_s"] <= 0:
+            sys.exit(f"a wait off its track or of no length: {event}")
     simulated = json.load(open(f"{out}/traces/{name}.simulated.json"))["traceEvents"]
     if not any(event.get("ph") == "X" for event in simulated):
         sys.exit("the simulated trace has no passes")
