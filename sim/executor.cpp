@@ -96,6 +96,7 @@ Executor::Executor(const Program& program, const Cluster& cluster, const Network
   rank_.assign(ranks_, {});
   for (int r = 0; r < ranks_; ++r) memory_.emplace_back(r < recorded_ranks);
   exposed_.assign(ranks_, {});
+  waits_.assign(std::clamp(recorded_ranks, 0, ranks_), {});
   compute_busy_.assign(ranks_, 0.0);
   finish_.assign(ranks_, 0.0);
 }
@@ -202,6 +203,9 @@ void Executor::begin_compute(int task) {
   if (idle > 0 && by >= 0 &&
       (program_.items[task_item_[by]].collective || program_.items[task_item_[by]].host_copy)) {
     exposed_[rank][static_cast<int>(program_.items[task_item_[by]].category)] += idle;
+    if (rank < static_cast<int>(waits_.size())) {
+      waits_[rank].push_back({state.previous_end_s, idle, task_item_[by]});
+    }
   }
   times_[task].start_s = now;
   apply(program_.items[item].at_start, rank, item);

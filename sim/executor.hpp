@@ -31,6 +31,14 @@ struct TaskTimes {
   double end_s = -1;
 };
 
+// A stretch in which a rank's compute stream waited for a collective (or a host copy) before
+// its next compute: that collective's exposure, as the trace draws it.
+struct ComputeWait {
+  double start_s = 0;
+  double duration_s = 0;
+  int item = -1;  // the collective or copy waited for
+};
+
 class Executor {
  public:
   Executor(const Program& program, const Cluster& cluster, const NetworkPlan& network,
@@ -55,6 +63,9 @@ class Executor {
   const std::vector<std::array<double, comm_categories>>& exposed_comm_s() const {
     return exposed_;
   }
+  // Each recorded rank's waits in order (ranks below `recorded_ranks`); per rank they add up to
+  // its exposed communication.
+  const std::vector<std::vector<ComputeWait>>& waits() const { return waits_; }
   const std::vector<double>& compute_s() const { return compute_busy_; }
   const std::vector<double>& finish_s() const { return finish_; }
   double optimizer_step_s(int rank) const;
@@ -138,6 +149,7 @@ class Executor {
   std::vector<RankState> rank_;
   std::vector<MemoryTimeline> memory_;
   std::vector<std::array<double, comm_categories>> exposed_;
+  std::vector<std::vector<ComputeWait>> waits_;
   std::vector<double> compute_busy_;
   std::vector<double> finish_;
   bool shared_cores_ = false;

@@ -24,7 +24,9 @@ std::string_view group_label(GroupKind kind) {
   return "?";
 }
 
-// Track 0 is compute; communication lanes follow, two per group kind.
+// Track 0 is compute; communication lanes follow, two per group kind; then the compute's waits.
+constexpr int wait_track = 1 + 3 * 2;
+
 int track_of(const ProgramItem& item) {
   return item.collective || item.host_copy ? 1 + static_cast<int>(item.group) * 2 + item.lane : 0;
 }
@@ -112,6 +114,29 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
       }
     } else if (executor.who_of_task(t) < ranks) {
       add(executor.who_of_task(t));
+    }
+  }
+  // Where each rank's compute waited for a collective, on a track of its own, as the measured
+  // trace (osdp validate --out) has it.
+  for (int r = 0; r < ranks && r < static_cast<int>(executor.waits().size()); ++r) {
+    const std::vector<ComputeWait>& waits = executor.waits()[r];
+    if (waits.empty()) continue;
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", r},
+                      {"tid", wait_track},
+                      {"args", {{"name", "compute waits"}}}});
+    for (const ComputeWait& wait : waits) {
+      events.push_back({{"ph", "X"},
+                        {"name", "wait"},
+                        {"cat", "wait"},
+                        {"pid", r},
+                        {"tid", wait_track},
+                        {"ts", wait.start_s * us_per_s},
+                        {"dur", wait.duration_s * us_per_s},
+                        {"args",
+                         {{"waited_s", wait.duration_s},
+                          {"for", item_name(program.items[wait.item], workload)}}}});
     }
   }
   // Memory: a counter per category (Perfetto stacks them into the live total), and an instant

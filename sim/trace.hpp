@@ -1,8 +1,8 @@
 // Chrome trace JSON (the Trace Event Format; Perfetto and chrome://tracing open it) of a
-// simulated iteration: one process per rank, a "compute" track and one track per communication
-// lane, a "memory" counter track (live bytes by category, stacked) and an instant event per
-// allocation or free with its cause. Times ("ts", "dur") are in microseconds, as the format
-// requires; memory is in bytes.
+// simulated iteration: one process per rank, a "compute" track, one track per communication
+// lane and a "compute waits" track (the compute's waits for collectives), a "memory" counter track
+// (live bytes by category, stacked) and an instant event per allocation or free with its cause.
+// Times ("ts", "dur") are in microseconds, as the format requires; memory is in bytes.
 #pragma once
 
 #include <string>

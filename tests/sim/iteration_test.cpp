@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 
 #include "model/json_reader.hpp"
@@ -213,6 +214,43 @@ TEST_CASE("same input, byte-identical output", "[sim][determinism]") {
         last_rank0 = event.at("args").at("live_bytes");
     }
     CHECK(last_rank0 == Approx(spec.operators * (4 * spec.parameter_bytes / 8 + spec.extra_bytes)));
+  }
+}
+
+TEST_CASE("the trace's compute waits add up to each rank's exposed communication",
+          "[sim][iteration]") {
+  ChainSpec spec;
+  const Scenario scenario = chain_scenario(spec, pcie_cluster(1, 2));
+  const Plan plan =
+      uniform_plan(scenario, 2, OperatorChoice::whole(Mode::zdp, Checkpoint::unfused));
+  const std::string path = std::string(OSDP_BINARY_DIR) + "/sim-trace-waits.json";
+  const SimulationResult result = simulate_plan(scenario, plan, SimOptions{}, path, 2);
+  const Json trace = read_json_file(path);
+  std::map<int, double> waited_us;
+  std::map<int, bool> named;
+  for (const Json& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "M" && event.at("name") == "thread_name" &&
+        event.at("args").at("name") == "compute waits") {
+      named[event.at("pid").get<int>()] = true;
+    }
+    if (event.at("ph") != "X" || event.at("cat") != "wait") continue;
+    const double start_us = event.at("ts");
+    const double duration_us = event.at("dur");
+    CHECK(duration_us > 0);
+    CHECK(start_us >= 0);
+    CHECK(start_us + duration_us <= result.iteration_time_s * 1e6 * (1 + 1e-9));
+    // What it waited for: one of ZDP's collectives (the gathers, the last reduce-scatters before
+    // the optimizer step).
+    const std::string waited_for = event.at("args").at("for");
+    CHECK((waited_for.rfind("all-gather ", 0) == 0 || waited_for.rfind("reduce-scatter ", 0) == 0));
+    waited_us[event.at("pid").get<int>()] += duration_us;
+  }
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    REQUIRE(result.exposed_comm_total_s_per_rank[rank] > 0);  // PCIe: the gathers show
+    CHECK(named[rank]);
+    CHECK(waited_us[rank] * 1e-6 ==
+          Approx(result.exposed_comm_total_s_per_rank[rank]).epsilon(1e-9));
   }
 }
 
