@@ -43,6 +43,19 @@ std::string item_name(const ProgramItem& item, const Workload& workload) {
   return fmt::format("{} {}", phase_name(item.phase), op);
 }
 
+// A complete ("X") event on `track` of `rank`: times in seconds, written in microseconds.
+Json complete_event(const std::string& name, const std::string& category, int rank, int track,
+                    double start_s, double duration_s, Json args) {
+  return {{"ph", "X"},
+          {"name", name},
+          {"cat", category},
+          {"pid", rank},
+          {"tid", track},
+          {"ts", start_s * us_per_s},
+          {"dur", duration_s * us_per_s},
+          {"args", std::move(args)}};
+}
+
 std::vector<double> peak_bytes(const Executor& executor) {
   std::vector<double> peaks;
   for (const MemoryTimeline& memory : executor.memory()) peaks.push_back(memory.peak_bytes());
@@ -99,14 +112,8 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
     Json args = {{"slice", item.slice}};
     if (item.collective || item.host_copy) args["bytes"] = item.bytes;
     auto add = [&](int rank) {
-      events.push_back({{"ph", "X"},
-                        {"name", name},
-                        {"cat", category},
-                        {"pid", rank},
-                        {"tid", track_of(item)},
-                        {"ts", times[t].start_s * us_per_s},
-                        {"dur", (times[t].end_s - times[t].start_s) * us_per_s},
-                        {"args", args}});
+      events.push_back(complete_event(name, category, rank, track_of(item), times[t].start_s,
+                                      times[t].end_s - times[t].start_s, args));
     };
     if (item.collective) {
       for (int rank : executor.members(item_index, executor.who_of_task(t))) {
@@ -127,16 +134,9 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
                       {"tid", wait_track},
                       {"args", {{"name", "compute waits"}}}});
     for (const ComputeWait& wait : waits) {
-      events.push_back({{"ph", "X"},
-                        {"name", "wait"},
-                        {"cat", "wait"},
-                        {"pid", r},
-                        {"tid", wait_track},
-                        {"ts", wait.start_s * us_per_s},
-                        {"dur", wait.duration_s * us_per_s},
-                        {"args",
-                         {{"waited_s", wait.duration_s},
-                          {"for", item_name(program.items[wait.item], workload)}}}});
+      events.push_back(complete_event(
+          "wait", "wait", r, wait_track, wait.start_s, wait.duration_s,
+          {{"waited_s", wait.duration_s}, {"for", item_name(program.items[wait.item], workload)}}));
     }
   }
   // Memory: a counter per category (Perfetto stacks them into the live total), and an instant
