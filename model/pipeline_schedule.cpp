@@ -404,6 +404,31 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
            {"ts", timeline.finish_s[stage] * us_per_s},
            {"dur", (stage_synchronised_s[stage] - timeline.finish_s[stage]) * us_per_s}});
     }
+    // The stage idle before a pass, from the pipeline's first pass on: it waited for a
+    // neighbour's pass and the transfer (the runtime's "receive" waits, on their own track).
+    bool waits_named = false;
+    double idle_from_s = timeline.first_start_s;
+    for (const TimedStep& step : timeline.stages[stage]) {
+      const double idle_s = step.start_s - idle_from_s;
+      idle_from_s = step.end_s;
+      if (idle_s <= 1e-12) continue;
+      if (!waits_named) {
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", stage},
+                          {"tid", 2},
+                          {"args", {{"name", "compute waits"}}}});
+        waits_named = true;
+      }
+      events.push_back({{"ph", "X"},
+                        {"name", "receive"},
+                        {"cat", "wait"},
+                        {"pid", stage},
+                        {"tid", 2},
+                        {"ts", (step.start_s - idle_s) * us_per_s},
+                        {"dur", idle_s * us_per_s},
+                        {"args", {{"waited_s", idle_s}}}});
+    }
     double activations = 0;
     auto counter = [&](double time_s) {
       events.push_back(

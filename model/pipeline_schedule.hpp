@@ -115,7 +115,10 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
 // micro-batch, times in microseconds; with the stages' model-state bytes and each chunk's
 // activation bytes per micro-batch, a "memory" counter per stage (model_states, activations:
 // the micro-batches in flight). With each stage's end of its gradient reductions, a second
-// track per stage ("gradients") shows them from its last pass's end.
+// track per stage ("gradients") shows them from its last pass's end. A third ("compute waits")
+// has the stage's idle time before each pass from the pipeline's first pass on (category
+// "wait", named "receive": it waited for a neighbour's pass and the transfer, as the runtime's
+// trace names such a wait); with the time after its last pass they add up to its bubble.
 std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
                                   const std::vector<double>& stage_state_bytes = {},
                                   const std::vector<double>& chunk_activation_bytes = {},

@@ -18,6 +18,7 @@ Exit codes: 0 written, 2 bad input, 3 no matplotlib.
 import argparse
 import json
 import os
+import re
 import sys
 
 COLOURS = {
@@ -32,12 +33,15 @@ COLOURS = {
     "all_reduce": "#ccb974",
     "reduce": "#ccb974",  # a pipeline stage's gradient reductions (osdp simulate --pp --trace)
     "all_gather": "#e6a06e",  # the runtime's gathers (osdp validate --out), forward or backward
-    "wait": "#111111",  # the runtime's compute thread blocked on a collective (its own track)
+    "wait": "#111111",  # a rank's compute blocked on communication or a neighbouring stage (own track)
 }
 
 # The runtime's trace (osdp validate --out) names its events, in two categories.
 MEASURED_COLLECTIVES = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
                         "all-reduce": "all_reduce"}
+
+
+PIPELINE_PASS = re.compile(r"^[FB][0-9]+(:[0-9]+)?$")
 
 
 def category_of(event):
@@ -46,6 +50,10 @@ def category_of(event):
     category = event.get("cat", "")
     name = event.get("name", "")
     if category == "compute":
+        # A pipeline stage's pass (osdp validate --out of a layout): "F3", or "B3:1" through the
+        # stage's second model chunk.
+        if PIPELINE_PASS.match(name):
+            return "forward" if name.startswith("F") else "backward"
         for phase in ("recompute", "forward", "backward", "optimizer"):
             if phase in name.split() or name.startswith(phase):
                 return phase

@@ -19,6 +19,7 @@
 #include "validate/stage_transfers.hpp"
 #include "validate/tensor_parallel.hpp"
 #include "validate/tensor_storage.hpp"
+#include "validate/wait_log.hpp"
 
 namespace osdp::validate {
 
@@ -97,8 +98,7 @@ struct ParallelGpt::Impl {
   int chunks_per_stage = 1;               // v
   std::vector<ChunkLayers> chunk_layers;  // of every model chunk, in model order
   std::vector<int> tensor_group;
-  double communication_wait_s = 0;  // of the step running, but for the tensor group's sums:
-  double tensor_wait_s = 0;         // those, apart (the calibration's blocking sync reads them)
+  WaitLog waits;  // the compute's waits for communication in the step running
   TimedGroup tensor_sums;
   std::vector<int> pipeline_group;  // one rank per stage, in stage order
   // The canonical parameters' names and shapes, in order; this rank's shards of its chunks'.
@@ -120,11 +120,11 @@ struct ParallelGpt::Impl {
     chunk_layers = split_layers(shape, chunks(), options.layers_per_chunk);
     tensor_group = layout.group_of(GroupAxis::tensor, comm.rank()).ranks;
     pipeline_group = layout.group_of(GroupAxis::pipeline, comm.rank()).ranks;
-    tensor_sums = {&comm, tensor_group, &tensor_wait_s, group_index(tensor_group, comm.rank())};
+    tensor_sums = {&comm, tensor_group, &waits, group_index(tensor_group, comm.rank())};
     take_local_parameters(initial);
     data_parallel = std::make_unique<StageDataParallel>(
         stage_parameters, comm, layout.group_of(GroupAxis::data, comm.rank()).ranks,
-        options.data_parallel_mode, options.zdp_layers, communication_wait_s);
+        options.data_parallel_mode, options.zdp_layers, waits);
     const std::vector<at::Tensor> updated = data_parallel->optimizer_parameters();
     optimizer = make_torch_optimizer(updated, options.adam);
   }
@@ -351,9 +351,10 @@ struct ParallelGpt::Impl {
     const int64_t tokens = flat.size(0);
     at::Tensor maxima = at::zeros({tensor_ranks * tokens}, flat.options());
     maxima.narrow(0, coordinates.tensor * tokens, tokens).copy_(std::get<0>(flat.detach().max(-1)));
-    const auto gather_start = std::chrono::steady_clock::now();
-    comm.run(CollectiveKind::all_gather, maxima, tensor_group);
-    communication_wait_s += seconds_since(gather_start);
+    waits.timed(WaitCause::tensor_parallel, [&] {
+      comm.run(CollectiveKind::all_gather, maxima, tensor_group);
+      return true;
+    });
     const at::Tensor shift = std::get<0>(maxima.view({tensor_ranks, tokens}).max(0));
     const at::Tensor shifted = flat - shift.unsqueeze(1);
     const at::Tensor normaliser = sum_over_tensor_parallel(shifted.exp().sum(-1));
@@ -483,7 +484,7 @@ struct ParallelGpt::Impl {
     setup.stage = stage;
     setup.pipeline_group = pipeline_group;
     setup.message_shape = {micro.front().inputs.size(0), sequence_part(), shape.hidden};
-    StageTransfers transfers(comm, setup, communication_wait_s);
+    StageTransfers transfers(comm, setup, waits);
     InFlight in_flight;
     for (const PipelineStep& step :
          stage_order(options.schedule, stages, chunks_per_stage, m, stage)) {
@@ -494,7 +495,6 @@ struct ParallelGpt::Impl {
       }
     }
     transfers.wait_for_sends();
-    metrics.pipeline_wait_s = transfers.receive_wait_s();
     metrics.most_sends_in_flight = transfers.most_sends_in_flight();
   }
 
@@ -550,8 +550,7 @@ struct ParallelGpt::Impl {
       throw InputError("plan", "$.micro_batches", std::to_string(m),
                        fmt::format("a count of micro-batches that divides the {} rows", rows));
     }
-    communication_wait_s = 0;
-    tensor_wait_s = 0;
+    waits.clear();
     if (counting_allocator_installed()) reset_peak_memory();
     data_parallel->start_step();
     std::vector<TokenBatch> micro;
@@ -572,8 +571,13 @@ struct ParallelGpt::Impl {
                               steady_seconds() - step_begin_s};
     data_parallel->after_optimizer_step();
     metrics.iteration_time_s = seconds_since(start);
-    metrics.communication_wait_s = communication_wait_s + tensor_wait_s;
-    metrics.tensor_wait_s = tensor_wait_s;
+    metrics.communication_wait_s = waits.total_s();
+    metrics.pipeline_wait_s = waits.total_s(WaitCause::receive);
+    metrics.tensor_wait_s = waits.total_s(WaitCause::tensor_parallel);
+    for (const CausedWait& wait : waits.waits()) {
+      metrics.waits.push_back({std::string(wait_cause_name(wait.cause)),
+                               wait.start_s - metrics.start_s, wait.duration_s});
+    }
     if (counting_allocator_installed()) metrics.peak_memory_bytes = memory_counts().peak_bytes;
     return metrics;
   }

@@ -114,6 +114,11 @@ struct ParallelStepMetrics {
   double start_s = 0;
   std::vector<Span> passes;
   Span optimizer_step;
+  // Each time the compute thread blocked on communication, in order, labelled by what it
+  // waited for ("receive", "send", "tensor-parallel", "data-parallel"; validate/wait_log): they
+  // add up to communication_wait_s. A tensor-parallel or data-parallel wait lies inside the
+  // pass that waited; a receive comes before its pass.
+  std::vector<Span> waits;
 };
 
 // Chunk c's transformer layers [first, first + count).

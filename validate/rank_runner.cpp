@@ -162,7 +162,9 @@ std::vector<int> zdp_layers_of(const std::vector<Mode>& modes) {
 // Chrome trace events of one step of a layout, as trace_events: each pass's compute ("F3" the
 // forward of micro-batch 3, "B3:1" its backward through the stage's second chunk) and the
 // optimizer step on the compute track, every collective (tensor-, data-parallel) on the
-// communication track; the gaps between passes are the waits for the neighbouring stages.
+// communication track, and each time the compute blocked on communication on the compute-waits
+// track, named by what it waited for ("receive" from a neighbouring stage: the pipeline's
+// bubble, "send", "tensor-parallel", "data-parallel").
 Json parallel_trace_events(const ParallelStepMetrics& metrics,
                            const std::vector<CollectiveEvent>& collectives, int rank,
                            double offset_s) {
@@ -177,6 +179,9 @@ Json parallel_trace_events(const ParallelStepMetrics& metrics,
   }
   const ParallelStepMetrics::Span& step = metrics.optimizer_step;
   complete(step.label, "compute", 0, step.start_s, step.duration_s, Json::object());
+  for (const ParallelStepMetrics::Span& wait : metrics.waits) {
+    complete(wait.label, "wait", 2, wait.start_s, wait.duration_s, {{"waited_s", wait.duration_s}});
+  }
   add_communication_and_peak(events, collectives, metrics.start_s, metrics.peak_memory_bytes, rank,
                              offset_s);
   return events;
@@ -402,7 +407,7 @@ int merge_measured_trace(const std::string& directory, const std::string& plan, 
                       {"tid", 1},
                       {"args", {{"name", "communication"}}}});
     Json rank_events = read_json_file(file.string());
-    // The compute thread's waits, where the rank recorded them (a layout's passes have none).
+    // The compute thread's waits, where the rank recorded any.
     const bool has_waits = std::any_of(rank_events.begin(), rank_events.end(), [](const Json& e) {
       return e.value("cat", std::string()) == "wait";
     });

@@ -31,13 +31,12 @@ StageOperator stage_operator_of(const std::string& name) {
 
 StageDataParallel::StageDataParallel(StageParameters& parameters, Communicator& comm,
                                      std::vector<int> data_group, Mode mode,
-                                     const std::vector<int>& zdp_layers,
-                                     double& communication_wait_s)
+                                     const std::vector<int>& zdp_layers, WaitLog& waits)
     : parameters_(parameters),
       comm_(comm),
       data_group_(std::move(data_group)),
       mode_(mode),
-      communication_wait_s_(communication_wait_s) {
+      waits_(waits) {
   mark_sharded_operators(zdp_layers);
   shard_operator_parameters();
   if (sharded_optimizer()) share_flat_parameters();
@@ -172,7 +171,7 @@ void StageDataParallel::end_backward(int index) {
   StageOperator& op = parameters_.operators[index];
   if (!op.sharded) return;
   if (!gradient_reductions_.empty()) {
-    communication_wait_s_ += wait_exposed_s(gradient_reductions_.back());
+    waits_.wait_for(WaitCause::data_parallel, gradient_reductions_.back());
   }
   for (int leaf : op.leaves) parameters_.tensors[leaf].second.mutable_grad() = at::Tensor();
   const int64_t chunk = op.padded_numel / ranks();
@@ -214,7 +213,7 @@ void StageDataParallel::gather_parameters(bool with_zdp) {
     gathered.push_back(op.gathered);
   }
   if (!gathered.empty()) {
-    communication_wait_s_ += wait_exposed_s(comm_.start_all_gather(gathered, data_group_));
+    waits_.wait_for(WaitCause::data_parallel, comm_.start_all_gather(gathered, data_group_));
   }
   for (StageOperator& op : parameters_.operators) {
     if (op.sharded && (!op.every_pass || with_zdp)) make_leaves(op);
@@ -254,7 +253,7 @@ void StageDataParallel::before_pass(int index, int next) {
   }
   start_pass_gather(op);
   if (next >= 0) start_pass_gather(parameters_.operators[next]);
-  communication_wait_s_ += wait_exposed_s(op.pass_gather);
+  waits_.wait_for(WaitCause::data_parallel, op.pass_gather);
   op.pass_gather = CommHandle();
 }
 
@@ -289,7 +288,7 @@ void StageDataParallel::gather_whole_parameters() {
 void StageDataParallel::reduce_gradients() {
   if (ranks() == 1) return;
   if (shards_parameters()) {
-    communication_wait_s_ += wait_exposed_s(gradient_reductions_);
+    waits_.wait_for(WaitCause::data_parallel, gradient_reductions_);
     gradient_reductions_.clear();
     for (StageOperator& op : parameters_.operators) {
       if (op.sharded) op.shard.mutable_grad().div_(ranks());
@@ -298,22 +297,22 @@ void StageDataParallel::reduce_gradients() {
   if (bucket_leaves_.empty()) return;
   if (sharded_optimizer()) {
     // Only this rank's chunk is summed: the optimizer updates that chunk alone.
-    communication_wait_s_ +=
-        wait_exposed_s(comm_.start(CollectiveKind::reduce_scatter, gradient_bucket_, data_group_));
+    waits_.wait_for(WaitCause::data_parallel,
+                    comm_.start(CollectiveKind::reduce_scatter, gradient_bucket_, data_group_));
     const int64_t chunk = gradient_bucket_.numel() / ranks();
     optimizer_shard_.mutable_grad() =
         gradient_bucket_.narrow(0, data_index() * chunk, chunk).div_(ranks());
     return;
   }
-  communication_wait_s_ +=
-      wait_exposed_s(comm_.start(CollectiveKind::all_reduce, gradient_bucket_, data_group_));
+  waits_.wait_for(WaitCause::data_parallel,
+                  comm_.start(CollectiveKind::all_reduce, gradient_bucket_, data_group_));
   gradient_bucket_.div_(ranks());
 }
 
 void StageDataParallel::after_optimizer_step() {
   if (!sharded_optimizer()) return;
-  communication_wait_s_ +=
-      wait_exposed_s(comm_.start(CollectiveKind::all_gather, parameter_buffer_, data_group_));
+  waits_.wait_for(WaitCause::data_parallel,
+                  comm_.start(CollectiveKind::all_gather, parameter_buffer_, data_group_));
 }
 
 // z1 with a bucket on this rank (a stage of ZDP layers only has none).

@@ -24,6 +24,7 @@
 #include "model/mode.hpp"
 #include "validate/communicator.hpp"
 #include "validate/gpt_parameters.hpp"
+#include "validate/wait_log.hpp"
 
 namespace osdp::validate {
 
@@ -66,10 +67,10 @@ struct StageParameters {
 class StageDataParallel {
  public:
   // Shards what `mode` and `zdp_layers` say over `data_group` (global ranks, this rank among
-  // them). `parameters` and `communication_wait_s` (where the exposed waits add up) must outlive
+  // them). `parameters` and `waits` (where the compute's waits for the group go) must outlive
   // this object.
   StageDataParallel(StageParameters& parameters, Communicator& comm, std::vector<int> data_group,
-                    Mode mode, const std::vector<int>& zdp_layers, double& communication_wait_s);
+                    Mode mode, const std::vector<int>& zdp_layers, WaitLog& waits);
 
   // What the optimizer updates: the sharded operators' shards and the bucket's parameters (z1:
   // this rank's chunk of them). Adam is elementwise, so their split does not change the update.
@@ -117,7 +118,7 @@ class StageDataParallel {
   Communicator& comm_;
   std::vector<int> data_group_;
   Mode mode_ = Mode::dp;
-  double& communication_wait_s_;
+  WaitLog& waits_;
   // The leaves of the operators not sharded (all of them with one data-parallel rank), in order:
   // dp's and z1's flat bucket.
   std::vector<int> bucket_leaves_;

@@ -1,12 +1,11 @@
 #include "validate/stage_transfers.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 
 namespace osdp::validate {
-StageTransfers::StageTransfers(Communicator& communicator, StageTransferSetup setup, double& wait_s)
-    : communicator_(communicator), setup_(std::move(setup)), wait_s_(wait_s) {
+StageTransfers::StageTransfers(Communicator& communicator, StageTransferSetup setup, WaitLog& waits)
+    : communicator_(communicator), setup_(std::move(setup)), waits_(waits) {
   expected_from_.resize(setup_.stages);
   received_from_.assign(setup_.stages, 0);
   position_on_.resize(setup_.stages);
@@ -64,7 +63,7 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
   // gradient the next chunk's backward.
   const Message wanted{producer, step.micro_batch, backward};
   const int from = stage_of_chunk(producer);
-  const auto start = std::chrono::steady_clock::now();
+  const double start_s = steady_seconds();
   while (arrived_.find(wanted) == arrived_.end()) {
     const std::vector<Message>& expected = expected_from_[from];
     if (from == setup_.stage || received_from_[from] >= expected.size()) {
@@ -78,9 +77,7 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
     // took are done, and their tensors can go (Gloo's sends report done only once waited for).
     release_sends_taken(from, position_on_[from].at(produced));
   }
-  const double waited_s = seconds_since(start);
-  wait_s_ += waited_s;
-  receive_wait_s_ += waited_s;
+  waits_.add(WaitCause::receive, start_s, steady_seconds() - start_s);
   const auto found = arrived_.find(wanted);
   at::Tensor value = std::move(found->second);
   arrived_.erase(found);
@@ -88,10 +85,10 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
 }
 
 void StageTransfers::wait_for_sends() {
-  const auto start = std::chrono::steady_clock::now();
+  const double start_s = steady_seconds();
   for (const PendingSend& sent : sends_) sent.handle.wait();
   sends_.clear();
-  wait_s_ += seconds_since(start);
+  waits_.add(WaitCause::send, start_s, steady_seconds() - start_s);
 }
 
 }  // namespace osdp::validate

@@ -25,6 +25,7 @@
 
 #include "model/pipeline_schedule.hpp"
 #include "validate/communicator.hpp"
+#include "validate/wait_log.hpp"
 
 namespace osdp::validate {
 
@@ -40,8 +41,10 @@ struct StageTransferSetup {
 
 class StageTransfers {
  public:
-  // `wait_s` accumulates the time spent blocked in receives and in the final wait for sends.
-  StageTransfers(Communicator& communicator, StageTransferSetup setup, double& wait_s);
+  // `waits` (which must outlive this) gets the time spent blocked in receives (the pipeline's
+  // bubble as this stage sees it: its neighbours' passes it waited for, and the transfers
+  // themselves) and in the final wait for sends.
+  StageTransfers(Communicator& communicator, StageTransferSetup setup, WaitLog& waits);
 
   // Hands what `step` produced on to the chunk that consumes it: a forward's output activations
   // (to chunk + 1), a backward's input gradient (to chunk - 1). Nothing for the last chunk's
@@ -52,9 +55,6 @@ class StageTransfers {
   at::Tensor receive(const PipelineStep& step);
   // Waits until every send has been received (the tensors may be freed after).
   void wait_for_sends();
-  // Of `wait_s`, the time blocked in receives: the pipeline's bubble as this stage saw it (its
-  // neighbours' passes it waited for, and the transfers themselves).
-  double receive_wait_s() const { return receive_wait_s_; }
   // The most sends this stage had in flight at once (their tensors held).
   int most_sends_in_flight() const { return most_sends_in_flight_; }
 
@@ -79,8 +79,7 @@ class StageTransfers {
 
   Communicator& communicator_;
   StageTransferSetup setup_;
-  double& wait_s_;
-  double receive_wait_s_ = 0;
+  WaitLog& waits_;
   int most_sends_in_flight_ = 0;
   // Per stage: the messages it sends to this rank, in the order it sends them; and how many of
   // them have been received.

@@ -36,14 +36,6 @@ at::Tensor sequence_reduce_scatter(Communicator& comm, const at::Tensor& partial
   return flat.narrow(0, index * b * piece * h, b * piece * h).view({b, piece, h}).clone();
 }
 
-template <typename Collective>
-at::Tensor timed(double* wait_s, Collective collective) {
-  const auto start = std::chrono::steady_clock::now();
-  at::Tensor result = collective();
-  *wait_s += seconds_since(start);
-  return result;
-}
-
 // The group travels through autograd's saved data as an integer (it outlives the pass).
 const TimedGroup* timed_group_of(AutogradContext* context) {
   return reinterpret_cast<const TimedGroup*>(context->saved_data["group"].toInt());
@@ -152,15 +144,17 @@ at::Tensor group_sum(Communicator& comm, const at::Tensor& value, const std::vec
 }
 
 at::Tensor TimedGroup::sum(const at::Tensor& value) const {
-  return timed(wait_s, [&] { return group_sum(*comm, value, ranks); });
+  return waits->timed(WaitCause::tensor_parallel, [&] { return group_sum(*comm, value, ranks); });
 }
 
 at::Tensor TimedGroup::gather_sequence(const at::Tensor& part) const {
-  return timed(wait_s, [&] { return sequence_all_gather(*comm, part, ranks, index); });
+  return waits->timed(WaitCause::tensor_parallel,
+                      [&] { return sequence_all_gather(*comm, part, ranks, index); });
 }
 
 at::Tensor TimedGroup::scatter_sequence_sum(const at::Tensor& partial) const {
-  return timed(wait_s, [&] { return sequence_reduce_scatter(*comm, partial, ranks, index); });
+  return waits->timed(WaitCause::tensor_parallel,
+                      [&] { return sequence_reduce_scatter(*comm, partial, ranks, index); });
 }
 
 at::Tensor copy_to_tensor_parallel(const at::Tensor& x, const TimedGroup* group) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "validate/communicator.hpp"
+#include "validate/wait_log.hpp"
 
 namespace osdp::validate {
 
@@ -34,13 +35,13 @@ at::Tensor assemble_tensor_shards(const std::vector<at::Tensor>& shards, const T
 // the group's size).
 at::Tensor group_sum(Communicator& comm, const at::Tensor& value, const std::vector<int>& group);
 
-// A tensor-parallel group's collectives on activations, each timed into *wait_s: the compute
+// A tensor-parallel group's collectives on activations, each a wait in *waits: the compute
 // thread waits for every one (they block, as Megatron's do).
 struct TimedGroup {
   Communicator* comm = nullptr;
   std::vector<int> ranks;
-  double* wait_s = nullptr;
-  int index = 0;  // this rank's in `ranks`
+  WaitLog* waits = nullptr;  // where the compute's waits for the group go
+  int index = 0;             // this rank's in `ranks`
 
   // The sum over the group of every rank's value.
   at::Tensor sum(const at::Tensor& value) const;

@@ -666,12 +666,17 @@ TEST_CASE("layout searches 3D layouts and lists the baselines, bad axes exit 2, 
   const Run text = run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2", "--pp", "2",
                              "--trace", trace.string()});
   REQUIRE(text.exit_code == 0);
-  // One slice per pass of every stage: 2 passes x micro-batches x chunks per stage.
+  // One slice per pass of every stage: 2 passes x micro-batches x chunks per stage (besides
+  // the gradient reductions and the waits between passes).
   const nlohmann::json events = nlohmann::json::parse(read_text(trace))["traceEvents"];
   int slices = 0;
+  int waits = 0;
   for (const auto& event : events) {
-    slices += event["ph"] == "X" && event["cat"] != "reduce" ? 1 : 0;
+    if (event["ph"] != "X") continue;
+    slices += event["cat"] == "forward" || event["cat"] == "backward" ? 1 : 0;
+    waits += event["cat"] == "wait" ? 1 : 0;
   }
+  CHECK(waits > 0);  // stage 1 waits for stage 0's first forward
   const nlohmann::json fixed = nlohmann::json::parse(
       run_osdp({"layout", scenario, "--global-batch", "64", "--tp", "2", "--pp", "2", "--json"})
           .out)["strategies"][0];

@@ -3,7 +3,9 @@
 // 1F1B holds p - r micro-batches on stage r, GPipe m), every pass runs once and after its
 // input, and the critical path sums to the makespan.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <tuple>
@@ -219,6 +221,49 @@ TEST_CASE("unequal stages and transfers: every pass once, after its input", "[pi
       CHECK(summary.bubble_fraction() == full.bubble_fraction());
       for (const auto& passes : summary.stages) CHECK(passes.empty());
     }
+  }
+}
+
+TEST_CASE("the trace's compute waits are each stage's idle time before its passes", "[pipeline]") {
+  struct Case {
+    PipelineSchedule schedule;
+    int stages, chunks_per_stage, micro_batches;
+  };
+  for (const Case& shape :
+       {Case{PipelineSchedule::gpipe, 4, 1, 6}, Case{PipelineSchedule::one_f_one_b, 4, 1, 6},
+        Case{PipelineSchedule::interleaved, 2, 2, 4}}) {
+    INFO(pipeline_schedule_name(shape.schedule)
+         << ", p " << shape.stages << ", m " << shape.micro_batches);
+    PipelineWork work =
+        equal_work(shape.stages, shape.chunks_per_stage, shape.micro_batches, 1.0, 2.0, 0.1);
+    work.backward_s.back() = 3.5;  // an unequal last chunk: waits on the other stages
+    const PipelineTimeline timeline = run_pipeline(shape.schedule, work);
+    const auto trace = nlohmann::json::parse(pipeline_chrome_trace(timeline, "test"));
+    std::map<int, double> waited_s;
+    std::map<int, std::set<long long>> pass_starts_us, wait_ends_us;
+    for (const auto& event : trace["traceEvents"]) {
+      if (event["ph"] != "X") continue;
+      const int stage = event["pid"];
+      const double start_us = event["ts"];
+      const double duration_us = event["dur"];
+      if (event["cat"] == "wait") {
+        CHECK(event["tid"] == 2);
+        CHECK(event["name"] == "receive");
+        CHECK(duration_us > 0);
+        waited_s[stage] += duration_us / 1e6;
+        wait_ends_us[stage].insert(std::llround(start_us + duration_us));
+      } else {
+        pass_starts_us[stage].insert(std::llround(start_us));
+      }
+    }
+    for (int stage = 0; stage < shape.stages; ++stage) {
+      INFO("stage " << stage);
+      // Idle before passes plus busy: from the first pass to the stage's last one's end.
+      CHECK(waited_s[stage] + timeline.busy_s[stage] ==
+            Approx(timeline.finish_s[stage] - timeline.first_start_s));
+      for (long long end_us : wait_ends_us[stage]) CHECK(pass_starts_us[stage].count(end_us) == 1);
+    }
+    CHECK(waited_s[shape.stages - 1] > 0);  // the last stage waits for the first forwards
   }
 }
 

@@ -4,6 +4,8 @@ The measured trace (traces/pp2-1f1b-m2.measured.json) has each rank's passes in 
 two stages (stage 0: F0 F1 B0 B1, stage 1: F0 B0 F1 B1), one after another, then its optimizer
 step; all ranks are on one time base, so stage 1's first forward starts after stage 0's has
 ended (it needs its output) and stage 0's first backward after stage 1's (it needs its gradient).
+Stage 1's wait for that output is on its "compute waits" track, a "receive" ending as its first
+forward starts.
 The simulated trace (traces/pp2-1f1b-m2.simulated.json) holds the 3D model's timeline. The
 fsdp plan's measured trace has its compute waits, each rank's on a "compute waits" track.
 """
@@ -49,6 +51,24 @@ def main():
             sys.exit(f"rank {event['pid']} waits with no compute-waits track")
         if event.get("tid") != 2 or event["dur"] <= 0 or event["args"]["waited_s"] <= 0:
             sys.exit(f"a wait off its track or of no length: {event}")
+    # The layout's waits: stage 1 received stage 0's first output before its first forward.
+    layout_waits = {e["pid"]: [] for e in measured if e.get("ph") == "X" and e.get("cat") == "wait"}
+    for event in measured:
+        if event.get("ph") == "X" and event.get("cat") == "wait":
+            if event.get("tid") != 2 or event["dur"] <= 0:
+                sys.exit(f"a layout's wait off its track or of no length: {event}")
+            layout_waits[event["pid"]].append(event)
+    receives = sorted((e for e in layout_waits.get(1, []) if e["name"] == "receive"),
+                      key=lambda event: event["ts"])
+    if not receives:
+        sys.exit("stage 1 of the layout shows no receive wait")
+    first_end = receives[0]["ts"] + receives[0]["dur"]
+    if first_end > spans[1]["F0"][0] + 1:  # 1 us: rounding
+        sys.exit(f"stage 1's first receive ends at {first_end} us, after its F0 starts")
+    layout_tracks = {e["pid"] for e in measured if e.get("ph") == "M"
+                     and e.get("name") == "thread_name" and e.get("tid") == 2}
+    if 1 not in layout_tracks:
+        sys.exit("stage 1's waits have no compute-waits track")
     simulated = json.load(open(f"{out}/traces/{name}.simulated.json"))["traceEvents"]
     if not any(event.get("ph") == "X" for event in simulated):
         sys.exit("the simulated trace has no passes")

@@ -20,6 +20,9 @@ expected = {
     ("communication", "all-reduce"): "all_reduce",
     ("ag_forward", "all-gather op1"): "ag_forward",  # the simulator's own category
     ("wait", "wait"): "wait",  # the runtime's compute waits, on a track of their own
+    ("wait", "receive"): "wait",  # a pipeline stage's wait for its neighbour
+    ("compute", "F3"): "forward",  # a layout's passes: micro-batch 3's forward
+    ("compute", "B0:1"): "backward",  # micro-batch 0's backward through the second chunk
 }
 for (category, name), colour in expected.items():
     got = timeline.category_of({"cat": category, "name": name})

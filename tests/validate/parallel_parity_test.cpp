@@ -141,6 +141,46 @@ TEST_CASE("a step's wait keeps its tensor group's sums apart, within the whole w
   }
 }
 
+TEST_CASE("a step's waits lie in order inside it and add up to its exposed time by cause") {
+  ParallelRuntimeOptions pipelined;
+  pipelined.micro_batches = 2;
+  ParallelRuntimeOptions zdp_layer;
+  zdp_layer.data_parallel_mode = Mode::z2;
+  zdp_layer.zdp_layers = {0};
+  const std::vector<std::pair<ParallelDegrees, ParallelRuntimeOptions>> runs = {
+      {{2, 1, 1}, {}}, {{1, 2, 1}, pipelined}, {{1, 1, 2}, zdp_layer}, {{2, 2, 1}, pipelined}};
+  for (const auto& [degrees, options] : runs) {
+    INFO("tp " << degrees.tensor << " x pp " << degrees.pipeline << " x dp " << degrees.data);
+    for (const auto& [rank, metrics] : run_parallel(two_layers, degrees, options, 2).last_step) {
+      INFO("rank " << rank);
+      std::map<std::string, double> by_cause;
+      double previous_end_s = 0;
+      for (const ParallelStepMetrics::Span& wait : metrics.waits) {
+        INFO(wait.label << " at " << wait.start_s << " s for " << wait.duration_s << " s");
+        CHECK(wait.duration_s > 0);
+        CHECK(wait.start_s >= previous_end_s - 1e-9);  // one compute thread: one wait at a time
+        previous_end_s = wait.start_s + wait.duration_s;
+        by_cause[wait.label] += wait.duration_s;
+      }
+      CHECK(previous_end_s <= metrics.iteration_time_s + 1e-6);
+      double total_s = 0;
+      for (const auto& [cause, seconds] : by_cause) {
+        CHECK((cause == "tensor-parallel" || cause == "receive" || cause == "send" ||
+               cause == "data-parallel"));
+        total_s += seconds;
+      }
+      CHECK(total_s == Approx(metrics.communication_wait_s).margin(1e-9));
+      CHECK(by_cause["receive"] == Approx(metrics.pipeline_wait_s).margin(1e-9));
+      CHECK(by_cause["tensor-parallel"] == Approx(metrics.tensor_wait_s).margin(1e-9));
+      // Stage 1's first forward needs stage 0's output: it waits for it.
+      if (degrees.pipeline == 2 && rank >= degrees.tensor) CHECK(by_cause["receive"] > 0);
+      if (degrees.pipeline == 1) CHECK(by_cause["receive"] == 0);
+      if (degrees.tensor == 1) CHECK(by_cause["tensor-parallel"] == 0);
+      if (degrees.data == 1) CHECK(by_cause["data-parallel"] == 0);
+    }
+  }
+}
+
 TEST_CASE("pipeline parallelism: GPipe and 1F1B train the parameters one process trains") {
   for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
     ParallelRuntimeOptions options;
