@@ -167,7 +167,7 @@ void GatherSchedule::consume_gather(int i, int s) {
     ++issued_gather_;
   }
   ++next_gather_;
-  collectives_.wait(slice.gathered);
+  collectives_.wait(slice.gathered, "all-gather " + units_[i].name());
 }
 
 void GatherSchedule::acquire(int i, int s, Phase phase, int micro) {

@@ -1,5 +1,7 @@
 #include "validate/gradient_reduction.hpp"
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <string>
 #include <utility>
@@ -71,13 +73,15 @@ void GradientReduction::reduce_slice(int i, int s, at::Tensor grad, int micro) {
   if (!grad.defined()) grad = at::zeros({slice.numel}, float_options_);
   if (!slice.sharded) {
     if (micro == 0 && unit.dp_reduced.valid())
-      collectives_.wait(unit.dp_reduced);  // previous step's
+      collectives_.wait(unit.dp_reduced, "all-reduce " + unit.name());  // previous step's
     accumulate(unit.dp_grad.narrow(0, slice.dp_offset, slice.numel), grad, micro);
     return;  // the unit's DP gradients are all-reduced after its backward
   }
   if (slice.full_grad.defined()) {
     // ZeRO-1 keeps the whole gradient; it is reduce-scattered in place.
-    if (micro == 0 && slice.reduced.valid()) collectives_.wait(slice.reduced);
+    if (micro == 0 && slice.reduced.valid()) {
+      collectives_.wait(slice.reduced, fmt::format("{} {}", reduction_name(slice), unit.name()));
+    }
     accumulate(slice.full_grad, grad, micro);
     grad = slice.full_grad;
   }

@@ -1,5 +1,6 @@
 #include "validate/optimizer_step.hpp"
 
+#include <fmt/format.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
@@ -82,10 +83,10 @@ void step_optimizer(std::vector<RuntimeUnit>& units, StepCollectives& collective
                     const AdamSettings& settings, int step) {
   torch::autograd::AutoGradMode no_grad(false);
   for (RuntimeUnit& unit : units) {
-    if (unit.dp_grad.defined()) collectives.wait(unit.dp_reduced);
+    if (unit.dp_grad.defined()) collectives.wait(unit.dp_reduced, "all-reduce " + unit.name());
     for (OperatorSlice& slice : unit.slices) {
       if (slice.sharded) {
-        collectives.wait(slice.reduced);
+        collectives.wait(slice.reduced, fmt::format("{} {}", reduction_name(slice), unit.name()));
         update(slice, slice.shard_grad, settings, step);
       } else {
         update(slice, unit.dp_grad.narrow(0, slice.dp_offset, slice.numel), settings, step);
@@ -103,7 +104,7 @@ void step_optimizer(std::vector<RuntimeUnit>& units, StepCollectives& collective
                                                         slice.full.detach(), slice.shard_group));
     }
   }
-  for (const CommHandle& handle : shared) collectives.wait(handle);
+  for (const CommHandle& handle : shared) collectives.wait(handle, "all-gather updated shards");
 }
 
 }  // namespace osdp::validate

@@ -281,4 +281,14 @@ bool mode_reduces_every_micro_batch(Mode mode) {
   return every.value_or(false);
 }
 
+std::string RuntimeUnit::name() const {
+  std::string prefix = members.front().prefix;
+  if (!prefix.empty() && prefix.back() == '.') prefix.pop_back();
+  return prefix;
+}
+
+std::string_view reduction_name(const OperatorSlice& slice) {
+  return slice.sharded ? "reduce-scatter" : "all-reduce";
+}
+
 }  // namespace osdp::validate

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/mode.hpp"
@@ -88,6 +89,9 @@ struct OperatorSlice {
   at::Tensor& local_parameters() { return sharded ? shard : full; }
 };
 
+// The collective that reduces the slice's gradient: "all-reduce" (dp) or "reduce-scatter".
+std::string_view reduction_name(const OperatorSlice& slice);
+
 // One GPT operator of a unit.
 struct UnitMember {
   OperatorKind kind = OperatorKind::generic;
@@ -105,6 +109,8 @@ struct RuntimeUnit {
   CommHandle dp_reduced;
 
   OperatorKind first_kind() const { return members.front().kind; }
+  // Its first operator's name ("layer0.attention"), as the simulator names the unit's items.
+  std::string name() const;
   OperatorKind last_kind() const { return members.back().kind; }
 };
 

@@ -83,7 +83,8 @@ Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& me
   // Where the compute thread blocked on a collective (the phases' compute above excludes it), on
   // a track of their own: a wait inside a phase would overlap the phase's compute-only bar.
   for (const CollectiveWait& wait : metrics.waits) {
-    complete("wait", "wait", 2, wait.start_s, wait.duration_s, {{"waited_s", wait.duration_s}});
+    complete("wait", "wait", 2, wait.start_s, wait.duration_s,
+             {{"waited_s", wait.duration_s}, {"for", wait.collective}});
   }
   // The update's compute (its waits for the last gradient reductions come first): at the end.
   complete("optimizer step", "compute", 0, metrics.iteration_time_s - metrics.optimizer_step_s,

@@ -270,7 +270,7 @@ struct ShardedGpt::Impl {
     metrics.iteration_time_s = std::chrono::duration<double>(end - start).count();
     metrics.exposed_communication_s = collectives.exposed_s();
     for (const CollectiveWait& wait : collectives.waits()) {
-      metrics.waits.push_back({wait.start_s - metrics.start_s, wait.duration_s});
+      metrics.waits.push_back({wait.start_s - metrics.start_s, wait.duration_s, wait.collective});
     }
     metrics.peak_memory_bytes = std::max(step_peak_bytes, device.memory_counts().peak_bytes);
     metrics.schedule = collectives.take_schedule();

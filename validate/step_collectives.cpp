@@ -11,7 +11,7 @@ void StepCollectives::start_step() {
   waits_.clear();
 }
 
-void StepCollectives::wait(const CommHandle& handle) {
+void StepCollectives::wait(const CommHandle& handle, std::string_view what) {
   if (!handle.valid() || handle.ready()) {
     handle.wait();
     return;
@@ -25,7 +25,7 @@ void StepCollectives::wait(const CommHandle& handle) {
   // also have completed between the readiness check and the clock's reading).
   const double waited_s = std::max(0.0, completed_s.value_or(steady_seconds()) - start_s);
   exposed_s_ += waited_s;
-  if (waited_s > 0) waits_.push_back({start_s, waited_s});
+  if (waited_s > 0) waits_.push_back({start_s, waited_s, std::string(what)});
 }
 
 std::vector<ScheduleEntry> StepCollectives::take_schedule() {

@@ -4,6 +4,8 @@
 // them, timing the waits that block the compute as exposed communication.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "validate/communicator.hpp"
@@ -26,10 +28,12 @@ struct ScheduleEntry {
 };
 
 // One block of the compute thread on a collective: when it began (steady_seconds(), or seconds
-// from the step's start in StepMetrics) and how long the compute waited.
+// from the step's start in StepMetrics), how long the compute waited, and for what (as the
+// simulator's trace names it: "all-gather layer0.mlp", "reduce-scatter head").
 struct CollectiveWait {
   double start_s = 0;
   double duration_s = 0;
+  std::string collective;
 };
 
 class StepCollectives {
@@ -43,9 +47,10 @@ class StepCollectives {
   void record(ScheduleEntry::Action action, int op, int slice) {
     schedule_.push_back({action, op, slice});
   }
-  // Blocks until `handle`'s collective is done (an invalid handle is done); the time the compute
-  // thread blocks, its own queued compute excluded, is exposed communication.
-  void wait(const CommHandle& handle);
+  // Blocks until `handle`'s collective (`what` it is, for the waits' record) is done (an invalid
+  // handle is done); the time the compute thread blocks, its own queued compute excluded, is
+  // exposed communication.
+  void wait(const CommHandle& handle, std::string_view what);
   double exposed_s() const { return exposed_s_; }
   // The step's waits so far, in order: their durations add up to exposed_s().
   const std::vector<CollectiveWait>& waits() const { return waits_; }

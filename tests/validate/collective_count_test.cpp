@@ -235,6 +235,12 @@ TEST_CASE("a step's waits for collectives add up to its exposed communication, i
     for (const CollectiveWait& wait : step.waits) {
       CHECK(wait.duration_s > 0);
       CHECK(wait.start_s >= previous_end_s);  // one compute thread: in order, never overlapping
+      // Named as the simulator names the collective: a ZDP plan gathers and reduce-scatters.
+      const bool gather = wait.collective.rfind("all-gather ", 0) == 0;
+      const bool reduction = wait.collective.rfind("reduce-scatter ", 0) == 0;
+      CHECK((gather || reduction));
+      const std::string unit = wait.collective.substr(wait.collective.find(' ') + 1);
+      CHECK((unit == "embedding" || unit == "head" || unit.rfind("layer", 0) == 0));
       previous_end_s = wait.start_s + wait.duration_s;
       waited_s += wait.duration_s;
     }
