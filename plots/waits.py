@@ -84,14 +84,22 @@ def table_rows(traces, ranks):
     return columns, rows
 
 
+def short_label(label):
+    """"zdp+ckpt.measured" -> "measured": the plan is the table's title."""
+    for kind in ("measured", "simulated"):
+        if label.endswith("." + kind):
+            return kind
+    return label[-14:]
+
+
 def print_table(columns, rows):
     width = max(len(row[0]) for row in rows)
-    header = " ".join(f"{label[-24:]:>24}" for label, _ in columns)
-    print(f"{'':<{width}} {header}")
-    print(f"{'waited ms (waits)':<{width}} " +
-          " ".join(f"{'rank ' + str(rank):>24}" for _, rank in columns))
+    plans = sorted({label.rsplit(".", 1)[0] for label, _ in columns})
+    print(f"compute waits per collective, ms (count), of {', '.join(plans)}")
+    print(f"{'':<{width}} " + " ".join(f"{short_label(label):>14}" for label, _ in columns))
+    print(f"{'':<{width}} " + " ".join(f"{'rank ' + str(rank):>14}" for _, rank in columns))
     for row in rows:
-        cells = " ".join(f"{1e3 * seconds:>17.2f} ({count:>3})" if count else f"{'-':>24}"
+        cells = " ".join(f"{1e3 * seconds:>8.2f} ({count:>3})" if count else f"{'-':>14}"
                          for seconds, count in row[1:])
         print(f"{row[0]:<{width}} {cells}")
 

@@ -351,10 +351,8 @@ struct ParallelGpt::Impl {
     const int64_t tokens = flat.size(0);
     at::Tensor maxima = at::zeros({tensor_ranks * tokens}, flat.options());
     maxima.narrow(0, coordinates.tensor * tokens, tokens).copy_(std::get<0>(flat.detach().max(-1)));
-    waits.timed(WaitCause::tensor_parallel, [&] {
-      comm.run(CollectiveKind::all_gather, maxima, tensor_group);
-      return true;
-    });
+    waits.timed(WaitCause::tensor_parallel,
+                [&] { comm.run(CollectiveKind::all_gather, maxima, tensor_group); });
     const at::Tensor shift = std::get<0>(maxima.view({tensor_ranks, tokens}).max(0));
     const at::Tensor shifted = flat - shift.unsqueeze(1);
     const at::Tensor normaliser = sum_over_tensor_parallel(shifted.exp().sum(-1));

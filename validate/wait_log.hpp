@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "validate/communicator.hpp"
@@ -39,9 +40,14 @@ class WaitLog {
   template <typename Blocking>
   auto timed(WaitCause cause, Blocking blocking) {
     const double start_s = steady_seconds();
-    auto result = blocking();
-    add(cause, start_s, steady_seconds() - start_s);
-    return result;
+    if constexpr (std::is_void_v<std::invoke_result_t<Blocking>>) {
+      blocking();
+      add(cause, start_s, steady_seconds() - start_s);
+    } else {
+      auto result = blocking();
+      add(cause, start_s, steady_seconds() - start_s);
+      return result;
+    }
   }
 
   double total_s() const;

@@ -44,7 +44,7 @@ assert rows["receive"][6:8] == ["0.003000000", "1"], rows
 assert rows["total"] == ["0.001500000", "2", "0.002500000", "1", "0.000000000", "0",
                          "0.003000000", "1"], rows
 assert list(rows)[:3] == ["all-gather embedding", "reduce-scatter head", "receive"], list(rows)
-assert "all-gather embedding" in run.stdout and "1.50 (  2)" in run.stdout, run.stdout
+assert "all-gather embedding" in run.stdout and "1.50 (  2)" in run.stdout and "waits-measured" in run.stdout, run.stdout
 
 # Bad input: not a trace, a missing file, a trace without waits, a bad --ranks.
 bad = os.path.join(work, "waits-bad.json")
