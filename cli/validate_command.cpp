@@ -113,10 +113,7 @@ validate::SimulatedFigures simulate(const Scenario& scenario, const Plan& plan,
   // The measured side's figure is the critical rank's, the one that waited least (all ranks run
   // the same passes): the same of the simulated ranks, which differ where they take turns on
   // shared cores.
-  const std::vector<double>& waits_s = result.exposed_comm_total_s_per_rank;
-  figures.exposed_communication_s = waits_s.empty()
-                                        ? result.exposed_comm_total_s()
-                                        : *std::min_element(waits_s.begin(), waits_s.end());
+  figures.exposed_communication_s = result.critical_rank_exposed_comm_s();
 #else
   (void)trace_path;
   const Scenario planned = scenario.for_plan(plan);

@@ -1,5 +1,7 @@
 // The simulator's results as JSON (with units in every key), and back: simulations run in a
 // child process and hand their result to the caller as this JSON.
+#include <algorithm>
+
 #include "sim/simulate.hpp"
 
 namespace osdp::sim {
@@ -46,6 +48,12 @@ double SimulationResult::exposed_comm_total_s() const {
   double total = 0;
   for (double s : exposed_comm_s) total += s;
   return total;
+}
+
+double SimulationResult::critical_rank_exposed_comm_s() const {
+  if (exposed_comm_total_s_per_rank.empty()) return exposed_comm_total_s();
+  return *std::min_element(exposed_comm_total_s_per_rank.begin(),
+                           exposed_comm_total_s_per_rank.end());
 }
 
 Json to_json(const SimulationResult& result) {

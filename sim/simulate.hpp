@@ -106,6 +106,9 @@ struct SimulationResult {
   std::int64_t events() const { return compute_tasks + collectives + flows + timers; }
 
   double exposed_comm_total_s() const;
+  // The exposed communication of the rank that waited least: the critical rank's, as the
+  // validator measures it (all ranks run the same passes; the others' extra waits are for it).
+  double critical_rank_exposed_comm_s() const;
 };
 
 // Simulates one iteration of `plan`. When `trace_path` is not empty, writes a Chrome trace

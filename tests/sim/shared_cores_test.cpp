@@ -223,6 +223,8 @@ TEST_CASE("more ranks than cores: the ranks take turns, a tick each, and the cor
     CHECK(b.exposed_comm_total_s_per_rank[0] == Approx(b.exposed_comm_total_s()));
     const std::vector<double>& waits_s = b.exposed_comm_total_s_per_rank;
     CHECK(std::accumulate(waits_s.begin(), waits_s.end(), 0.0) > tick_s / 2);
+    // The validator's figure: the rank that waited least.
+    CHECK(b.critical_rank_exposed_comm_s() == *std::min_element(waits_s.begin(), waits_s.end()));
     // ZDP meets at every operator's gathers: who arrives last changes hands, every rank waits.
     if (choice.mode == Mode::zdp) {
       for (double wait_s : waits_s) CHECK(wait_s > 0);
