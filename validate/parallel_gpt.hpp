@@ -87,7 +87,8 @@ struct ParallelStepMetrics {
   double communication_wait_s = 0;
   // Of that, the receives from the neighbouring stages: the pipeline's bubble on this stage.
   double pipeline_wait_s = 0;
-  // Of that, the tensor-parallel group's sums (and sequence parallelism's gathers and scatters).
+  // Of that, the tensor-parallel group's sums (and sequence parallelism's gathers and scatters,
+  // and the vocabulary-parallel loss's gather of each token's largest logit).
   double tensor_wait_s = 0;
   // High-water mark of the counting allocator during the step (0 when it is not installed).
   std::int64_t peak_memory_bytes = 0;
