@@ -7,8 +7,10 @@ Usage: waits.py TRACE_JSON [TRACE_JSON ...] [--ranks 0,1] [--csv FILE]
 Reads the "wait" events of each trace's compute-waits track and prints, per collective (what
 the wait was for: "all-gather layer0.mlp", "reduce-scatter head"; for a pipeline layout its
 cause: "receive", "send", "tensor-parallel", "data-parallel"), each rank's total wait in
-milliseconds and how many waits made it, one column per trace and rank; the last row the
-totals, which are each rank's exposed communication in that step. With --csv the same rows go
+milliseconds and how many waits made it, one column per trace and rank (a layout's simulated
+trace, the 3D model's timeline, has a column per stage and only its waits for the neighbouring
+stages: the tensor-parallel sums are inside its passes); the last row the totals, which are
+each rank's exposed communication in that step. With --csv the same rows go
 to FILE (written to a temporary name first and renamed into place).
 Exit codes: 0 printed, 2 bad input.
 """
@@ -20,14 +22,18 @@ import sys
 
 
 def read_waits(path):
-    """{(rank, collective): [total seconds, count]} of a Chrome trace's wait events."""
+    """({(rank, collective): [total seconds, count]} of a Chrome trace's wait events,
+    {rank: its process's name}): a layout's simulated trace has a process per stage."""
     with open(path) as handle:
         trace = json.load(handle)
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise ValueError(f"{path}: expected a Chrome trace with \"traceEvents\"")
     waits = {}
+    names = {}
     for event in events:
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            names[event["pid"]] = str((event.get("args") or {}).get("name", event["pid"]))
         if event.get("ph") != "X" or event.get("cat") != "wait":
             continue
         args = event.get("args") or {}
@@ -36,7 +42,14 @@ def read_waits(path):
         entry = waits.setdefault((event["pid"], collective), [0.0, 0])
         entry[0] += seconds
         entry[1] += 1
-    return waits
+    return waits, names
+
+
+def process_label(names, rank):
+    """"rank 3", or a layout's "stage 1" (from "1 x 2 x 1, stage 1")."""
+    name = names.get(rank, "")
+    tail = name.rsplit(", ", 1)[-1]
+    return tail if tail.startswith(("rank ", "stage ")) else f"rank {rank}"
 
 
 def parse_ranks(text, available):
@@ -67,13 +80,19 @@ def collective_order(name):
 
 
 def table_rows(traces, ranks):
-    columns = [(label, rank) for label, _ in traces for rank in ranks]
-    collectives = sorted({c for _, waits in traces for (_, c) in waits}, key=collective_order)
+    """Columns: each trace's ranks (or stages) among `ranks` that are in it."""
+    columns = []
+    for label, (waits, names) in traces:
+        present = {rank for (rank, _) in waits} | set(names)
+        columns += [(label, rank, process_label(names, rank)) for rank in ranks if rank in present]
+    collectives = sorted({c for _, (waits, _) in traces for (_, c) in waits}, key=collective_order)
     rows = []
     for collective in collectives + ["total"]:
         row = [collective]
-        for label, waits in traces:
-            for rank in ranks:
+        for trace_label, (waits, _) in traces:
+            for label, rank, _ in columns:
+                if label != trace_label:
+                    continue
                 if collective == "total":
                     seconds = sum(v[0] for (r, _), v in waits.items() if r == rank)
                     count = sum(v[1] for (r, _), v in waits.items() if r == rank)
@@ -94,10 +113,10 @@ def short_label(label):
 
 def print_table(columns, rows):
     width = max(len(row[0]) for row in rows)
-    plans = sorted({label.rsplit(".", 1)[0] for label, _ in columns})
+    plans = sorted({label.rsplit(".", 1)[0] for label, _, _ in columns})
     print(f"compute waits per collective, ms (count), of {', '.join(plans)}")
-    print(f"{'':<{width}} " + " ".join(f"{short_label(label):>14}" for label, _ in columns))
-    print(f"{'':<{width}} " + " ".join(f"{'rank ' + str(rank):>14}" for _, rank in columns))
+    print(f"{'':<{width}} " + " ".join(f"{short_label(label):>14}" for label, _, _ in columns))
+    print(f"{'':<{width}} " + " ".join(f"{name:>14}" for _, _, name in columns))
     for row in rows:
         cells = " ".join(f"{1e3 * seconds:>8.2f} ({count:>3})" if count else f"{'-':>14}"
                          for seconds, count in row[1:])
@@ -110,8 +129,8 @@ def write_csv(path, columns, rows):
     with open(temporary, "w", newline="") as handle:
         writer = csv.writer(handle)
         header = ["collective"]
-        for label, rank in columns:
-            header += [f"{label} rank {rank} waited_s", f"{label} rank {rank} waits"]
+        for label, _, name in columns:
+            header += [f"{label} {name} waited_s", f"{label} {name} waits"]
         writer.writerow(header)
         for row in rows:
             cells = [row[0]]
@@ -130,7 +149,7 @@ def main():
     try:
         traces = [(os.path.splitext(os.path.basename(path))[0], read_waits(path))
                   for path in args.traces]
-        available = {rank for _, waits in traces for (rank, _) in waits}
+        available = {rank for _, (waits, _) in traces for (rank, _) in waits}
         ranks = parse_ranks(args.ranks, available)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"waits.py: error: {error}", file=sys.stderr)

@@ -21,8 +21,9 @@ measured = [wait(0, "all-gather embedding", 0, 1000), wait(0, "all-gather embedd
             wait(1, "reduce-scatter head", 9000, 2500),
             {"ph": "X", "cat": "compute", "name": "embedding forward", "pid": 0, "tid": 0,
              "ts": 1000, "dur": 4000, "args": {}}]
-# A layout's waits name their cause and carry no "for".
-layout = [{"ph": "X", "cat": "wait", "name": "receive", "pid": 1, "tid": 2, "ts": 0, "dur": 3000,
+# A layout's simulated waits name their cause, carry no "for", and its processes are stages.
+layout = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "1 x 2 x 1, stage 1"}},
+          {"ph": "X", "cat": "wait", "name": "receive", "pid": 1, "tid": 2, "ts": 0, "dur": 3000,
            "args": {"waited_s": 0.003}}]
 paths = {}
 for name, events in (("measured", measured), ("layout", layout)):
@@ -37,14 +38,16 @@ with open(table) as handle:
     rows = {row[0]: row[1:] for row in csv.reader(handle)}
 header = rows.pop("collective")
 assert header[0] == "waits-measured rank 0 waited_s", header
-# Columns: measured rank 0, measured rank 1, layout rank 0, layout rank 1 (seconds, count each).
+# Columns: measured rank 0, measured rank 1, the layout's stage 1 (seconds, count each): each
+# trace's own ranks or stages.
+assert header[4] == "waits-layout stage 1 waited_s", header
 assert rows["all-gather embedding"][:4] == ["0.001500000", "2", "0.000000000", "0"], rows
 assert rows["reduce-scatter head"][2:4] == ["0.002500000", "1"], rows
-assert rows["receive"][6:8] == ["0.003000000", "1"], rows
-assert rows["total"] == ["0.001500000", "2", "0.002500000", "1", "0.000000000", "0",
-                         "0.003000000", "1"], rows
+assert rows["receive"][4:6] == ["0.003000000", "1"], rows
+assert rows["total"] == ["0.001500000", "2", "0.002500000", "1", "0.003000000", "1"], rows
 assert list(rows)[:3] == ["all-gather embedding", "reduce-scatter head", "receive"], list(rows)
-assert "all-gather embedding" in run.stdout and "1.50 (  2)" in run.stdout and "waits-measured" in run.stdout, run.stdout
+assert "1.50 (  2)" in run.stdout and "waits-measured" in run.stdout, run.stdout
+assert "stage 1" in run.stdout, run.stdout
 
 # Bad input: not a trace, a missing file, a trace without waits, a bad --ranks.
 bad = os.path.join(work, "waits-bad.json")
