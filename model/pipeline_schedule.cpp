@@ -370,6 +370,24 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
   return timeline;
 }
 
+namespace {
+
+// A complete ("X") event of stage `stage`'s track `track`: times in seconds, written in
+// microseconds.
+nlohmann::json complete_event(const std::string& name, const char* category, std::size_t stage,
+                              int track, double start_s, double duration_s) {
+  constexpr double us_per_s = 1e6;
+  return {{"ph", "X"},
+          {"name", name},
+          {"cat", category},
+          {"pid", stage},
+          {"tid", track},
+          {"ts", start_s * us_per_s},
+          {"dur", duration_s * us_per_s}};
+}
+
+}  // namespace
+
 std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
                                   const std::vector<double>& stage_state_bytes,
                                   const std::vector<double>& chunk_activation_bytes,
@@ -395,14 +413,9 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
                         {"pid", stage},
                         {"tid", 1},
                         {"args", {{"name", "gradients"}}}});
-      events.push_back(
-          {{"ph", "X"},
-           {"name", "gradient reductions"},
-           {"cat", "reduce"},
-           {"pid", stage},
-           {"tid", 1},
-           {"ts", timeline.finish_s[stage] * us_per_s},
-           {"dur", (stage_synchronised_s[stage] - timeline.finish_s[stage]) * us_per_s}});
+      events.push_back(complete_event("gradient reductions", "reduce", stage, 1,
+                                      timeline.finish_s[stage],
+                                      stage_synchronised_s[stage] - timeline.finish_s[stage]));
     }
     // The stage idle before a pass, from the pipeline's first pass on: it waited for a
     // neighbour's pass and the transfer (the runtime's "receive" waits, on their own track).
@@ -420,14 +433,10 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
                           {"args", {{"name", "compute waits"}}}});
         waits_named = true;
       }
-      events.push_back({{"ph", "X"},
-                        {"name", "receive"},
-                        {"cat", "wait"},
-                        {"pid", stage},
-                        {"tid", 2},
-                        {"ts", (step.start_s - idle_s) * us_per_s},
-                        {"dur", idle_s * us_per_s},
-                        {"args", {{"waited_s", idle_s}}}});
+      nlohmann::json wait =
+          complete_event("receive", "wait", stage, 2, step.start_s - idle_s, idle_s);
+      wait["args"] = {{"waited_s", idle_s}};
+      events.push_back(std::move(wait));
     }
     double activations = 0;
     auto counter = [&](double time_s) {
@@ -442,17 +451,13 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
     if (memory) counter(0.0);
     for (const TimedStep& step : timeline.stages[stage]) {
       const bool forward = step.step.pass == Pass::forward;
-      events.push_back({{"ph", "X"},
-                        {"name", fmt::format("{} {}", forward ? "F" : "B", step.step.micro_batch)},
-                        {"cat", forward ? "forward" : "backward"},
-                        {"pid", stage},
-                        {"tid", 0},
-                        {"ts", step.start_s * us_per_s},
-                        {"dur", (step.end_s - step.start_s) * us_per_s},
-                        {"args",
-                         {{"pass", forward ? "forward" : "backward"},
-                          {"chunk", step.step.chunk},
-                          {"micro_batch", step.step.micro_batch}}}});
+      nlohmann::json pass = complete_event(
+          fmt::format("{} {}", forward ? "F" : "B", step.step.micro_batch),
+          forward ? "forward" : "backward", stage, 0, step.start_s, step.end_s - step.start_s);
+      pass["args"] = {{"pass", forward ? "forward" : "backward"},
+                      {"chunk", step.step.chunk},
+                      {"micro_batch", step.step.micro_batch}};
+      events.push_back(std::move(pass));
       if (!memory) continue;
       // A forward keeps its activations from its start; a backward frees them at its end.
       const double bytes = chunk_activation_bytes[step.step.chunk];

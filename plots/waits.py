@@ -84,23 +84,20 @@ def table_rows(traces, ranks):
     columns = []
     for label, (waits, names) in traces:
         present = {rank for (rank, _) in waits} | set(names)
-        columns += [(label, rank, process_label(names, rank)) for rank in ranks if rank in present]
+        columns += [(label, waits, rank, process_label(names, rank))
+                    for rank in ranks if rank in present]
     collectives = sorted({c for _, (waits, _) in traces for (_, c) in waits}, key=collective_order)
     rows = []
     for collective in collectives + ["total"]:
         row = [collective]
-        for trace_label, (waits, _) in traces:
-            for label, rank, _ in columns:
-                if label != trace_label:
-                    continue
-                if collective == "total":
-                    seconds = sum(v[0] for (r, _), v in waits.items() if r == rank)
-                    count = sum(v[1] for (r, _), v in waits.items() if r == rank)
-                else:
-                    seconds, count = waits.get((rank, collective), (0.0, 0))
-                row.append((seconds, count))
+        for _, waits, rank, _ in columns:
+            if collective == "total":
+                mine = [v for (r, _), v in waits.items() if r == rank]
+                row.append((sum(v[0] for v in mine), sum(v[1] for v in mine)))
+            else:
+                row.append(tuple(waits.get((rank, collective), (0.0, 0))))
         rows.append(row)
-    return columns, rows
+    return [(label, rank, name) for label, _, rank, name in columns], rows
 
 
 def short_label(label):

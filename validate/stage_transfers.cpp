@@ -63,21 +63,22 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
   // gradient the next chunk's backward.
   const Message wanted{producer, step.micro_batch, backward};
   const int from = stage_of_chunk(producer);
-  const double start_s = steady_seconds();
-  while (arrived_.find(wanted) == arrived_.end()) {
-    const std::vector<Message>& expected = expected_from_[from];
-    if (from == setup_.stage || received_from_[from] >= expected.size()) {
-      throw std::logic_error("pipeline transfer asked for before its producer ran");
+  waits_.timed(WaitCause::receive, [&] {
+    while (arrived_.find(wanted) == arrived_.end()) {
+      const std::vector<Message>& expected = expected_from_[from];
+      if (from == setup_.stage || received_from_[from] >= expected.size()) {
+        throw std::logic_error("pipeline transfer asked for before its producer ran");
+      }
+      at::Tensor incoming = at::empty(setup_.message_shape);
+      communicator_.receive(incoming, setup_.pipeline_group[from]);
+      const Message& produced = expected[received_from_[from]++];
+      arrived_.emplace(produced, incoming);
+      // The peer ran every pass up to the one that produced this message: the sends those
+      // passes took are done, and their tensors can go (Gloo's sends report done only once
+      // waited for).
+      release_sends_taken(from, position_on_[from].at(produced));
     }
-    at::Tensor incoming = at::empty(setup_.message_shape);
-    communicator_.receive(incoming, setup_.pipeline_group[from]);
-    const Message& produced = expected[received_from_[from]++];
-    arrived_.emplace(produced, incoming);
-    // The peer ran every pass up to the one that produced this message: the sends those passes
-    // took are done, and their tensors can go (Gloo's sends report done only once waited for).
-    release_sends_taken(from, position_on_[from].at(produced));
-  }
-  waits_.add(WaitCause::receive, start_s, steady_seconds() - start_s);
+  });
   const auto found = arrived_.find(wanted);
   at::Tensor value = std::move(found->second);
   arrived_.erase(found);
@@ -85,10 +86,10 @@ at::Tensor StageTransfers::receive(const PipelineStep& step) {
 }
 
 void StageTransfers::wait_for_sends() {
-  const double start_s = steady_seconds();
-  for (const PendingSend& sent : sends_) sent.handle.wait();
+  waits_.timed(WaitCause::send, [&] {
+    for (const PendingSend& sent : sends_) sent.handle.wait();
+  });
   sends_.clear();
-  waits_.add(WaitCause::send, start_s, steady_seconds() - start_s);
 }
 
 }  // namespace osdp::validate
