@@ -124,19 +124,24 @@ int run(const CalibrateOptions& options) {
     fmt::print("calibrated {} ranks on this machine\n", result->ranks);
     fmt::print(
         "  collectives as a training step issues them (after compute, waited for; mean and "
-        "middle half), and back-to-back\n");
+        "middle half), and back-to-back;\n  last to come: the time of the rank that came last, "
+        "arrival spread: how much longer the first one waited (each call, then the mean)\n");
   }
   if (!result->collectives.empty()) {
-    fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}\n", "collective", "bytes",
-               "time", "middle half", "step time", "bus bandwidth", "back-to-back", "CPU busy");
+    fmt::print("  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>10}{:>14}{:>16}\n", "collective",
+               "bytes", "time", "middle half", "step time", "bus bandwidth", "back-to-back",
+               "CPU busy", "last to come", "arrival spread");
   }
   auto print_collective = [](const validate::CollectivePoint& point) {
     fmt::print(
-        "  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%\n", collective_name(point.kind),
-        units::format_bytes(point.bytes), units::format_seconds(point.time_s),
+        "  {:<16}{:>12}{:>12}{:>22}{:>14}{:>16}{:>14}{:>9.0f}%{:>14}{:>16}\n",
+        collective_name(point.kind), units::format_bytes(point.bytes),
+        units::format_seconds(point.time_s),
         units::format_seconds(point.time_q1_s) + " - " + units::format_seconds(point.time_q3_s),
         units::format_seconds(point.step_time_s), units::format_bandwidth(point.bus_bandwidth_Bps),
-        units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction);
+        units::format_seconds(point.back_to_back_time_s), 100 * point.cpu_fraction,
+        units::format_seconds(point.last_arrival_time_s),
+        units::format_seconds(point.arrival_spread_s));
   };
   for (const auto& point : result->collectives) print_collective(point);
   if (!result->pair_collectives.empty()) {

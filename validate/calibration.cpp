@@ -58,6 +58,32 @@ double process_cpu_s() {
   return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
+struct ArrivalSpread {
+  double last_arrival_time_s = 0;
+  double spread_s = 0;
+};
+
+// Each call's time on every rank of `group` (empty: all), compared call by call: the ranks'
+// collective ends alike, so the shortest is the rank that came last and the longest less the
+// shortest how much earlier the first came (no clock shared between the ranks needed).
+ArrivalSpread arrival_spread(Communicator& comm, const std::vector<double>& call_times_s,
+                             const std::vector<int>& group) {
+  const int64_t members = group.empty() ? comm.size() : static_cast<int64_t>(group.size());
+  const int64_t me = group.empty()
+                         ? comm.rank()
+                         : std::find(group.begin(), group.end(), comm.rank()) - group.begin();
+  const auto calls = static_cast<int64_t>(call_times_s.size());
+  if (calls == 0) return {};
+  at::Tensor times = at::zeros({members * calls}, at::kDouble);
+  times.narrow(0, me * calls, calls)
+      .copy_(at::tensor(at::ArrayRef<double>(call_times_s), at::kDouble));
+  comm.run(CollectiveKind::all_reduce, times, group);  // each rank fills its own row
+  const at::Tensor by_rank = times.view({members, calls});
+  const at::Tensor shortest = std::get<0>(by_rank.min(0));
+  const at::Tensor longest = std::get<0>(by_rank.max(0));
+  return {shortest.mean().item<double>(), (longest - shortest).mean().item<double>()};
+}
+
 // Over `group` (global ranks; empty: all): every rank calls with its own group, all at once.
 std::vector<CollectivePoint> time_collectives(Communicator& comm, const CalibrationOptions& options,
                                               const std::vector<int>& group = {}) {
@@ -66,6 +92,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
     CollectiveKind kind;
     at::Tensor buffer;
     std::vector<double> issued_times_s;
+    std::vector<double> call_times_s;  // every timed call's, for the ranks' comparison
     std::vector<double> back_to_back_times_s;
     std::vector<double> cpu_fractions;
   };
@@ -74,7 +101,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     for (double bytes : options.message_bytes) {
       const int64_t elements = std::max<int64_t>(n, static_cast<int64_t>(bytes / 4) / n * n);
-      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}, {}});
+      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}, {}, {}});
     }
   }
   // Rounds over every (collective, size), the first one a warm-up: a slow spell of the machine
@@ -108,7 +135,9 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
         for (int product = 0; product < 2; ++product) work = at::mm(work, work).div_(256.0);
         const auto issued = Clock::now();
         comm.run(probe.kind, probe.buffer, group);
-        issued_s += seconds_since(issued);
+        const double call_s = seconds_since(issued);
+        issued_s += call_s;
+        if (round > 0) probe.call_times_s.push_back(call_s);
       }
       if (round > 0) {
         probe.back_to_back_times_s.push_back(wall_s / calls_per_sample);
@@ -132,6 +161,9 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
         ring_steps(probe.kind, n) > 0 ? point.time_s / ring_steps(probe.kind, n) : 0.0;
     point.bus_bandwidth_Bps = point.bytes / point.time_s * bus_bandwidth_factor(probe.kind, n);
     point.cpu_fraction = from_rank0(comm, median_of(probe.cpu_fractions));
+    const ArrivalSpread arrival = arrival_spread(comm, probe.call_times_s, group);
+    point.last_arrival_time_s = arrival.last_arrival_time_s;
+    point.arrival_spread_s = arrival.spread_s;
     points.push_back(point);
   }
   return points;

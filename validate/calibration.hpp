@@ -76,6 +76,12 @@ struct CollectivePoint {
   // CPU seconds this rank's process spent per second of the back-to-back calls (its
   // communication thread; the caller waits asleep): how much of a core the transport keeps busy.
   double cpu_fraction = 0;
+  // The same calls as time_s, rank by rank: the time of the rank that came last (the shortest
+  // from issue to completion; the collective's own time once every rank is in it), and how
+  // much longer the first one waited (the longest less the shortest: how far apart the ranks
+  // arrive). Means over the calls; time_s, rank 0's, holds part of the spread.
+  double last_arrival_time_s = 0;
+  double arrival_spread_s = 0;
 };
 
 struct OperatorPoint {

@@ -73,7 +73,9 @@ Json collective_points_json(const std::vector<CollectivePoint>& points) {
                            {"time_q1_s", p.time_q1_s},
                            {"time_q3_s", p.time_q3_s},
                            {"back_to_back_time_s", p.back_to_back_time_s},
-                           {"cpu_fraction", p.cpu_fraction}});
+                           {"cpu_fraction", p.cpu_fraction},
+                           {"last_arrival_time_s", p.last_arrival_time_s},
+                           {"arrival_spread_s", p.arrival_spread_s}});
   }
   return collectives;
 }
@@ -96,6 +98,8 @@ std::vector<CollectivePoint> collective_points_from_json(const Json& json) {
     point.time_q1_s = p.value("time_q1_s", point.time_s);
     point.time_q3_s = p.value("time_q3_s", point.time_s);
     point.back_to_back_time_s = p.value("back_to_back_time_s", point.time_s);
+    point.last_arrival_time_s = p.value("last_arrival_time_s", 0.0);
+    point.arrival_spread_s = p.value("arrival_spread_s", 0.0);
     points.push_back(point);
   }
   return points;

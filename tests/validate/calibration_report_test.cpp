@@ -19,6 +19,8 @@ CollectivePoint point(CollectiveKind kind, double scale) {
   p.bus_bandwidth_Bps = 1e9 / scale;
   p.back_to_back_time_s = 0.7e-3 * scale;
   p.cpu_fraction = 0.3 * scale;
+  p.last_arrival_time_s = 0.4e-3 * scale;
+  p.arrival_spread_s = 0.8e-3 * scale;
   return p;
 }
 
@@ -60,6 +62,8 @@ void check_same(const CollectivePoint& a, const CollectivePoint& b) {
   CHECK(a.bus_bandwidth_Bps == b.bus_bandwidth_Bps);
   CHECK(a.back_to_back_time_s == b.back_to_back_time_s);
   CHECK(a.cpu_fraction == b.cpu_fraction);
+  CHECK(a.last_arrival_time_s == b.last_arrival_time_s);
+  CHECK(a.arrival_spread_s == b.arrival_spread_s);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 """Checks what `osdp calibrate --json` wrote: the cluster's collectives are the fit of the
 points as a training step issues them (each point's mean inside its middle half, the
-back-to-back figure beside it), its straggler_slowdown is the compute laws' straggling, and its
+back-to-back figure beside it, rank 0's mean between the last-coming rank's and the
+first-coming one's), its straggler_slowdown is the compute laws' straggling, and its
 speed reference is the main probe's compute at one batch size, as the laws' points timed it."""
 import json
 import sys
@@ -16,6 +17,13 @@ for point in report["collectives"]:
         failures.append(f"{name}: a time not above zero")
     if not 0 < point["cpu_fraction"] <= 1.5:
         failures.append(f"{name}: CPU busy {point['cpu_fraction']:.2f} of a core (not the transport's alone)")
+    # The same calls on every rank: the last to come took no longer than rank 0 (time_s), the
+    # first no shorter (the spread is the longest less the shortest, call by call).
+    last, spread = point["last_arrival_time_s"], point["arrival_spread_s"]
+    tolerance = 1e-9 * point["time_s"]
+    if not (0 < last <= point["time_s"] + tolerance and spread >= 0
+            and point["time_s"] <= last + spread + tolerance):
+        failures.append(f"{name}: last to come {last}, spread {spread} against rank 0's {point['time_s']}")
 runs = report["compute_straggling_runs"]
 if not runs or min(runs) < 1:
     failures.append(f"straggling runs {runs}: expected at least one, each >= 1")
