@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "model/chrome_trace.hpp"
+
 namespace osdp {
 
 std::string_view pipeline_schedule_name(PipelineSchedule schedule) {
@@ -370,24 +372,6 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
   return timeline;
 }
 
-namespace {
-
-// A complete ("X") event of stage `stage`'s track `track`: times in seconds, written in
-// microseconds.
-nlohmann::json complete_event(const std::string& name, const char* category, std::size_t stage,
-                              int track, double start_s, double duration_s) {
-  constexpr double us_per_s = 1e6;
-  return {{"ph", "X"},
-          {"name", name},
-          {"cat", category},
-          {"pid", stage},
-          {"tid", track},
-          {"ts", start_s * us_per_s},
-          {"dur", duration_s * us_per_s}};
-}
-
-}  // namespace
-
 std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::string& title,
                                   const std::vector<double>& stage_state_bytes,
                                   const std::vector<double>& chunk_activation_bytes,
@@ -413,9 +397,9 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
                         {"pid", stage},
                         {"tid", 1},
                         {"args", {{"name", "gradients"}}}});
-      events.push_back(complete_event("gradient reductions", "reduce", stage, 1,
-                                      timeline.finish_s[stage],
-                                      stage_synchronised_s[stage] - timeline.finish_s[stage]));
+      events.push_back(chrome_complete_event(
+          "gradient reductions", "reduce", static_cast<int>(stage), 1, timeline.finish_s[stage],
+          stage_synchronised_s[stage] - timeline.finish_s[stage]));
     }
     // The stage idle before a pass, from the pipeline's first pass on: it waited for a
     // neighbour's pass and the transfer (the runtime's "receive" waits, on their own track).
@@ -433,10 +417,9 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
                           {"args", {{"name", "compute waits"}}}});
         waits_named = true;
       }
-      nlohmann::json wait =
-          complete_event("receive", "wait", stage, 2, step.start_s - idle_s, idle_s);
-      wait["args"] = {{"waited_s", idle_s}};
-      events.push_back(std::move(wait));
+      events.push_back(chrome_complete_event("receive", "wait", static_cast<int>(stage), 2,
+                                             step.start_s - idle_s, idle_s,
+                                             {{"waited_s", idle_s}}));
     }
     double activations = 0;
     auto counter = [&](double time_s) {
@@ -451,13 +434,13 @@ std::string pipeline_chrome_trace(const PipelineTimeline& timeline, const std::s
     if (memory) counter(0.0);
     for (const TimedStep& step : timeline.stages[stage]) {
       const bool forward = step.step.pass == Pass::forward;
-      nlohmann::json pass = complete_event(
-          fmt::format("{} {}", forward ? "F" : "B", step.step.micro_batch),
-          forward ? "forward" : "backward", stage, 0, step.start_s, step.end_s - step.start_s);
-      pass["args"] = {{"pass", forward ? "forward" : "backward"},
-                      {"chunk", step.step.chunk},
-                      {"micro_batch", step.step.micro_batch}};
-      events.push_back(std::move(pass));
+      events.push_back(
+          chrome_complete_event(fmt::format("{} {}", forward ? "F" : "B", step.step.micro_batch),
+                                forward ? "forward" : "backward", static_cast<int>(stage), 0,
+                                step.start_s, step.end_s - step.start_s,
+                                {{"pass", forward ? "forward" : "backward"},
+                                 {"chunk", step.step.chunk},
+                                 {"micro_batch", step.step.micro_batch}}));
       if (!memory) continue;
       // A forward keeps its activations from its start; a backward frees them at its end.
       const double bytes = chunk_activation_bytes[step.step.chunk];

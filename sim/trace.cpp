@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "model/chrome_trace.hpp"
 #include "model/json_reader.hpp"
 
 namespace osdp::sim {
@@ -41,19 +42,6 @@ std::string item_name(const ProgramItem& item, const Workload& workload) {
   }
   if (item.phase == Phase::optimizer) return "optimizer step";
   return fmt::format("{} {}", phase_name(item.phase), op);
-}
-
-// A complete ("X") event on `track` of `rank`: times in seconds, written in microseconds.
-Json complete_event(const std::string& name, const std::string& category, int rank, int track,
-                    double start_s, double duration_s, Json args) {
-  return {{"ph", "X"},
-          {"name", name},
-          {"cat", category},
-          {"pid", rank},
-          {"tid", track},
-          {"ts", start_s * us_per_s},
-          {"dur", duration_s * us_per_s},
-          {"args", std::move(args)}};
 }
 
 std::vector<double> peak_bytes(const Executor& executor) {
@@ -112,8 +100,8 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
     Json args = {{"slice", item.slice}};
     if (item.collective || item.host_copy) args["bytes"] = item.bytes;
     auto add = [&](int rank) {
-      events.push_back(complete_event(name, category, rank, track_of(item), times[t].start_s,
-                                      times[t].end_s - times[t].start_s, args));
+      events.push_back(chrome_complete_event(name, category, rank, track_of(item), times[t].start_s,
+                                             times[t].end_s - times[t].start_s, args));
     };
     if (item.collective) {
       for (int rank : executor.members(item_index, executor.who_of_task(t))) {
@@ -134,7 +122,7 @@ std::string chrome_trace(const Executor& executor, const Workload& workload, int
                       {"tid", wait_track},
                       {"args", {{"name", "compute waits"}}}});
     for (const ComputeWait& wait : waits) {
-      events.push_back(complete_event(
+      events.push_back(chrome_complete_event(
           "wait", "wait", r, wait_track, wait.start_s, wait.duration_s,
           {{"waited_s", wait.duration_s}, {"for", item_name(program.items[wait.item], workload)}}));
     }

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "model/atomic_file.hpp"
+#include "model/chrome_trace.hpp"
 #include "model/input_error.hpp"
 #include "validate/calibration.hpp"
 #include "validate/compute_threads.hpp"
@@ -24,20 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr int figures_per_rank = 5;
 
-// A Chrome trace "complete" event on `rank`'s `track` (0 compute, 1 communication), `at_s`
-// seconds after the earliest rank's step start.
-Json complete_event(const std::string& name, const char* category, int rank, int track, double at_s,
-                    double duration_s, Json args) {
-  return {{"name", name},
-          {"cat", category},
-          {"ph", "X"},
-          {"ts", 1e6 * at_s},
-          {"dur", 1e6 * std::max(duration_s, 0.0)},
-          {"pid", rank},
-          {"tid", track},
-          {"args", std::move(args)}};
-}
-
 // The step's collectives (those that ended after it began, at `step_start_s` on the steady
 // clock) on the communication track, and its peak memory as a counter.
 void add_communication_and_peak(Json& events, const std::vector<CollectiveEvent>& collectives,
@@ -45,9 +32,10 @@ void add_communication_and_peak(Json& events, const std::vector<CollectiveEvent>
                                 double offset_s) {
   for (const auto& c : collectives) {
     if (c.end_s < step_start_s) continue;
-    events.push_back(complete_event(std::string(collective_name(c.kind)), "communication", rank, 1,
-                                    offset_s + c.start_s - step_start_s, c.end_s - c.start_s,
-                                    {{"bytes", c.bytes}, {"ranks", c.ranks}}));
+    events.push_back(chrome_complete_event(std::string(collective_name(c.kind)), "communication",
+                                           rank, 1, offset_s + c.start_s - step_start_s,
+                                           std::max(c.end_s - c.start_s, 0.0),
+                                           {{"bytes", c.bytes}, {"ranks", c.ranks}}));
   }
   events.push_back({{"name", "peak memory"},
                     {"ph", "C"},
@@ -63,8 +51,8 @@ Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& me
   Json events = Json::array();
   auto complete = [&](const std::string& name, const char* category, int track, double start_s,
                       double duration_s, Json args) {
-    events.push_back(
-        complete_event(name, category, rank, track, offset_s + start_s, duration_s, args));
+    events.push_back(chrome_complete_event(name, category, rank, track, offset_s + start_s,
+                                           std::max(duration_s, 0.0), std::move(args)));
   };
   // One entry per unit (an operator in a plan without units) and micro-batch: micro-batch u's
   // unit i at u x n + i.
@@ -172,8 +160,8 @@ Json parallel_trace_events(const ParallelStepMetrics& metrics,
   Json events = Json::array();
   auto complete = [&](const std::string& name, const char* category, int track, double start_s,
                       double duration_s, Json args) {
-    events.push_back(
-        complete_event(name, category, rank, track, offset_s + start_s, duration_s, args));
+    events.push_back(chrome_complete_event(name, category, rank, track, offset_s + start_s,
+                                           std::max(duration_s, 0.0), std::move(args)));
   };
   for (const ParallelStepMetrics::Span& pass : metrics.passes) {
     complete(pass.label, "compute", 0, pass.start_s, pass.duration_s, Json::object());
