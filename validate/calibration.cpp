@@ -58,6 +58,17 @@ double process_cpu_s() {
   return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
+// The mean of each run of `per_sample` consecutive calls.
+std::vector<double> sample_means(const std::vector<double>& call_times_s, int per_sample) {
+  std::vector<double> means;
+  for (std::size_t first = 0; first + per_sample <= call_times_s.size(); first += per_sample) {
+    double sum_s = 0;
+    for (int call = 0; call < per_sample; ++call) sum_s += call_times_s[first + call];
+    means.push_back(sum_s / per_sample);
+  }
+  return means;
+}
+
 struct ArrivalSpread {
   double last_arrival_time_s = 0;
   double spread_s = 0;
@@ -91,8 +102,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
   struct Probe {
     CollectiveKind kind;
     at::Tensor buffer;
-    std::vector<double> issued_times_s;
-    std::vector<double> call_times_s;  // every timed call's, for the ranks' comparison
+    std::vector<double> call_times_s;  // every timed call's, as a step issues it
     std::vector<double> back_to_back_times_s;
     std::vector<double> cpu_fractions;
   };
@@ -101,7 +111,7 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
        {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
     for (double bytes : options.message_bytes) {
       const int64_t elements = std::max<int64_t>(n, static_cast<int64_t>(bytes / 4) / n * n);
-      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}, {}, {}});
+      probes.push_back({kind, at::ones({elements}, at::kFloat), {}, {}, {}});
     }
   }
   // Rounds over every (collective, size), the first one a warm-up: a slow spell of the machine
@@ -130,19 +140,15 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
       }
       const double wall_s = seconds_since(start);
       const double cpu_s = process_cpu_s() - cpu_start_s;
-      double issued_s = 0;
       for (int call = 0; call < calls_per_sample; ++call) {
         for (int product = 0; product < 2; ++product) work = at::mm(work, work).div_(256.0);
         const auto issued = Clock::now();
         comm.run(probe.kind, probe.buffer, group);
-        const double call_s = seconds_since(issued);
-        issued_s += call_s;
-        if (round > 0) probe.call_times_s.push_back(call_s);
+        if (round > 0) probe.call_times_s.push_back(seconds_since(issued));
       }
       if (round > 0) {
         probe.back_to_back_times_s.push_back(wall_s / calls_per_sample);
         probe.cpu_fractions.push_back(cpu_s / wall_s);
-        probe.issued_times_s.push_back(issued_s / calls_per_sample);
       }
     }
   }
@@ -151,8 +157,9 @@ std::vector<CollectivePoint> time_collectives(Communicator& comm, const Calibrat
     CollectivePoint point;
     point.kind = probe.kind;
     point.bytes = static_cast<double>(probe.buffer.nbytes());
-    point.time_s = from_rank0(comm, mean(probe.issued_times_s));
-    const Spread issued = spread_of(probe.issued_times_s);
+    const std::vector<double> issued_times_s = sample_means(probe.call_times_s, calls_per_sample);
+    point.time_s = from_rank0(comm, mean(issued_times_s));
+    const Spread issued = spread_of(issued_times_s);
     point.time_q1_s = from_rank0(comm, issued.first_quartile_s);
     point.time_q3_s = from_rank0(comm, issued.third_quartile_s);
     point.back_to_back_time_s = from_rank0(comm, median_of(probe.back_to_back_times_s));
