@@ -63,11 +63,8 @@ long long ns_of(Clock::time_point t) {
 
 // One of the two ranks, its threads set as the validator's CPU ranks run.
 std::unique_ptr<Communicator> connect_rank(int rank, const std::string& dir) {
-  ConnectOptions connect;
-  connect.rank = rank;
-  connect.world_size = 2;
-  connect.file_store_path = dir + "/store";
-  auto comm = Communicator::connect(connect);
+  auto comm = Communicator::connect(
+      local_rank_connection(rank, 2, dir + "/store", ConnectOptions{}.timeout));
   use_one_compute_thread();
   let_communication_preempt_compute();
   return comm;

@@ -941,16 +941,9 @@ std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptSha
 std::optional<CalibrationResult> run_calibration(int local_ranks,
                                                  const CalibrationOptions& options) {
   if (const auto environment = rank_from_environment()) {
-    ConnectOptions connect;
-    connect.rank = environment->rank;
-    connect.world_size = environment->world_size;
-    connect.store = ConnectOptions::StoreKind::tcp;
-    connect.master_addr = environment->master_addr;
-    connect.master_port = environment->master_port;
-    connect.gloo_hostname = "";
-    connect.timeout = options.timeout;
     try {
-      auto communicator = Communicator::connect(connect);
+      auto communicator =
+          Communicator::connect(launched_rank_connection(*environment, options.timeout));
       let_communication_preempt_compute();
       CalibrationResult result = calibrate(*communicator, options);
       if (environment->rank != 0) return std::nullopt;
@@ -967,12 +960,8 @@ std::optional<CalibrationResult> run_calibration(int local_ranks,
   const LaunchResult launched = launch_local_ranks(
       local_ranks,
       [&](int rank) {
-        ConnectOptions connect;
-        connect.rank = rank;
-        connect.world_size = local_ranks;
-        connect.file_store_path = (directory / "store").string();
-        connect.timeout = options.timeout;
-        auto communicator = Communicator::connect(connect);
+        auto communicator = Communicator::connect(local_rank_connection(
+            rank, local_ranks, (directory / "store").string(), options.timeout));
         let_communication_preempt_compute();
         const CalibrationResult result = calibrate(*communicator, options);
         if (rank == 0) {

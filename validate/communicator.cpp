@@ -566,6 +566,30 @@ std::unique_ptr<Communicator> connect_gloo(const ConnectOptions& options,
 
 }  // namespace
 
+ConnectOptions local_rank_connection(int rank, int world_size, std::string file_store_path,
+                                     std::chrono::milliseconds timeout) {
+  ConnectOptions connect;
+  connect.rank = rank;
+  connect.world_size = world_size;
+  connect.store = ConnectOptions::StoreKind::file;
+  connect.file_store_path = std::move(file_store_path);
+  connect.timeout = timeout;
+  return connect;
+}
+
+ConnectOptions launched_rank_connection(const RankEnvironment& environment,
+                                        std::chrono::milliseconds timeout) {
+  ConnectOptions connect;
+  connect.rank = environment.rank;
+  connect.world_size = environment.world_size;
+  connect.store = ConnectOptions::StoreKind::tcp;
+  connect.master_addr = environment.master_addr;
+  connect.master_port = environment.master_port;
+  connect.gloo_hostname = "";
+  connect.timeout = timeout;
+  return connect;
+}
+
 std::unique_ptr<Communicator> Communicator::connect(const ConnectOptions& options) {
   TORCH_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size,
               "rank ", options.rank, " of ", options.world_size);

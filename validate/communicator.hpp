@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "model/collectives.hpp"
+#include "validate/launch.hpp"
 
 namespace osdp::validate {
 
@@ -45,6 +46,15 @@ struct ConnectOptions {
   // Bound on rendezvous and on every send / receive.
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
 };
+
+// A local rank that osdp forked (launch_local_ranks): the ranks meet through a file store at
+// `file_store_path`.
+ConnectOptions local_rank_connection(int rank, int world_size, std::string file_store_path,
+                                     std::chrono::milliseconds timeout);
+// A rank that torchrun, Slurm or mpirun started: the TCP store rank 0 hosts at the launch's
+// master; Gloo binds to the machine's hostname, where the other machines reach it.
+ConnectOptions launched_rank_connection(const RankEnvironment& environment,
+                                        std::chrono::milliseconds timeout);
 
 // A collective failed: a peer died, closed its connection or timed out.
 class CollectiveError : public std::runtime_error {

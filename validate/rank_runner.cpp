@@ -421,14 +421,7 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
     const ValidationOptions& options, int gpus_per_node, const std::string& trace_directory,
     std::vector<ComputeCheck>* compute_check) {
   if (const auto environment = rank_from_environment()) {
-    ConnectOptions connect;
-    connect.rank = environment->rank;
-    connect.world_size = environment->world_size;
-    connect.store = ConnectOptions::StoreKind::tcp;
-    connect.master_addr = environment->master_addr;
-    connect.master_port = environment->master_port;
-    connect.gloo_hostname = "";
-    connect.timeout = options.collective_timeout;
+    ConnectOptions connect = launched_rank_connection(*environment, options.collective_timeout);
     try {
       auto device = make_rank_device(options.device, environment->local_rank);
       connect.backend = device->backend();
@@ -462,11 +455,8 @@ std::optional<std::vector<PlanMeasurement>> run_measurements(
   const LaunchResult launched = launch_local_ranks(
       local_ranks,
       [&](int rank) {
-        ConnectOptions connect;
-        connect.rank = rank;
-        connect.world_size = local_ranks;
-        connect.file_store_path = (directory / "store").string();
-        connect.timeout = options.collective_timeout;
+        ConnectOptions connect = local_rank_connection(
+            rank, local_ranks, (directory / "store").string(), options.collective_timeout);
         auto device = make_rank_device(options.device, rank);
         connect.backend = device->backend();
         connect.cuda_device = rank;

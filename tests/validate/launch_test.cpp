@@ -55,12 +55,8 @@ FaultRun run_with_fault(int fault_signal, std::chrono::milliseconds timeout) {
   run.launched = launch_local_ranks(
       2,
       [&](int rank) {
-        ConnectOptions options;
-        options.rank = rank;
-        options.world_size = 2;
-        options.file_store_path = (directory / "store").string();
-        options.timeout = timeout;
-        auto comm = Communicator::connect(options);
+        auto comm = Communicator::connect(
+            local_rank_connection(rank, 2, (directory / "store").string(), timeout));
         at::Tensor buffer = at::ones({1024}, at::kFloat);
         comm->run(CollectiveKind::all_reduce, buffer);
         if (rank == 1) raise(fault_signal);

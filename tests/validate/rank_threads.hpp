@@ -33,12 +33,8 @@ inline void run_rank_threads(int world, const std::function<void(Communicator&)>
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        ConnectOptions options;
-        options.rank = rank;
-        options.world_size = world;
-        options.file_store_path = store;
-        options.timeout = timeout;
-        auto communicator = Communicator::connect(options);
+        auto communicator =
+            Communicator::connect(local_rank_connection(rank, world, store, timeout));
         body(*communicator);
       } catch (...) {
         errors[rank] = std::current_exception();
