@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench/bench_flags.hpp"
 #include "model/foundry_fit.hpp"
 #include "model/foundry_runs.hpp"
 
@@ -85,16 +86,9 @@ BENCHMARK(mpt_70b_on_512_h100)->Unit(benchmark::kMillisecond)->Iterations(5);
 }  // namespace osdp::bench
 
 int main(int argc, char** argv) {
-  bool enforce = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--enforce-targets") == 0) {
-      enforce = true;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
-    }
-  }
+  const bool enforce = osdp::bench::take_flag(argc, argv, "--enforce-targets");
   benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   using osdp::bench::big_row_s;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench/bench_flags.hpp"
 #include "model/measured_runs.hpp"
 #include "model/parallel_iteration.hpp"
 #include "model/scenario.hpp"
@@ -81,16 +82,9 @@ BENCHMARK(largest_measured_row)->Unit(benchmark::kMillisecond)->Iterations(5);
 }  // namespace osdp::bench
 
 int main(int argc, char** argv) {
-  bool enforce = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--enforce-targets") == 0) {
-      enforce = true;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
-    }
-  }
+  const bool enforce = osdp::bench::take_flag(argc, argv, "--enforce-targets");
   benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   using osdp::bench::largest_row_s;

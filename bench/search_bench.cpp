@@ -19,9 +19,12 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -281,12 +284,27 @@ bool report(const RecordingReporter& reporter) {
   return missed.empty();
 }
 
-Options take_options(int& argc, char** argv) {
+// Seconds > 0 (finite), the whole text a number; nullopt otherwise.
+std::optional<double> positive_seconds(const char* text) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(value) || value <= 0) return std::nullopt;
+  return value;
+}
+
+// Its own flags taken off argv; nullopt (said on stderr) for a malformed one.
+std::optional<Options> take_options(int& argc, char** argv) {
   Options options;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--dfs-cap-s=", 12) == 0) {
-      options.dfs_cap_s = std::stod(argv[i] + 12);
+      const std::optional<double> cap_s = positive_seconds(argv[i] + 12);
+      if (!cap_s) {
+        fmt::print(stderr, "search_bench: --dfs-cap-s: got \"{}\": expected seconds > 0\n",
+                   argv[i] + 12);
+        return std::nullopt;
+      }
+      options.dfs_cap_s = *cap_s;
     } else if (std::strcmp(argv[i], "--enforce-targets") == 0) {
       options.enforce_targets = true;
     } else {
@@ -302,8 +320,11 @@ Options take_options(int& argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace osdp::bench;
-  const Options options = take_options(argc, argv);
+  const std::optional<Options> parsed = take_options(argc, argv);
+  if (!parsed) return 2;
+  const Options& options = *parsed;
   benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
 
   std::vector<std::unique_ptr<Setup>> setups;
   for (const ModelCase& m : model_cases()) {
