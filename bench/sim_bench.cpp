@@ -118,4 +118,11 @@ BENCHMARK(BM_nd96_8192gpu_scale_leaf_spine)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  // A flag Google Benchmark does not know is bad input: exit 2, as every osdp program.
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -4,16 +4,17 @@
 // the wall time and the peak resident set, and fails (exit 1) when a median time or the largest
 // peak is over its target.
 //   startup_bench [--osdp PATH] [--runs N]
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,13 @@ int main(int argc, char** argv) {
     if (argument == "--osdp" && i + 1 < argc) {
       osdp = argv[++i];
     } else if (argument == "--runs" && i + 1 < argc) {
-      runs = std::max(1, std::atoi(argv[++i]));
+      const std::string count = argv[++i];
+      const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), runs);
+      if (error != std::errc() || end != count.data() + count.size() || runs < 1 || runs > 10000) {
+        fmt::print(stderr, "startup_bench: --runs: got \"{}\": expected a count from 1 to 10000\n",
+                   count);
+        return 2;
+      }
     } else {
       fmt::print(stderr, "usage: startup_bench [--osdp PATH] [--runs N]\n");
       return 2;

@@ -326,6 +326,14 @@ int main(int argc, char** argv) {
   const bool queue = argc > 1 && std::string(argv[1]) == "--queue";
   const bool beside = argc > 1 && std::string(argv[1]) == "--beside";
   const int dir_argument = overlap || queue || beside ? 2 : 1;
+  // One mode at most, then one directory; anything else (a misspelt mode above all, which would
+  // become a directory) is refused.
+  if (argc > dir_argument + 1 || (argc > dir_argument && argv[dir_argument][0] == '-')) {
+    std::fprintf(stderr,
+                 "sync_probe: got \"%s\": expected [--overlap | --queue | --beside] [DIR]\n",
+                 argv[argc > dir_argument + 1 ? dir_argument + 1 : dir_argument]);
+    return 2;
+  }
   const std::string dir = argc > dir_argument ? argv[dir_argument] : "/tmp/osdp-sync";
   std::filesystem::create_directories(dir);
   std::filesystem::remove(dir + "/store");
