@@ -11,8 +11,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,17 +79,29 @@ std::string describe(const validate::Spread& spread) {
                      1e3 * spread.first_quartile_s, 1e3 * spread.third_quartile_s);
 }
 
+// The whole of `text` as a number (from_chars: no sign, no trailing characters); throws
+// otherwise.
+template <class Number>
+Number whole_number(const std::string& flag, const std::string& text) {
+  Number value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    throw std::invalid_argument(fmt::format("{}: got \"{}\": expected a number", flag, text));
+  }
+  return value;
+}
+
 Arguments parse(int argc, char** argv) {
   Arguments arguments;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     const bool has_value = i + 1 < argc;
     if (argument == "--rounds" && has_value) {
-      arguments.rounds = std::stoi(argv[++i]);
+      arguments.rounds = whole_number<int>(argument, argv[++i]);
     } else if (argument == "--iterations" && has_value) {
-      arguments.iterations = std::stoi(argv[++i]);
+      arguments.iterations = whole_number<int>(argument, argv[++i]);
     } else if (argument == "--bucket-mb" && has_value) {
-      arguments.bucket_mb = std::stod(argv[++i]);
+      arguments.bucket_mb = whole_number<double>(argument, argv[++i]);
     } else if (!argument.empty() && argument[0] != '-') {
       arguments.scenario_path = argument;
     } else {
