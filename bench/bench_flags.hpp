@@ -1,7 +1,10 @@
 // A benchmark program's own flags, taken off the command line before Google Benchmark reads the
-// rest (it refuses flags it does not know).
+// rest (it refuses flags it does not know), and its targets' verdicts.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <string>
 #include <string_view>
 
 namespace osdp::bench {
@@ -19,6 +22,21 @@ inline bool take_flag(int& argc, char** argv, std::string_view flag) {
   }
   argc = kept;
   return given;
+}
+
+// A measured time against its limit. Negative: not measured (its benchmark did not run, e.g. a
+// --benchmark_filter left it out), which does not meet the target either.
+inline bool target_met(double measured_s, double limit_s) {
+  return measured_s >= 0 && measured_s <= limit_s;
+}
+// "0.123 s" (to `decimals`), or "-" if not measured.
+inline std::string seconds_text(double measured_s, int decimals) {
+  if (measured_s < 0) return "-";
+  return fmt::format("{:.{}f} s", measured_s, decimals);
+}
+inline const char* verdict(double measured_s, double limit_s) {
+  if (measured_s < 0) return "not measured";
+  return measured_s <= limit_s ? "met" : "MISSED";
 }
 
 }  // namespace osdp::bench

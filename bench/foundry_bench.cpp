@@ -21,9 +21,9 @@ namespace {
 
 const std::string sources = OSDP_SOURCE_DIR;
 
-double table_s = 0;
-double slowest_row_s = 0;
-double big_row_s = 0;
+double table_s = -1;  // not measured until its benchmark runs
+double slowest_row_s = -1;
+double big_row_s = -1;
 
 void predict_table(benchmark::State& state) {
   const Scenario scenario = load_scenario(sources + "/scenarios/llmfoundry-mpt.json");
@@ -91,14 +91,15 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  using osdp::bench::big_row_s;
-  using osdp::bench::slowest_row_s;
-  using osdp::bench::table_s;
-  const bool table_met = table_s <= 300.0;
-  const bool row_met = std::max(slowest_row_s, big_row_s) <= 5.0;
+  using namespace osdp::bench;
+  // The row target holds for every row of the table and for the 70B run: both must have run.
+  const double row_s = slowest_row_s < 0 || big_row_s < 0 ? -1 : std::max(slowest_row_s, big_row_s);
+  const bool table_met = target_met(table_s, 300.0);
+  const bool row_met = target_met(row_s, 5.0);
   fmt::print(
-      "targets: foundry table {:.3f} s (<= 300 s: {}), slowest row {:.4f} s, 70B on 512 H100 "
-      "{:.4f} s (<= 5 s: {})\n",
-      table_s, table_met ? "met" : "MISSED", slowest_row_s, big_row_s, row_met ? "met" : "MISSED");
+      "targets: foundry table {} (<= 300 s: {}), slowest row {}, 70B on 512 H100 {} "
+      "(<= 5 s: {})\n",
+      seconds_text(table_s, 3), verdict(table_s, 300.0), seconds_text(slowest_row_s, 4),
+      seconds_text(big_row_s, 4), verdict(row_s, 5.0));
   return enforce && !(table_met && row_met) ? 1 : 0;
 }
