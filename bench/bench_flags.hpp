@@ -4,8 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace osdp::bench {
 
@@ -22,6 +25,16 @@ inline bool take_flag(int& argc, char** argv, std::string_view flag) {
   }
   argc = kept;
   return given;
+}
+
+// A flag's value as a number, all of it (std::from_chars: no sign, no spaces, nothing after);
+// nullopt otherwise.
+template <class Number>
+std::optional<Number> whole_number(std::string_view text) {
+  Number value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
 // A measured time against its limit. Negative: not measured (its benchmark did not run, e.g. a

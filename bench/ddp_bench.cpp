@@ -11,13 +11,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.hpp"
 #include "model/scenario.hpp"
 #include "validate/gpt_shape.hpp"
 #include "validate/machine_load.hpp"
@@ -79,16 +80,14 @@ std::string describe(const validate::Spread& spread) {
                      1e3 * spread.first_quartile_s, 1e3 * spread.third_quartile_s);
 }
 
-// The whole of `text` as a number (from_chars: no sign, no trailing characters); throws
-// otherwise.
+// A flag's value, all of it a number; throws otherwise.
 template <class Number>
-Number whole_number(const std::string& flag, const std::string& text) {
-  Number value{};
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
+Number number_of(const std::string& flag, const std::string& text) {
+  const std::optional<Number> value = bench::whole_number<Number>(text);
+  if (!value) {
     throw std::invalid_argument(fmt::format("{}: got \"{}\": expected a number", flag, text));
   }
-  return value;
+  return *value;
 }
 
 Arguments parse(int argc, char** argv) {
@@ -97,11 +96,11 @@ Arguments parse(int argc, char** argv) {
     const std::string argument = argv[i];
     const bool has_value = i + 1 < argc;
     if (argument == "--rounds" && has_value) {
-      arguments.rounds = whole_number<int>(argument, argv[++i]);
+      arguments.rounds = number_of<int>(argument, argv[++i]);
     } else if (argument == "--iterations" && has_value) {
-      arguments.iterations = whole_number<int>(argument, argv[++i]);
+      arguments.iterations = number_of<int>(argument, argv[++i]);
     } else if (argument == "--bucket-mb" && has_value) {
-      arguments.bucket_mb = whole_number<double>(argument, argv[++i]);
+      arguments.bucket_mb = number_of<double>(argument, argv[++i]);
     } else if (!argument.empty() && argument[0] != '-') {
       arguments.scenario_path = argument;
     } else {

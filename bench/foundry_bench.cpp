@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
 #include <string>
 
 #include "bench/bench_flags.hpp"

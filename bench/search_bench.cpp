@@ -20,14 +20,15 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "bench/bench_flags.hpp"
 #include "model/cost_model.hpp"
 #include "model/scenario.hpp"
 #include "model/workload.hpp"
@@ -292,10 +293,9 @@ bool report(const RecordingReporter& reporter) {
 }
 
 // Seconds > 0 (finite), the whole text a number; nullopt otherwise.
-std::optional<double> positive_seconds(const char* text) {
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(value) || value <= 0) return std::nullopt;
+std::optional<double> positive_seconds(std::string_view text) {
+  const std::optional<double> value = whole_number<double>(text);
+  if (!value || !std::isfinite(*value) || *value <= 0) return std::nullopt;
   return value;
 }
 

@@ -11,12 +11,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "bench/bench_flags.hpp"
 
 extern char** environ;
 
@@ -69,12 +71,13 @@ int main(int argc, char** argv) {
       osdp = argv[++i];
     } else if (argument == "--runs" && i + 1 < argc) {
       const std::string count = argv[++i];
-      const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), runs);
-      if (error != std::errc() || end != count.data() + count.size() || runs < 1 || runs > 10000) {
+      const std::optional<int> parsed = ::osdp::bench::whole_number<int>(count);
+      if (!parsed || *parsed < 1 || *parsed > 10000) {
         fmt::print(stderr, "startup_bench: --runs: got \"{}\": expected a count from 1 to 10000\n",
                    count);
         return 2;
       }
+      runs = *parsed;
     } else {
       fmt::print(stderr, "usage: startup_bench [--osdp PATH] [--runs N]\n");
       return 2;
