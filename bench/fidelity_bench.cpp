@@ -60,22 +60,11 @@ struct ScenarioFidelity {
   bool exposed_repeats = false;
 };
 
-// Runs and simulates the six plans of one scenario; nullopt on a rank other than 0 (torchrun).
-// `iterations` > 0 replaces the scenario's measured iterations per plan (rounds at most that).
-std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
-                                             const std::string& cluster_path,
-                                             const std::string& out, int iterations) {
-  Scenario scenario = load_scenario(scenario_path);
-  if (!cluster_path.empty()) {
-    scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
-  }
-  const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
-  validate::ValidationOptions options = validate::read_validation_options(scenario);
-  validate::override_measured_iterations(options, iterations, 0);
-  validate::set_speed_probe(options, scenario.cluster);
+// The six plans of one scenario (all-dp, all-zdp, osdp, zdp+ckpt, zdp-4-slices, all-z2) at
+// the validation's batch size.
+std::vector<validate::PlanRun> fidelity_plans(const Scenario& scenario, int b) {
   const CostModel model = scenario.cost_model();
   const Workload& workload = *scenario.workload;
-  const int b = options.batch_size;
   std::vector<validate::PlanRun> plans{
       {"all-dp", uniform(workload, b, OperatorChoice::whole(Mode::dp))},
       {"all-zdp", uniform(workload, b, OperatorChoice::whole(Mode::zdp))},
@@ -90,6 +79,48 @@ std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
                      fmt::format("a limit an OSDP plan fits at batch size {}", b));
   }
   plans.insert(plans.begin() + 2, {"osdp", best->plan});
+  return plans;
+}
+
+Scenario load_with_cluster(const std::string& scenario_path, const std::string& cluster_path) {
+  Scenario scenario = load_scenario(scenario_path);
+  if (!cluster_path.empty()) {
+    scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
+  }
+  return scenario;
+}
+
+// --simulate-only: each plan's simulated figures as one JSON object, nothing measured (to set a
+// changed simulator against measurements kept from an earlier run, plan by plan).
+Json simulate_only(const std::string& scenario_path, const std::string& cluster_path) {
+  const Scenario scenario = load_with_cluster(scenario_path, cluster_path);
+  validate::require_gpt_shape(scenario, scenario.file);
+  const validate::ValidationOptions options = validate::read_validation_options(scenario);
+  const sim::SimOptions sim_options = sim::read_sim_options(scenario.simulation, scenario.file);
+  Json figures = Json::object();
+  for (const auto& plan : fidelity_plans(scenario, options.batch_size)) {
+    const sim::SimulationResult result = sim::simulate_plan(scenario, plan.plan, sim_options, "");
+    figures[plan.name] = {
+        {"simulated_iteration_time_s", result.iteration_time_s},
+        {"simulated_exposed_communication_s", result.critical_rank_exposed_comm_s()},
+        {"simulated_peak_memory_bytes", result.peak_memory_bytes}};
+  }
+  return Json{{"scenario", scenario.name}, {"plans", figures}};
+}
+
+// Runs and simulates the six plans of one scenario; nullopt on a rank other than 0 (torchrun).
+// `iterations` > 0 replaces the scenario's measured iterations per plan (rounds at most that).
+std::optional<ScenarioFidelity> run_scenario(const std::string& scenario_path,
+                                             const std::string& cluster_path,
+                                             const std::string& out, int iterations) {
+  const Scenario scenario = load_with_cluster(scenario_path, cluster_path);
+  const validate::GptShape shape = validate::require_gpt_shape(scenario, scenario.file);
+  validate::ValidationOptions options = validate::read_validation_options(scenario);
+  validate::override_measured_iterations(options, iterations, 0);
+  validate::set_speed_probe(options, scenario.cluster);
+  const CostModel model = scenario.cost_model();
+  const int b = options.batch_size;
+  const std::vector<validate::PlanRun> plans = fidelity_plans(scenario, b);
   for (const auto& plan : plans) {
     validate::check_runnable(shape, plan.plan, scenario.cluster.ranks,
                              scenario.cluster.gpus_per_node, plan.name);
@@ -207,6 +238,7 @@ int main(int argc, char** argv) {
   std::string cluster_path;
   std::string out;
   bool unseen = false;
+  bool only_simulate = false;
   int iterations = 0;
   CLI::App app{
       "The validator's fidelity on the local testbed: plans measured on local ranks "
@@ -217,6 +249,9 @@ int main(int argc, char** argv) {
                "osdp calibrate is");
   app.add_option("--cluster", cluster_path, "Cluster JSON for every scenario (osdp calibrate's)");
   app.add_option("--out", out, "Directory for fidelity.json, the CSV, traces and the plot");
+  app.add_flag("--simulate-only", only_simulate,
+               "Measure nothing: print each plan's simulated figures as JSON (one array, a "
+               "scenario each), to set against the measurements of an earlier run");
   app.add_option("--iterations", iterations,
                  "Measured iterations per plan instead of the scenarios'")
       ->check(CLI::Validator(
@@ -246,6 +281,14 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    if (only_simulate) {
+      Json simulated = Json::array();
+      for (const std::string& path : scenario_paths) {
+        simulated.push_back(simulate_only(path, cluster_path));
+      }
+      fmt::print("{}\n", simulated.dump(2));
+      return 0;
+    }
     std::vector<ScenarioFidelity> all;
     for (const std::string& path : scenario_paths) {
       const std::string scenario_out =
