@@ -14,7 +14,8 @@ every kept round, plan by plan and paired, in seconds instead of new rounds of m
 
 Prints a line per round and one over all of them: median and largest |time error|, and the
 plans whose exposed communication is within 30 % or 5 ms of the measured (the validator's
-target), for this build and for the kept simulation. --plans adds a row per plan. Exit 0, or 2
+target), for this build and for the kept simulation; then in how many plan-runs the two
+simulations differ. --plans adds a row per plan. Exit 0, or 2
 on a folder without a kept round or a file that is not what it should be.
 """
 import argparse
@@ -143,6 +144,10 @@ def main():
                           f"{'' if row['now_within'] else '  outside the target'}")
             every_row += rows
     print(describe(f"all ({len(every_row)} plan-runs)", every_row))
+    changed = sum(abs(row["now_time_error"] - row["kept_time_error"]) > 0.05
+                  or abs(row["now_exposed_s"] - row["kept_exposed_s"]) > 5e-5 for row in every_row)
+    print(f"this build's simulation differs from the kept one in {changed} of {len(every_row)} "
+          "plan-runs (time error by more than 0.05 points or exposed communication by 0.05 ms)")
 
 
 if __name__ == "__main__":
