@@ -3,7 +3,7 @@
 // simulates them; osdp-runtime (which loads libtorch) trains them and reports the figures.
 //   osdp validate SCENARIO (--plan PLAN.json | --strategies osdp,ddp,fsdp,zero2) [--ranks N]
 //                 [--cluster CALIBRATED.json] [--batch B] [--iterations N] [--rounds R]
-//                 [--json] [--out DIR]
+//                 [--json] [--out DIR] [--against VALIDATION.json]
 // Without torchrun-style variables it forks its N local ranks itself; under torchrun, Slurm or
 // mpirun every process is one rank and rank 0 reports.
 #include <fmt/format.h>
@@ -48,6 +48,8 @@ struct ValidateOptions {
   int rounds = 0;      // 0: the scenario's, at most the iterations
   bool json = false;
   std::string out;
+  // An earlier run's validation JSON: its measurements instead of new ones.
+  std::string against_path;
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -98,6 +100,37 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
   if (plans.empty())
     throw InputError(command_line, "--strategies", "\"" + list + "\"", "at least one strategy");
   return plans;
+}
+
+// --against: the measurements of an earlier `osdp validate --json` (or its --out's
+// validation.json), which must be of the same plans, in the same order, on as many ranks.
+std::vector<validate::PlanMeasurement> kept_measurements(
+    const std::string& path, const std::vector<validate::PlanRun>& plans, int ranks) {
+  const Json document = read_json_file(path);
+  if (!document.is_object() || !document.contains("measurements")) {
+    throw InputError(path, "$.measurements", "missing",
+                     "the measurements of an earlier `osdp validate --json` (validation.json)");
+  }
+  std::vector<validate::PlanMeasurement> measured =
+      validate::measurements_from_json(document.at("measurements"), path);
+  if (measured.size() != plans.size()) {
+    throw InputError(path, "$.measurements", fmt::format("{} plans", measured.size()),
+                     fmt::format("the {} plans this command validates (the same --strategies, "
+                                 "--plan and --layouts as the run that measured them)",
+                                 plans.size()));
+  }
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const std::string at = fmt::format("$.measurements[{}]", i);
+    if (measured[i].name != plans[i].name) {
+      throw InputError(path, at + ".name", "\"" + measured[i].name + "\"",
+                       "\"" + plans[i].name + "\", this command's plan in that place");
+    }
+    if (static_cast<int>(measured[i].ranks.size()) != ranks) {
+      throw InputError(path, at + ".ranks", fmt::format("{} ranks", measured[i].ranks.size()),
+                       fmt::format("{}, as many as the cluster has", ranks));
+    }
+  }
+  return measured;
 }
 
 // The simulator's figures of one plan (SimGrid; the analytic extended cost model in a build
@@ -180,6 +213,77 @@ std::vector<validate::SimulatedFigures> simulate_plans(const Scenario& scenario,
   return simulated;
 }
 
+// The kept run's plans (their summary in its JSON) are the ones simulated now: osdp's is
+// searched again, and another cluster may choose another one.
+void require_same_plans(const std::string& path, const Json& comparison,
+                        const std::vector<validate::PlanRun>& plans) {
+  const Json kept = read_json_file(path);
+  if (!kept.contains("plans") || !kept.at("plans").is_array()) return;
+  for (std::size_t i = 0; i < kept.at("plans").size() && i < plans.size(); ++i) {
+    const Json& was = kept.at("plans").at(i);
+    const Json& now = comparison.at("plans").at(i);
+    if (was.contains("plan") && was.at("plan") != now.at("plan")) {
+      throw InputError(path, fmt::format("$.plans[{}].plan", i), was.at("plan").dump(),
+                       fmt::format("{}, the plan this command validates as {} (give the measured "
+                                   "plan with --plan, e.g. --out's plans/{}.json)",
+                                   now.at("plan").dump(), plans[i].name, plans[i].name));
+    }
+  }
+}
+
+// Writes --out's files and prints the comparison (as JSON with --json); `measured_where` says
+// where the measurements come from, `notes` follow the tables.
+void report(const ValidateOptions& options, const Scenario& scenario,
+            const std::vector<validate::PlanRun>& plans, const validate::Comparison& comparison,
+            const Json& json, const std::string& measured_where,
+            const std::vector<std::string>& notes) {
+  if (!options.out.empty()) {
+    const std::filesystem::path out(options.out);
+    write_file_atomically((out / "validation.csv").string(), validate::comparison_csv(comparison));
+    write_file_atomically((out / "validation.json").string(), json.dump(2) + "\n");
+    for (const auto& plan : plans) {
+      const Json written = plan.layout ? validate::plan_runs_to_json({plan}).at(0)
+                                       : plan_to_json(plan.plan, *scenario.workload);
+      write_file_atomically((out / "plans" / (plan.name + ".json")).string(),
+                            written.dump(2) + "\n");
+    }
+    const std::string plot = validate::plot_predicted_vs_measured(
+        (out / "validation.csv").string(), (out / "predicted_vs_measured.png").string());
+    if (!options.json) fmt::print(stderr, "osdp validate: wrote {} ({})\n", out.string(), plot);
+  }
+  if (options.json) {
+    fmt::print("{}\n", json.dump(2));
+    return;
+  }
+  fmt::print("{}: {} vs simulated on cluster \"{}\"\n", scenario.name, measured_where,
+             scenario.cluster.name);
+  fmt::print("{}", validate::comparison_table(comparison));
+  fmt::print("{}", validate::stage_table(comparison));
+  for (const std::string& note : notes) fmt::print("{}\n", note);
+}
+
+// --against: the simulation set against kept measurements; nothing runs.
+int compare_with_kept(const ValidateOptions& options, const Scenario& scenario,
+                      const std::vector<validate::PlanRun>& plans, int ranks) {
+  const std::vector<validate::PlanMeasurement> measurements =
+      kept_measurements(options.against_path, plans, ranks);
+  const validate::Comparison comparison = validate::compare(
+      scenario, plans, measurements, simulate_plans(scenario, plans, ""), simulator_name());
+  Json json = validate::comparison_json(comparison);
+  require_same_plans(options.against_path, json, plans);
+  if (!options.out.empty()) {
+    require_writable_directory(options.out);
+    simulate_plans(scenario, plans, options.out);  // the same figures again, with their traces
+  }
+  json["scenario"] = scenario.name;
+  json["measurements_from"] = options.against_path;
+  json["measurements"] = validate::measurements_to_json(measurements);
+  report(options, scenario, plans, comparison, json,
+         fmt::format("{} ranks, measured as kept in {}", ranks, options.against_path),
+         {"(the measurements of an earlier run: no speed check or machine load this time)"});
+  return exit_ok;
+}
+
 int run(const ValidateOptions& options) {
   Scenario loaded = load_scenario(options.scenario_path);
   if (!options.cluster_path.empty()) {
@@ -238,6 +342,7 @@ int run(const ValidateOptions& options) {
       plans.push_back(std::move(run));
     }
   }
+  if (!options.against_path.empty()) return compare_with_kept(options, *scenario, plans, ranks);
   if (!options.json && !environment) {
     const std::string accumulation =
         validation.accumulation_steps > 1
@@ -303,36 +408,15 @@ int run(const ValidateOptions& options) {
         validate::speed_drift_json(*drift, *scenario->cluster.gpu.speed_reference, *rescaled);
   }
 
-  if (!options.out.empty()) {
-    const std::filesystem::path out(options.out);
-    write_file_atomically((out / "validation.csv").string(), validate::comparison_csv(comparison));
-    write_file_atomically((out / "validation.json").string(), json.dump(2) + "\n");
-    for (const auto& plan : plans) {
-      const Json written = plan.layout ? validate::plan_runs_to_json({plan}).at(0)
-                                       : plan_to_json(plan.plan, *scenario->workload);
-      write_file_atomically((out / "plans" / (plan.name + ".json")).string(),
-                            written.dump(2) + "\n");
-    }
-    const std::string plot = validate::plot_predicted_vs_measured(
-        (out / "validation.csv").string(), (out / "predicted_vs_measured.png").string());
-    if (!options.json) fmt::print(stderr, "osdp validate: wrote {} ({})\n", out.string(), plot);
+  std::vector<std::string> notes;
+  if (const std::string line = validate::describe_load(load); !line.empty()) notes.push_back(line);
+  if (!compute.line.empty()) notes.push_back(compute.line);
+  if (drift) {
+    notes.push_back(validate::speed_drift_line(*drift, *scenario->cluster.gpu.speed_reference,
+                                               comparison, *rescaled));
   }
-  if (options.json) {
-    fmt::print("{}\n", json.dump(2));
-  } else {
-    fmt::print("{}: {} ranks, measured on this machine vs simulated on cluster \"{}\"\n",
-               scenario->name, ranks, scenario->cluster.name);
-    fmt::print("{}", validate::comparison_table(comparison));
-    fmt::print("{}", validate::stage_table(comparison));
-    if (const std::string line = validate::describe_load(load); !line.empty()) {
-      fmt::print("{}\n", line);
-    }
-    if (!compute.line.empty()) fmt::print("{}\n", compute.line);
-    if (drift) {
-      fmt::print("{}\n", validate::speed_drift_line(*drift, *scenario->cluster.gpu.speed_reference,
-                                                    comparison, *rescaled));
-    }
-  }
+  report(options, *scenario, plans, comparison, json,
+         fmt::format("{} ranks, measured on this machine", ranks), notes);
   return exit_ok;
 }
 
@@ -374,6 +458,10 @@ Subcommand add_validate_command(CLI::App& root) {
   app->add_flag("--json", options->json, "Print the comparison as JSON");
   app->add_option("--out", options->out,
                   "Write validation.csv, validation.json, plans, traces, plot");
+  app->add_option("--against", options->against_path,
+                  "Measure nothing: set the simulation against the measurements kept in this "
+                  "file (an earlier run's --json output or --out's validation.json, of the same "
+                  "plans), e.g. with another --cluster");
   return {app, [options]() { return run(*options); }};
 }
 

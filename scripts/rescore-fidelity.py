@@ -1,22 +1,24 @@
 #!/usr/bin/env python3
 """Score the simulator of this build against measurements kept from earlier fidelity runs.
 
-Usage: scripts/rescore-fidelity.py [--bench PATH] [--plans] DIR [DIR ...]
+Usage: scripts/rescore-fidelity.py [--build DIR] [--plans] DIR [DIR ...]
 
-Each DIR is a folder of plots/measurements/ that keeps, for each round N, the calibration the
-round ran with (roundN-cluster.json) and the three unseen models' fidelity.json
-(roundN-unseen-{deep,wide,long}.json, as bench/fidelity_bench --unseen --out wrote them).
-Nothing is measured: `fidelity_bench --unseen --simulate-only --cluster roundN-cluster.json`
-simulates the same six plans again with this build, and each is set against the measurement kept
-for it, beside the simulation kept with it. So a change to the simulator is scored against
-every kept round, plan by plan and paired, in seconds instead of new rounds of minutes each
-(whose run-to-run spread is as large as most changes' effect).
+Each DIR is a folder of plots/measurements/ that keeps runs with the calibration they ran with:
+  roundN-cluster.json with roundN-unseen-{deep,wide,long}.json  (bench/fidelity_bench --unseen
+      --out's fidelity.json of each model) and/or roundN-validate-3d.json (`osdp validate
+      --json`), as scripts/fidelity-rounds.sh's rounds;
+  cluster.json with runN.json  (`osdp validate --json` runs of one calibration).
+Nothing is measured: `fidelity_bench --unseen --simulate-only` and `osdp validate --against`
+simulate the same plans again with this build, with each run's calibration, and each plan is
+set against the measurement kept for it, beside the simulation kept with it. So a change to the
+simulator is scored against every kept run, plan by plan and paired, in seconds instead of new
+rounds of minutes each (whose run-to-run spread is as large as most changes' effect).
 
-Prints a line per round and one over all of them: median and largest |time error|, and the
-plans whose exposed communication is within 30 % or 5 ms of the measured (the validator's
-target), for this build and for the kept simulation; then in how many plan-runs the two
-simulations differ. --plans adds a row per plan. Exit 0, or 2
-on a folder without a kept round or a file that is not what it should be.
+Prints a line per run and totals per kind of run and over all: median and largest |time error|,
+and the plans whose exposed communication is within 30 % or 5 ms of the measured (the
+validator's target), for this build and for the kept simulation; then in how many plan-runs the
+two simulations differ. --plans adds a row per plan. Exit 0, or 2 on a folder without a kept run
+or a file that is not what it should be.
 """
 import argparse
 import json
@@ -25,6 +27,7 @@ import statistics
 import subprocess
 import sys
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("deep", "wide", "long")
 
 
@@ -46,106 +49,144 @@ def read_json(path):
         fail(f"{path}: {error}")
 
 
-def kept_rounds(directory):
-    """[(round label, cluster path, {model: fidelity.json path})] in round order."""
-    rounds = []
-    for name in sorted(os.listdir(directory)):
-        if not (name.startswith("round") and name.endswith("-cluster.json")):
-            continue
-        label = name[: -len("-cluster.json")]
-        runs = {m: os.path.join(directory, f"{label}-unseen-{m}.json") for m in MODELS}
-        missing = [path for path in runs.values() if not os.path.isfile(path)]
-        if missing:
-            fail(f"{directory}: {label} has a cluster but not {', '.join(missing)}")
-        rounds.append((label, os.path.join(directory, name), runs))
-    if not rounds:
-        fail(f"{directory}: no roundN-cluster.json with its roundN-unseen-*.json")
-    return rounds
-
-
-def simulate(bench, cluster):
-    """{model: {plan: simulated figures}} from fidelity_bench --simulate-only."""
-    result = subprocess.run([bench, "--unseen", "--simulate-only", "--cluster", cluster],
-                            capture_output=True, text=True, check=False)
+def run_json(command):
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        fail(f"{bench} --simulate-only --cluster {cluster}: exit {result.returncode}\n"
-             f"{result.stderr.strip()}")
+        fail(f"{' '.join(command)}: exit {result.returncode}\n{result.stderr.strip()}")
+    return json.loads(result.stdout)
+
+
+def kept_runs(directory):
+    """[(kind, label, cluster, files)]: kind "unseen" ({model: path}) or "validate" (a path)."""
+    runs = []
+    names = sorted(os.listdir(directory))
+    for name in names:
+        if name.startswith("round") and name.endswith("-cluster.json"):
+            label = name[: -len("-cluster.json")]
+            cluster = os.path.join(directory, name)
+            unseen = {m: os.path.join(directory, f"{label}-unseen-{m}.json") for m in MODELS}
+            present = [path for path in unseen.values() if os.path.isfile(path)]
+            if present and len(present) != len(unseen):
+                fail(f"{directory}: {label} keeps some of the unseen models' runs, not all three")
+            if present:
+                runs.append(("unseen", label, cluster, unseen))
+            layouts = os.path.join(directory, f"{label}-validate-3d.json")
+            if os.path.isfile(layouts):
+                runs.append(("validate", f"{label} layouts", cluster, layouts))
+    if "cluster.json" in names:
+        for name in names:
+            if name.startswith("run") and name.endswith(".json"):
+                runs.append(("validate", name[: -len(".json")],
+                             os.path.join(directory, "cluster.json"), os.path.join(directory, name)))
+    if not runs:
+        fail(f"{directory}: no kept run (roundN-cluster.json with roundN-unseen-*.json or "
+             "roundN-validate-3d.json, or cluster.json with runN.json)")
+    return runs
+
+
+def row(model, plan, measured_s, measured_exposed_s, now_time_s, now_exposed_s, kept_time_error,
+        kept_exposed_s):
+    now_time_error = 100 * (now_time_s - measured_s) / measured_s
+    return {"model": model, "plan": plan, "measured_exposed_s": measured_exposed_s,
+            "now_exposed_s": now_exposed_s, "kept_exposed_s": kept_exposed_s,
+            "now_time_error": now_time_error, "kept_time_error": kept_time_error,
+            "now_within": within_target(now_exposed_s, measured_exposed_s),
+            "kept_within": within_target(kept_exposed_s, measured_exposed_s)}
+
+
+def unseen_rows(build, cluster, runs):
     simulated = {}
-    for scenario in json.loads(result.stdout):
+    for scenario in run_json([os.path.join(build, "bench/fidelity_bench"), "--unseen",
+                              "--simulate-only", "--cluster", cluster]):
         simulated[scenario["scenario"].removeprefix("local-cpu-")] = scenario["plans"]
-    return simulated
+    rows = []
+    for model, path in runs.items():
+        for plan in read_json(path).get("plans", []):
+            now = simulated.get(model, {}).get(plan["name"])
+            if now is None:
+                fail(f"{path}: plan {plan['name']} is not one fidelity_bench simulates")
+            rows.append(row(model, plan["name"], plan["measured_iteration_time_s"],
+                            plan["measured_exposed_communication_s"],
+                            now["simulated_iteration_time_s"],
+                            now["simulated_exposed_communication_s"],
+                            plan["time_error_percent"], plan["simulated_exposed_communication_s"]))
+    return rows
 
 
-def score(rows):
-    """Median and largest |time error| (%), exposed within target, for (now, kept) each."""
-    figures = []
-    for which in ("now", "kept"):
-        errors = [abs(row[which + "_time_error"]) for row in rows]
-        within = sum(row[which + "_within"] for row in rows)
-        figures.append((statistics.median(errors), max(errors), within))
-    return figures
+def validate_rows(build, cluster, path):
+    kept = read_json(path)
+    if "scenario" not in kept or "plans" not in kept:
+        fail(f"{path}: not the JSON of `osdp validate --json` (no scenario or plans)")
+    scenario = os.path.join(ROOT, "scenarios", kept["scenario"] + ".json")
+    now = run_json([os.path.join(build, "cli/osdp"), "validate", scenario, "--cluster", cluster,
+                    "--against", path, "--json"])
+    rows = []
+    for was, plan in zip(kept["plans"], now["plans"]):
+        rows.append(row("", plan["name"], plan["measured_iteration_time_s"],
+                        plan["measured_exposed_communication_s"],
+                        plan["simulated_iteration_time_s"],
+                        plan["simulated_exposed_communication_s"], was["time_error_percent"],
+                        was["simulated_exposed_communication_s"]))
+    return rows, kept["scenario"]
 
 
 def describe(label, rows):
-    (now_median, now_max, now_within), (kept_median, kept_max, kept_within) = score(rows)
-    return (f"{label:<44} median |time error| {now_median:4.1f} % (max {now_max:4.1f} %), exposed "
-            f"within target {now_within:3d} of {len(rows)}; kept simulation {kept_median:4.1f} % "
-            f"(max {kept_max:4.1f} %), {kept_within} of {len(rows)}")
+    figures = []
+    for which in ("now", "kept"):
+        errors = [abs(r[which + "_time_error"]) for r in rows]
+        figures.append((statistics.median(errors), max(errors),
+                        sum(r[which + "_within"] for r in rows)))
+    (now_median, now_max, now_within), (kept_median, kept_max, kept_within) = figures
+    return (f"{label:<52} median |time error| {now_median:4.1f} % (max {now_max:4.1f} %), "
+            f"exposed within target {now_within:3d} of {len(rows)}; kept simulation "
+            f"{kept_median:4.1f} % (max {kept_max:4.1f} %), {kept_within} of {len(rows)}")
+
+
+def print_plans(rows):
+    for r in rows:
+        print(f"    {r['model']:<5} {r['plan']:<22} time {r['now_time_error']:+6.1f} % "
+              f"(kept {r['kept_time_error']:+6.1f}), exposed measured "
+              f"{1e3 * r['measured_exposed_s']:6.1f} ms, simulated {1e3 * r['now_exposed_s']:6.1f} "
+              f"(kept {1e3 * r['kept_exposed_s']:6.1f})"
+              f"{'' if r['now_within'] else '  outside the target'}")
 
 
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="Example: scripts/rescore-fidelity.py plots/measurements/fidelity-2ranks-2026-12-06*")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    parser.add_argument("--bench", default=os.path.join(root, "build/release/bench/fidelity_bench"),
-                        help="the fidelity_bench to simulate with (default: the release build's)")
+        epilog="Example: scripts/rescore-fidelity.py plots/measurements/*2026-12-06*")
+    parser.add_argument("--build", default=os.path.join(ROOT, "build/release"),
+                        help="the build whose bench/fidelity_bench and cli/osdp simulate "
+                             "(default: build/release)")
     parser.add_argument("--plans", action="store_true", help="a row per plan as well")
     parser.add_argument("directories", nargs="+", metavar="DIR")
     arguments = parser.parse_args()
-    if not os.access(arguments.bench, os.X_OK):
-        fail(f"{arguments.bench}: not an executable fidelity_bench (build it, or give --bench)")
+    for program in ("bench/fidelity_bench", "cli/osdp"):
+        if not os.access(os.path.join(arguments.build, program), os.X_OK):
+            fail(f"{os.path.join(arguments.build, program)}: not built (build it, or give --build)")
 
-    every_row = []
+    by_kind = {}
     for directory in arguments.directories:
         if not os.path.isdir(directory):
             fail(f"{directory}: not a directory")
-        for label, cluster, runs in kept_rounds(directory):
-            simulated = simulate(arguments.bench, cluster)
-            rows = []
-            for model, path in runs.items():
-                for plan in read_json(path).get("plans", []):
-                    now = simulated.get(model, {}).get(plan["name"])
-                    if now is None:
-                        fail(f"{path}: plan {plan['name']} is not one fidelity_bench simulates")
-                    measured_s = plan["measured_iteration_time_s"]
-                    measured_exposed_s = plan["measured_exposed_communication_s"]
-                    rows.append({
-                        "model": model, "plan": plan["name"],
-                        "measured_exposed_s": measured_exposed_s,
-                        "now_exposed_s": now["simulated_exposed_communication_s"],
-                        "kept_exposed_s": plan["simulated_exposed_communication_s"],
-                        "now_time_error": 100 * (now["simulated_iteration_time_s"] - measured_s)
-                        / measured_s,
-                        "kept_time_error": plan["time_error_percent"],
-                        "now_within": within_target(now["simulated_exposed_communication_s"],
-                                                    measured_exposed_s),
-                        "kept_within": within_target(plan["simulated_exposed_communication_s"],
-                                                     measured_exposed_s),
-                    })
-            name = f"{os.path.basename(os.path.normpath(directory))} {label}"
-            print(describe(name, rows))
+        for kind, label, cluster, files in kept_runs(directory):
+            if kind == "unseen":
+                rows, total = unseen_rows(arguments.build, cluster, files), "unseen models, 2 ranks"
+            else:
+                rows, scenario = validate_rows(arguments.build, cluster, files)
+                total = f"osdp validate {scenario}"
+            print(describe(f"{os.path.basename(os.path.normpath(directory))} {label}", rows))
             if arguments.plans:
-                for row in rows:
-                    print(f"    {row['model']:<5} {row['plan']:<13} time {row['now_time_error']:+6.1f} % "
-                          f"(kept {row['kept_time_error']:+6.1f}), exposed measured "
-                          f"{1e3 * row['measured_exposed_s']:6.1f} ms, simulated "
-                          f"{1e3 * row['now_exposed_s']:6.1f} (kept {1e3 * row['kept_exposed_s']:6.1f})"
-                          f"{'' if row['now_within'] else '  outside the target'}")
-            every_row += rows
-    print(describe(f"all ({len(every_row)} plan-runs)", every_row))
-    changed = sum(abs(row["now_time_error"] - row["kept_time_error"]) > 0.05
-                  or abs(row["now_exposed_s"] - row["kept_exposed_s"]) > 5e-5 for row in every_row)
+                print_plans(rows)
+            by_kind.setdefault(total, []).extend(rows)
+    every_row = []
+    for total, rows in by_kind.items():
+        print(describe(f"all {total} ({len(rows)} plan-runs)", rows))
+        every_row += rows
+    if len(by_kind) > 1:
+        print(describe(f"all ({len(every_row)} plan-runs)", every_row))
+    changed = sum(abs(r["now_time_error"] - r["kept_time_error"]) > 0.05
+                  or abs(r["now_exposed_s"] - r["kept_exposed_s"]) > 5e-5 for r in every_row)
     print(f"this build's simulation differs from the kept one in {changed} of {len(every_row)} "
           "plan-runs (time error by more than 0.05 points or exposed communication by 0.05 ms)")
 

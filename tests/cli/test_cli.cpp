@@ -1522,3 +1522,58 @@ TEST_CASE("fit and predict on kernel tables: the laws by shape, written into the
   CHECK(contains(refused.err, "line 2"));
 }
 #endif
+
+TEST_CASE("validate --against sets this build's simulation against kept measurements") {
+  const std::string kept =
+      std::string(OSDP_SOURCE_DIR) + "/plots/measurements/validate-4ranks-2026-12-06-afternoon/";
+  const std::vector<std::string> command{"validate", scenarios + "local-cpu-3d-4ranks.json",
+                                         "--cluster", kept + "cluster.json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = command;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_osdp(args);
+  };
+  TempDir dir;
+  const Run run = with({"--against", kept + "run1.json", "--json", "--out", dir.path().string()});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const osdp::Json now = osdp::Json::parse(run.out);
+  const osdp::Json was = osdp::Json::parse(read_text(kept + "run1.json"));
+  CHECK(now.at("measurements_from") == kept + "run1.json");
+  // The measured side is the kept run's, unchanged, plan by plan in its order; nothing ran.
+  REQUIRE(now.at("plans").size() == was.at("plans").size());
+  for (std::size_t i = 0; i < was.at("plans").size(); ++i) {
+    const osdp::Json& a = now.at("plans").at(i);
+    const osdp::Json& b = was.at("plans").at(i);
+    CHECK(a.at("name") == b.at("name"));
+    CHECK(a.at("plan") == b.at("plan"));
+    for (const char* key : {"measured_iteration_time_s", "measured_exposed_communication_s",
+                            "measured_peak_memory_bytes"}) {
+      CHECK(a.at(key).get<double>() == Approx(b.at(key).get<double>()).epsilon(1e-12));
+    }
+  }
+  CHECK(now.at("measurements") == was.at("measurements"));
+  CHECK(osdp::Json::parse(read_text(dir.path() / "validation.json")) == now);
+  CHECK(!fs::exists(dir.path() / "traces" / "osdp.measured.json"));
+
+  // Other plans than the kept run's, a file without measurements, another plan under a name:
+  // exit 2 naming the file and the JSON path, nothing written.
+  TempDir refused;
+  const std::string out = (refused.path() / "out").string();
+  const Run fewer = with({"--strategies", "ddp", "--against", kept + "run1.json", "--out", out});
+  CHECK(fewer.exit_code == 2);
+  CHECK(contains(fewer.err, "run1.json"));
+  CHECK(contains(fewer.err, "$.measurements"));
+  CHECK(contains(fewer.err, "plans this command validates"));
+  const Run none = with({"--against", kept + "cluster.json"});
+  CHECK(none.exit_code == 2);
+  CHECK(contains(none.err, "$.measurements"));
+  osdp::Json other = was;
+  other["plans"][0]["plan"] = "10x zdp";
+  write_text(refused.path() / "other.json", other.dump());
+  const Run moved = with({"--against", (refused.path() / "other.json").string(), "--out", out});
+  CHECK(moved.exit_code == 2);
+  CHECK(contains(moved.err, "$.plans[0].plan"));
+  CHECK(contains(moved.err, "--plan"));
+  CHECK(!fs::exists(out));
+}
