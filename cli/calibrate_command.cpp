@@ -40,7 +40,7 @@ int run(const CalibrateOptions& options) {
   for (const auto& [flag, path] : {std::pair{"--out", options.out}, {"--report", options.report}}) {
     if (path.empty()) continue;
     if (const auto why = unusable_output(path)) {
-      throw InputError("<command line>", flag, path,
+      throw InputError("command line", flag, path,
                        "a file path osdp can write to (this is " + *why + ")");
     }
   }
@@ -48,13 +48,13 @@ int run(const CalibrateOptions& options) {
   if (options.device == "cuda") {
     // One GPU: its compute. A collective needs two ranks; between GPUs the NCCL probe times them.
     if (options.ranks != 1) {
-      throw InputError("<command line>", "--ranks", std::to_string(options.ranks),
+      throw InputError("command line", "--ranks", std::to_string(options.ranks),
                        "1 with --device cuda (calibrate times one GPU's compute; the collectives "
                        "between GPUs are validate/cuda/osdp_nccl_probe's)");
     }
     if (!validate::cuda_device_path_built()) {
       throw InputError(
-          "<command line>", "--device", "cuda",
+          "command line", "--device", "cuda",
           "cpu (this osdp was built without the CUDA + NCCL device path: configure "
           "with -DOSDP_WITH_CUDA=ON and CMAKE_PREFIX_PATH pointing at a CUDA libtorch)");
     }

@@ -66,6 +66,12 @@ LayoutSearchOptions layout_search_options(const LayoutFlags& flags) {
       throw InputError(command_line, "--schedule", flags.schedule,
                        "1f1b, gpipe, interleaved or auto");
     }
+    // A schedule orders a pipeline's stages: with one stage it would be dropped unseen.
+    if (options.pipeline && *options.pipeline == 1) {
+      throw InputError(command_line, "--schedule", flags.schedule,
+                       "no --schedule with --pp 1 (one stage has no pipeline schedule), or a "
+                       "--pp above 1");
+    }
   }
   return options;
 }
@@ -89,6 +95,21 @@ std::unique_ptr<const Scenario> load_for_layouts(const ScenarioOptions& options)
 LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   LayoutSearchRun run{search_layouts(scenario, options), 0, 0};
+  if (run.result.evaluations == 0) {
+    // Nothing to cost: no micro-batch of the range splits the batch over any data-parallel
+    // degree the axes allow. Bad input (exit 2), not a memory verdict with no memory in it.
+    const std::string batch =
+        scenario.training.global_batch_size
+            ? fmt::format("a global batch of {}", *scenario.training.global_batch_size)
+            : fmt::format("{} micro-batch{} an iteration (no global batch)",
+                          scenario.training.accumulation_steps,
+                          scenario.training.accumulation_steps == 1 ? "" : "es");
+    throw InputError(command_line, "--global-batch, --micro-batch, --tp, --pp, --schedule",
+                     batch + ", which no layout of these axes can run",
+                     "a global batch that micro-batch x data-parallel degree splits into "
+                     "micro-batches the schedule can run (interleaved: a multiple of the "
+                     "pipeline stages), e.g. --global-batch 256");
+  }
   run.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   run.memory_limit_bytes = options.memory_limit_bytes.value_or(
       scenario.training.memory_limit_bytes.value_or(scenario.cluster.gpu.memory_bytes.value_or(0)));
@@ -310,13 +331,6 @@ std::string no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run)
   const double needed = run.result.least_memory_needed_bytes;
   const std::string intro = fmt::format("nothing fits: no 3D layout fits in {} per GPU",
                                         units::format_bytes(run.memory_limit_bytes));
-  if (needed <= 0) {
-    // Nothing was costed: no micro-batch of the range divides the global batch over any
-    // data-parallel degree the axes allow.
-    return intro +
-           "; no layout can run this batch (the global batch over micro-batch x data-parallel "
-           "degree): change --global-batch, --micro-batch or the fixed axes";
-  }
   std::string message =
       fmt::format("{}; the least memory any needs is {}", intro, units::format_bytes(needed));
   const std::optional<double>& gpu_memory = scenario.cluster.gpu.memory_bytes;

@@ -26,7 +26,7 @@
 namespace osdp::cli {
 namespace {
 
-constexpr const char* command_line = "<command line>";
+constexpr const char* command_line = "command line";
 
 struct SimulateOptions {
   ScenarioOptions scenario;  // SCENARIO, --memory-limit, --modes, ... as `osdp plan` takes them
@@ -294,9 +294,11 @@ int run_plan(const SimulateOptions& options) {
   // The plan and sweep commands' overrides apply here too, so that `osdp simulate X --units auto`
   // simulates the plan `osdp plan X --units auto` found.
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
-  refuse_unless_forced(simulation_work(*scenario), options.scenario.force);
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
+  refuse_unless_forced(
+      simulation_work(*scenario, 1, sim_options.granularity == sim::Granularity::step),
+      options.scenario.force);
   const CostModel model = scenario->cost_model();
   std::string label;
   const Plan plan = choose_plan(options, *scenario, model, label);
@@ -391,11 +393,13 @@ Subcommand add_simulate_command(CLI::App& root) {
                   "osdp (default) or a baseline: " + strategy_names() +
                       "; with --tp, --pp or --schedule 3d_osdp (default) or a 3D baseline: "
                       "megatron_tp, gpipe, deepspeed_3d, fsdp_pp");
-  app->add_option("--trace", options->trace_path,
-                  "Write a Chrome trace (JSON, microseconds) that Perfetto opens");
+  CLI::Option* trace =
+      app->add_option("--trace", options->trace_path,
+                      "Write a Chrome trace (JSON, microseconds) that Perfetto opens");
   app->add_option("--trace-ranks", options->trace_ranks,
                   "Ranks in the trace: 0 .. N-1 (default 64)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1, 1 << 20))
+      ->needs(trace);
   app->add_option("--collective", options->collective,
                   "Simulate one collective: all-gather, reduce-scatter or all-reduce");
   app->add_option("--bytes", options->bytes, "Buffer size of the collective (\"256MiB\")");

@@ -34,7 +34,7 @@
 namespace osdp::cli {
 namespace {
 
-constexpr const char* command_line = "<command line>";
+constexpr const char* command_line = "command line";
 
 struct ValidateOptions {
   std::string scenario_path;

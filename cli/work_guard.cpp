@@ -25,8 +25,8 @@ constexpr int step_mode_max_ranks = 32;
 // One simulated forward + backward of `operators` on `ranks`: up to four collectives per
 // operator (gathers for forward, recompute and backward, and the gradient's), each a flow per
 // rank per step, plus compute tasks.
-double micro_batch_events(double ranks, double operators) {
-  const double steps = ranks <= step_mode_max_ranks ? ranks - 1.0 : 1.0;
+double micro_batch_events(double ranks, double operators, bool every_step = false) {
+  const double steps = every_step || ranks <= step_mode_max_ranks ? ranks - 1.0 : 1.0;
   return ranks * operators * (4.0 * steps + 3.0);
 }
 
@@ -73,17 +73,19 @@ WorkEstimate planning_work(const Scenario& scenario, int repetitions) {
   return estimate;
 }
 
-WorkEstimate simulation_work(const Scenario& scenario, int plans) {
+WorkEstimate simulation_work(const Scenario& scenario, int plans, bool every_step) {
   const double ranks = scenario.cluster.ranks;
   const double micro_batches = most_micro_batches(scenario.training, scenario.cluster.ranks);
   WorkEstimate estimate;
-  estimate.units = plans * micro_batches * micro_batch_events(ranks, scenario.workload->size());
+  estimate.units =
+      plans * micro_batches * micro_batch_events(ranks, scenario.workload->size(), every_step);
   estimate.seconds = estimate.units / simulator_events_per_second;
   estimate.description =
-      fmt::format("{:.2g} simulated events ({:.0f} ranks x {} operators{}{})", estimate.units,
+      fmt::format("{:.2g} simulated events ({:.0f} ranks x {} operators{}{}{})", estimate.units,
                   ranks, scenario.workload->size(),
                   micro_batches > 1 ? fmt::format(" x {:.0f} micro-batches", micro_batches) : "",
-                  plans > 1 ? fmt::format(" x {} plans", plans) : "");
+                  plans > 1 ? fmt::format(" x {} plans", plans) : "",
+                  every_step && ranks > step_mode_max_ranks ? ", every ring step a flow" : "");
   return estimate;
 }
 

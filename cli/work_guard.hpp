@@ -18,9 +18,9 @@ struct WorkEstimate {
 
 // The search: operators x options per operator x batch sizes x `repetitions` (memory limits).
 WorkEstimate planning_work(const Scenario& scenario, int repetitions = 1);
-// One simulated iteration: ranks x operators x collective steps (step mode up to 32 ranks) x
-// micro-batches.
-WorkEstimate simulation_work(const Scenario& scenario, int plans = 1);
+// One simulated iteration: ranks x operators x collective steps (step mode up to 32 ranks, or
+// at any size with `every_step`: --collectives step) x micro-batches.
+WorkEstimate simulation_work(const Scenario& scenario, int plans = 1, bool every_step = false);
 
 // predict / fit: every row of a measured table simulated `passes` times (its GPUs, its GPT,
 // its micro-batches), before any row runs.

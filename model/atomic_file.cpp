@@ -77,6 +77,15 @@ std::optional<std::string> unusable_output(const std::string& path) {
     return "inside " + parent.string() + ", which is not a directory";
   if (::access(parent.c_str(), W_OK) != 0)
     return "inside " + parent.string() + ", which is not writable";
+  // access() says yes to root everywhere, /proc and /sys included: create a file to be sure.
+  const fs::path probe = parent / (".osdp-probe." + std::to_string(getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return "inside " + parent.string() + ", where osdp cannot create a file (" +
+           std::strerror(errno) + ")";
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
   return std::nullopt;
 }
 

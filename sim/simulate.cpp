@@ -104,7 +104,7 @@ std::string run_prepared(const Scenario& scenario, const Plan& plan, const SimOp
     try {
       write_file_atomically(trace_path, chrome_trace(executor, *scenario.workload, trace_ranks));
     } catch (const std::runtime_error& error) {
-      throw InputError("<command line>", "--trace", trace_path,
+      throw InputError("command line", "--trace", trace_path,
                        fmt::format("a path where the trace can be written ({})", error.what()));
     }
   }

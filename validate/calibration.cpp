@@ -865,7 +865,7 @@ CalibrationResult calibrate(Communicator& comm, const CalibrationOptions& option
   // A CPU rank computes on one thread (as in validate); a GPU rank's threads only launch.
   if (!on_gpu) use_one_compute_thread();
   if (on_gpu && comm.size() != 1) {
-    throw InputError("<command line>", "--ranks", std::to_string(comm.size()),
+    throw InputError("command line", "--ranks", std::to_string(comm.size()),
                      "1 with --device cuda (one GPU: its compute; osdp_nccl_probe measures the "
                      "collectives between GPUs)");
   }
