@@ -226,7 +226,7 @@ Gpu read_gpu(const JsonReader& reader) {
                        "straggler_slowdown", "pipeline_pass", "blocking_sync", "fp8_speedup",
                        "operator_compute", "speed_reference"});
   Gpu gpu;
-  gpu.name = reader.optional_string("name").value_or("gpu");
+  gpu.name = reader.optional_name("name").value_or("gpu");
   gpu.memory_bytes = reader.optional_quantity("memory", Dimension::bytes, limits::gpu_memory_bytes);
   gpu.compute_flops_per_s =
       reader.optional_quantity("compute", Dimension::flops_per_second, limits::compute_flops_per_s);
@@ -349,7 +349,7 @@ Cluster load_cluster(const JsonReader& reader) {
                        "intra_node_collective", "inter_node_collective", "collective_by_group_size",
                        "collectives"});
   Cluster cluster;
-  cluster.name = reader.optional_string("name").value_or("cluster");
+  cluster.name = reader.optional_name("name").value_or("cluster");
   if (reader.has("collectives")) {
     if (reader.choice("collectives", {"ring", "nccl"}) == "nccl") {
       if (!reader.has("topology")) {

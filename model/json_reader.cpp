@@ -341,6 +341,22 @@ std::optional<std::string> JsonReader::optional_string(const std::string& key) c
   return string(key);
 }
 
+std::string JsonReader::name(const std::string& key) const {
+  std::string text = string(key);
+  const bool control = std::any_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f;
+  });
+  // Shown escaped, as JSON writes it, so that the message itself prints nothing raw.
+  if (control) fail_value(key, Json(text).dump(), "a name without control characters");
+  return text;
+}
+
+std::optional<std::string> JsonReader::optional_name(const std::string& key) const {
+  if (!has(key)) return std::nullopt;
+  return name(key);
+}
+
 bool JsonReader::boolean(const std::string& key) const {
   const Json& value = require(key);
   if (!value.is_boolean()) fail(key, "true or false");

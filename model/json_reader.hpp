@@ -57,6 +57,10 @@ class JsonReader {
                                             long long max_value) const;
   std::string string(const std::string& key) const;
   std::optional<std::string> optional_string(const std::string& key) const;
+  // A name osdp prints (a scenario's, a cluster's, an operator's): a string without control
+  // characters, which would reach the terminal raw (an escape sequence, a NUL).
+  std::string name(const std::string& key) const;
+  std::optional<std::string> optional_name(const std::string& key) const;
   bool boolean(const std::string& key) const;
   std::optional<bool> optional_boolean(const std::string& key) const;
   // A string among `choices`.

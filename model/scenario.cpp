@@ -66,6 +66,9 @@ Included include(const JsonReader& reader, const std::string& key) {
       reader.fail(key, "an object or the path of a readable JSON file (" + error.message() + ")");
     }
     if (!exists) reader.fail(key, "an object or the path of an existing JSON file");
+    if (fs::is_directory(path, error)) {
+      reader.fail_value(key, value.dump(), "an object or the path of a JSON file, not a directory");
+    }
     return {read_json_file(path.string()), path.string()};
   }
   if (!value.is_object()) reader.fail(key, "an object or the path of a JSON file");
@@ -212,13 +215,31 @@ Scenario Scenario::for_plan(const Plan& plan) const {
   return scenario;
 }
 
+// A cluster, model or plan file given where a scenario goes (the usual slip: `osdp plan
+// cluster.json`): said as such, not as an unknown key of a scenario.
+void refuse_other_kind_of_file(const JsonReader& reader) {
+  if (reader.has("model") || reader.has("cluster")) return;
+  const auto kind = [&]() -> std::string {
+    if (reader.has("topology") || reader.has("gpu") || reader.has("collective")) return "cluster";
+    if (reader.has("choices") || reader.has("batch_size")) return "plan";
+    if (reader.has("family") || reader.has("operators")) return "model";
+    return "";
+  }();
+  if (kind.empty()) return;
+  reader.fail_value("", "a " + kind + " file",
+                    "a scenario (with \"model\" and \"cluster\"); a " + kind + " file goes " +
+                        (kind == "plan" ? std::string("after --plan")
+                                        : "in a scenario's \"" + kind + "\" (its path or object)"));
+}
+
 Scenario scenario_from_json(const Json& document, const std::string& file) {
   const JsonReader reader(document, file);
+  refuse_other_kind_of_file(reader);
   reader.require_only({"name", "description", "model", "cluster", "training", "cost_model",
                        "search", "simulation", "validation", "measured_runs"});
   Scenario scenario;
   scenario.file = file;
-  scenario.name = reader.optional_string("name").value_or(
+  scenario.name = reader.optional_name("name").value_or(
       file.empty() ? std::string("scenario") : fs::path(file).stem().string());
   scenario.description = reader.optional_string("description").value_or("");
 

@@ -29,7 +29,7 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
                        "forward_compute_s_per_sample", "forward_flops_per_sample",
                        "backward_flops_per_sample", "splittable", "split_units", "inputs"});
   Operator op;
-  op.name = reader.string("name");
+  op.name = reader.name("name");
   if (op.name.empty()) reader.fail("name", "a non-empty operator name");
   if (reader.has("kind")) op.kind = read_operator_kind(reader);
   const BytesPerParameter per_parameter =
@@ -111,7 +111,7 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
 
 Workload read_operator_list(const JsonReader& reader, const Training& training) {
   reader.require_only({"name", "operators"});
-  const std::string name = reader.optional_string("name").value_or("model");
+  const std::string name = reader.optional_name("name").value_or("model");
   const auto entries = reader.objects("operators");
   if (entries.empty()) reader.fail("operators", "at least one operator");
   if (entries.size() > 1000000) reader.fail("operators", "at most 1,000,000 operators");
@@ -163,7 +163,7 @@ GptSpec read_gpt_spec(const JsonReader& reader) {
                        "tied_embeddings", "position_embedding", "biases", "loss", "mlp", "norm",
                        "kv_heads", "ffn_hidden"});
   GptSpec spec;
-  spec.name = reader.optional_string("name").value_or("gpt");
+  spec.name = reader.optional_name("name").value_or("gpt");
   spec.layers = static_cast<int>(reader.integer("layers", 1, 100000));
   spec.heads = static_cast<int>(reader.integer("heads", 1, 1 << 16));
   spec.sequence_length =

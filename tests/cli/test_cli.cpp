@@ -1329,7 +1329,7 @@ TEST_CASE("sweep's default folder is the scenario's name made safe as one folder
   TempDir dir;
   osdp::Json scenario =
       osdp::Json::parse(read_text(source_dir + "/tests/inputs/base_scenario.json"));
-  scenario["name"] = "../../etc/evil\nname";
+  scenario["name"] = "../../etc/evil name";
   const fs::path work = dir.path() / "a" / "b";
   fs::create_directories(work);
   write_text(work / "s.json", scenario.dump());
