@@ -69,20 +69,31 @@ int run_collective(const SimulateOptions& options) {
     throw InputError(command_line, given->first, given->second,
                      "no search flag with --collective (they apply to a SCENARIO's plan)");
   }
-  if (!options.scenario.scenario_path.empty() || !options.plan_path.empty() ||
-      !options.strategy.empty() || !options.trace_path.empty() ||
-      layout_requested(options.layout)) {
+  if (!options.scenario.scenario_path.empty()) {
     throw InputError(command_line, "--collective", options.collective,
                      "either --collective with --bytes and --cluster, or a SCENARIO");
+  }
+  // What only a scenario's plan takes, named (a collective alone has no plan, layout or trace).
+  for (const auto& [flag, given] :
+       {std::pair<const char*, bool>{"--plan", !options.plan_path.empty()},
+        {"--strategy", !options.strategy.empty()},
+        {"--trace", !options.trace_path.empty()},
+        {"--tp, --pp or --schedule", layout_requested(options.layout)}}) {
+    if (given) {
+      throw InputError(command_line, flag, "given with --collective",
+                       "no " + std::string(flag) +
+                           " with --collective (it takes --bytes, "
+                           "--cluster, --collectives and --json)");
+    }
   }
   const CollectiveKind kind = parse_collective(options.collective);
   const auto bytes = units::parse(options.bytes, units::Dimension::bytes);
   // Capped as an operator's bytes are (limits::operator_bytes, 1 PiB): past ~1e21 bytes the
-  // simulated time stops growing.
-  if (!bytes || *bytes <= 0 || *bytes > limits::operator_bytes.max) {
+  // simulated time stops growing. A fraction of a byte is a unit slip.
+  if (!bytes || *bytes < 1 || *bytes > limits::operator_bytes.max) {
     throw InputError(
         command_line, "--bytes", options.bytes,
-        units::expected_form(units::Dimension::bytes) + ", above zero and at most 1 PiB");
+        units::expected_form(units::Dimension::bytes) + ", at least 1 B and at most 1 PiB");
   }
   const Json document = read_json_file(options.cluster_path);
   const Cluster cluster = load_cluster(JsonReader(document, options.cluster_path));

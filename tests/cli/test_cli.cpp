@@ -1577,3 +1577,28 @@ TEST_CASE("validate --against sets this build's simulation against kept measurem
   CHECK(contains(moved.err, "--plan"));
   CHECK(!fs::exists(out));
 }
+
+TEST_CASE("simulate --collective names a flag it does not take, and a fraction of a byte") {
+  if (!has_simulate()) return;
+  const std::vector<std::string> collective{"simulate", "--collective", "all-gather", "--cluster",
+                                            scenarios + "local-cpu-cluster.json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = collective;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_osdp(args);
+  };
+  const Run trace = with({"--bytes", "1MiB", "--trace", "t.json"});
+  CHECK(trace.exit_code == 2);
+  CHECK(contains(trace.err, "--trace: got given with --collective"));
+  const Run strategy = with({"--bytes", "1MiB", "--strategy", "ddp"});
+  CHECK(strategy.exit_code == 2);
+  CHECK(contains(strategy.err, "no --strategy with --collective"));
+  for (const std::string bytes : {"0.5", "1e-300", "0"}) {
+    const Run run = with({"--bytes", bytes});
+    INFO(bytes << ": " << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(contains(run.err, "at least 1 B and at most 1 PiB"));
+    CHECK(run.out.empty());
+  }
+  CHECK(with({"--bytes", "1"}).exit_code == 0);
+}
