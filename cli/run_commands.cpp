@@ -94,6 +94,27 @@ std::optional<std::string> repeated_flag(CLI::App& app, int argc, char** argv) {
   return error.what();
 }
 
+// CLI11's "Could not convert: --gpus = 1e3" as osdp says it: the flag, what it got, and what
+// it takes (a whole number where the option's type is an integer).
+std::optional<std::string> unconvertible_value(CLI::App& app, const CLI::ParseError& error,
+                                               int argc, char** argv) {
+  if (dynamic_cast<const CLI::ConversionError*>(&error) == nullptr) return {};
+  const std::string text = error.what();
+  const std::string prefix = "Could not convert: ";
+  const std::size_t equals = text.find(" = ");
+  if (text.rfind(prefix, 0) != 0 || equals == std::string::npos) return {};
+  const std::string flag = text.substr(prefix.size(), equals - prefix.size());
+  const std::string value = text.substr(equals + 3);
+  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
+  const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw(flag) : nullptr;
+  const std::string type = option != nullptr ? option->get_type_name() : std::string();
+  const std::string expected = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0
+                                   ? "a whole number, e.g. 1000"
+                               : type.rfind("FLOAT", 0) == 0 ? "a number"
+                                                             : "a value of the flag's kind";
+  return InputError(command_line, flag, value, expected).what();
+}
+
 // CLI11's own message, with the word or flag at fault named where CLI11 does not.
 std::string parse_error_message(CLI::App& app, const CLI::ParseError& error, int argc,
                                 char** argv) {
@@ -103,6 +124,7 @@ std::string parse_error_message(CLI::App& app, const CLI::ParseError& error, int
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
     if (auto message = repeated_flag(app, argc, argv)) return *message;
   }
+  if (auto message = unconvertible_value(app, error, argc, argv)) return *message;
   return std::string(command_line) + ": " + error.what();
 }
 
