@@ -105,8 +105,8 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
 // --against: the measurements of an earlier `osdp validate --json` (or its --out's
 // validation.json), which must be of the same plans, in the same order, on as many ranks.
 std::vector<validate::PlanMeasurement> kept_measurements(
-    const std::string& path, const std::vector<validate::PlanRun>& plans, int ranks) {
-  const Json document = read_json_file(path);
+    const std::string& path, const Json& document, const std::vector<validate::PlanRun>& plans,
+    int ranks) {
   if (!document.is_object() || !document.contains("measurements")) {
     throw InputError(path, "$.measurements", "missing",
                      "the measurements of an earlier `osdp validate --json` (validation.json)");
@@ -215,9 +215,8 @@ std::vector<validate::SimulatedFigures> simulate_plans(const Scenario& scenario,
 
 // The kept run's plans (their summary in its JSON) are the ones simulated now: osdp's is
 // searched again, and another cluster may choose another one.
-void require_same_plans(const std::string& path, const Json& comparison,
+void require_same_plans(const std::string& path, const Json& kept, const Json& comparison,
                         const std::vector<validate::PlanRun>& plans) {
-  const Json kept = read_json_file(path);
   if (!kept.contains("plans") || !kept.at("plans").is_array()) return;
   for (std::size_t i = 0; i < kept.at("plans").size() && i < plans.size(); ++i) {
     const Json& was = kept.at("plans").at(i);
@@ -265,12 +264,13 @@ void report(const ValidateOptions& options, const Scenario& scenario,
 // --against: the simulation set against kept measurements; nothing runs.
 int compare_with_kept(const ValidateOptions& options, const Scenario& scenario,
                       const std::vector<validate::PlanRun>& plans, int ranks) {
+  const Json kept = read_json_file(options.against_path);
   const std::vector<validate::PlanMeasurement> measurements =
-      kept_measurements(options.against_path, plans, ranks);
+      kept_measurements(options.against_path, kept, plans, ranks);
   const validate::Comparison comparison = validate::compare(
       scenario, plans, measurements, simulate_plans(scenario, plans, ""), simulator_name());
   Json json = validate::comparison_json(comparison);
-  require_same_plans(options.against_path, json, plans);
+  require_same_plans(options.against_path, kept, json, plans);
   if (!options.out.empty()) {
     require_writable_directory(options.out);
     simulate_plans(scenario, plans, options.out);  // the same figures again, with their traces
