@@ -85,7 +85,10 @@ std::vector<validate::PlanRun> fidelity_plans(const Scenario& scenario, int b) {
 Scenario load_with_cluster(const std::string& scenario_path, const std::string& cluster_path) {
   Scenario scenario = load_scenario(scenario_path);
   if (!cluster_path.empty()) {
-    scenario.cluster = load_cluster(JsonReader(read_json_file(cluster_path), cluster_path));
+    const Json document = read_json_file(cluster_path);
+    scenario.cluster = load_cluster(JsonReader(document, cluster_path));
+    scenario.cluster_document = document;
+    scenario.cluster_source = {cluster_path, "$"};
   }
   return scenario;
 }

@@ -293,7 +293,7 @@ int run_explain(const ExplainOptions& options) {
     text += fmt::format(
         "\nNothing fits at batch size {}: the least memory any plan needs is {}. "
         "Costs below are at that batch size.\n",
-        plan.batch_size, units::format_bytes(result.min_memory_needed_bytes));
+        plan.batch_size, units::format_bytes_above(result.min_memory_needed_bytes, limit_bytes));
   }
   text += modes_text(model.cluster());
   if (!plan.unit_sizes.empty() || scenario->search.units != SearchSpec::UnitsPolicy::off) {

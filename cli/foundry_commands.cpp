@@ -13,6 +13,7 @@
 #include "model/foundry_fit.hpp"
 #include "model/foundry_runs.hpp"
 #include "model/input_error.hpp"
+#include "model/least_squares.hpp"
 #include "model/units.hpp"
 
 namespace osdp::cli {
@@ -160,6 +161,7 @@ int run_foundry_fit(const Scenario& scenario, const std::vector<std::string>& ta
   const FoundryFitResult fit = fit_foundry_table(scenario, setup, table);
   const double fit_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  require_usable_fit(table.file, "iter_time_s", fit.fit_mape_percent);
   std::vector<std::string> written;
   for (const auto& [type, gpu] : fit.fitted.gpus) {
     const std::string path = (fs::path(out_path) / fs::path(gpu.file).filename()).string();

@@ -106,7 +106,8 @@ int run_kernel_fit(const Scenario& scenario, const KernelTable& table, const std
 }
 
 int run_kernel_predict(const Scenario& scenario, const KernelTable& table, bool json) {
-  const std::vector<double> predicted = predict_kernel_table(scenario.cluster, table);
+  const std::vector<double> predicted =
+      predict_kernel_table(scenario.cluster, scenario.cluster_source, table);
   std::vector<double> measured;
   std::vector<std::string> group;
   Json rows = Json::array();

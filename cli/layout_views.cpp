@@ -331,8 +331,8 @@ std::string no_layout_fits(const Scenario& scenario, const LayoutSearchRun& run)
   const double needed = run.result.least_memory_needed_bytes;
   const std::string intro = fmt::format("nothing fits: no 3D layout fits in {} per GPU",
                                         units::format_bytes(run.memory_limit_bytes));
-  std::string message =
-      fmt::format("{}; the least memory any needs is {}", intro, units::format_bytes(needed));
+  std::string message = fmt::format("{}; the least memory any needs is {}", intro,
+                                    units::format_bytes_above(needed, run.memory_limit_bytes));
   const std::optional<double>& gpu_memory = scenario.cluster.gpu.memory_bytes;
   if (gpu_memory && needed > *gpu_memory) {
     return message +

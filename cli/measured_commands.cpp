@@ -19,6 +19,7 @@
 #include "model/atomic_file.hpp"
 #include "model/foundry_runs.hpp"
 #include "model/input_error.hpp"
+#include "model/least_squares.hpp"
 #include "model/measured_runs.hpp"
 #include "sim/fit.hpp"
 #include "sim/simulate.hpp"
@@ -193,6 +194,7 @@ int run_fit(const MeasuredOptions& options) {
                      every_row ? sim::RowWeighting::every_row : sim::RowWeighting::balance_servers);
   const double fit_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  require_usable_fit(table.file, "iteration time (ms)", fit.fit_mape_percent);
   write_file_atomically(options.out_path, fit.cluster_json.dump(2) + "\n");
 
   std::vector<double> measured;
@@ -206,6 +208,7 @@ int run_fit(const MeasuredOptions& options) {
     Scenario fitted = scenario;
     fitted.cluster = load_cluster(JsonReader(fit.cluster_json, options.out_path));
     fitted.cluster_document = fit.cluster_json;
+    fitted.cluster_source = {options.out_path, "$"};
     const std::vector<double> simulated = simulate_rows(fitted, table);
     simulated_mape = sim::mean_abs_percent_error(simulated, measured);
     fit_vs_simulated_max_percent = 0;

@@ -317,7 +317,7 @@ int report_infeasible(const Scenario& scenario, const CostModel& model,
       "osdp: nothing fits: no plan at batch size {} fits in {} per GPU; the least memory any "
       "plan needs is {}",
       scenario.training.min_batch_size, units::format_bytes(comparison.memory_limit_bytes),
-      units::format_bytes(needed));
+      units::format_bytes_above(needed, comparison.memory_limit_bytes));
   if (least) {
     message +=
         fmt::format(", dominated by {}.\n  that plan's peak: {}", least->peak.dominant_part(),

@@ -306,7 +306,8 @@ int run_report(const ReportOptions& options) {
     throw InfeasibleError(fmt::format(
         "nothing fits in {} per GPU: the least memory any plan needs is {} (raise it with "
         "--memory-limit, up to the GPU's memory)",
-        units::format_bytes(limit_bytes), units::format_bytes(result.min_memory_needed_bytes)));
+        units::format_bytes(limit_bytes),
+        units::format_bytes_above(result.min_memory_needed_bytes, limit_bytes)));
   }
   const Plan& plan = result.best->plan;
   const Scenario planned = scenario->for_plan(plan);

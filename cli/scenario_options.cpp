@@ -269,8 +269,12 @@ std::vector<double> parse_memory_limits(const std::string& text, int max_points)
       throw InputError("command line", flag, text,
                        fmt::format("at most {} memory limits", max_points));
     }
+    // A sweep is a curve over the limit: listed in any order, swept in increasing order, a
+    // limit listed twice swept once.
     std::vector<double> limits;
     for (const auto& part : parts) limits.push_back(parse_bytes_flag(flag, part));
+    std::sort(limits.begin(), limits.end());
+    limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
     return limits;
   }
   if (parts.size() != 3) {

@@ -601,7 +601,8 @@ Subcommand add_sweep_command(CLI::App& root) {
   add_scenario_options(*app, options->scenario, false);
   add_layout_flags(*app, options->layout);
   app->add_option("--memory-limits", options->memory_limits,
-                  "START:STOP:STEP (e.g. 4GiB:24GiB:1GiB) or a list 8GiB,16GiB")
+                  "START:STOP:STEP (e.g. 4GiB:24GiB:1GiB) or a list 8GiB,16GiB (any order: swept "
+                  "increasing, each once)")
       ->required();
   app->add_option("--out", options->out_dir, "Output directory (default out/SCENARIO-NAME)");
   app->add_flag("--json", options->json, "Print the sweep as JSON on stdout");

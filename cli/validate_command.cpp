@@ -289,6 +289,8 @@ int run(const ValidateOptions& options) {
   if (!options.cluster_path.empty()) {
     const Json document = read_json_file(options.cluster_path);
     loaded.cluster = load_cluster(JsonReader(document, options.cluster_path));
+    loaded.cluster_document = document;
+    loaded.cluster_source = {options.cluster_path, "$"};
   }
   const auto scenario = std::make_unique<const Scenario>(std::move(loaded));
   const validate::GptShape shape = validate::require_gpt_shape(*scenario, scenario->file);
@@ -299,8 +301,8 @@ int run(const ValidateOptions& options) {
   const int ranks = environment ? environment->world_size
                                 : (options.ranks > 0 ? options.ranks : scenario->cluster.ranks);
   if (ranks != scenario->cluster.ranks) {
-    throw InputError(options.cluster_path.empty() ? scenario->file : options.cluster_path,
-                     "$.cluster.ranks", std::to_string(scenario->cluster.ranks),
+    throw InputError(scenario->cluster_source.file, scenario->cluster_source.path("ranks"),
+                     std::to_string(scenario->cluster.ranks),
                      fmt::format("a cluster of {} ranks, as many as the run has (--ranks, or "
                                  "WORLD_SIZE under torchrun)",
                                  ranks));

@@ -137,6 +137,7 @@ Scenario foundry_scenario_for_run(const Scenario& base, const FoundrySetup& setu
   server.file = gpu->second.file;
   server.cluster = gpu->second.cluster;
   server.cluster_document = gpu->second.document;
+  server.cluster_source = {gpu->second.file, "$"};
   try {
     scenario.cluster = cluster_with_ranks(server, run.gpus);
   } catch (const InputError& error) {

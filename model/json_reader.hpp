@@ -33,6 +33,15 @@ Json read_json_file(const std::string& path);
 // `format` names what the file should hold in messages ("JSON", "CSV").
 std::string read_input_file(const std::string& path, const std::string& format = "JSON");
 
+// Where a part of an input was written, for messages about it found after loading: its file and
+// the JSON path of its root ("$" in a file of its own, "$.cluster" inside a scenario).
+struct JsonSource {
+  std::string file;
+  std::string root = "$";
+  // The JSON path of `key` below the root: "$.gpu" or "$.cluster.gpu".
+  std::string path(const std::string& key) const { return key.empty() ? root : root + "." + key; }
+};
+
 // A short rendering of a JSON value for error messages.
 std::string render_value(const Json& value);
 

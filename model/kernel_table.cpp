@@ -152,11 +152,11 @@ std::vector<KernelLawFit> fit_attention(const KernelTable& table) {
   return fits;
 }
 
-const ComputeLaw& law_for(const Cluster& cluster, const std::string& kind, bool backward,
-                          const std::string& what) {
+const ComputeLaw& law_for(const Cluster& cluster, const JsonSource& source, const std::string& kind,
+                          bool backward, const std::string& what) {
   const OperatorCompute* compute = cluster.gpu.compute_law(kind);
   if (!compute) {
-    throw InputError(cluster.name, fmt::format("$.gpu.operator_compute.{}", kind), "nothing",
+    throw InputError(source.file, source.path("gpu.operator_compute." + kind), "nothing",
                      fmt::format("a compute law for {} to time the table's {} rows", kind, what));
   }
   return backward ? compute->backward : compute->forward;
@@ -248,7 +248,22 @@ KernelTable read_kernel_table(const std::string& path) {
 }
 
 std::vector<KernelLawFit> fit_kernel_table(const KernelTable& table) {
-  return table.kind == KernelTableKind::gemm ? fit_gemms(table) : fit_attention(table);
+  const bool gemm = table.kind == KernelTableKind::gemm;
+  std::vector<KernelLawFit> fits = gemm ? fit_gemms(table) : fit_attention(table);
+  for (const KernelLawFit& fit : fits) {
+    // Two rows of one shape (or times that shrink as FLOPs grow) leave the rate at zero: a
+    // law of fixed cost alone, which would time every operator alike.
+    const bool has_rate =
+        gemm ? fit.law.flops_per_s.has_value() : fit.law.score_flops_per_s.has_value();
+    if (!has_rate) {
+      throw InputError(table.file, "rows",
+                       fmt::format("timings whose {} law has no FLOP rate (its times do not grow "
+                                   "with the FLOPs)",
+                                   fit.name),
+                       "timings of at least two shapes, the larger ones slower");
+    }
+  }
+  return fits;
 }
 
 double matrix_product_s(const ComputeLaw& per_product, double flops) {
@@ -284,16 +299,17 @@ void apply_kernel_laws(Cluster& cluster, const std::vector<KernelLawFit>& fits) 
   }
 }
 
-std::vector<double> predict_kernel_table(const Cluster& cluster, const KernelTable& table) {
+std::vector<double> predict_kernel_table(const Cluster& cluster, const JsonSource& source,
+                                         const KernelTable& table) {
   std::vector<double> predicted;
   if (table.kind == KernelTableKind::gemm) {
     for (const GemmTiming& gemm : table.gemms) {
       const bool attention = gemm.what == "qkv" || gemm.what == "proj";
-      ComputeLaw law = law_for(cluster, attention ? "attention" : "mlp", false, "GEMM");
+      ComputeLaw law = law_for(cluster, source, attention ? "attention" : "mlp", false, "GEMM");
       law.fixed_s /= 2.0;  // two products a forward call
       if (!law.flops_per_s) law.flops_per_s = cluster.gpu.compute_flops_per_s;
       if (!law.flops_per_s) {
-        throw InputError(cluster.name, "$.gpu.operator_compute", "no rate",
+        throw InputError(source.file, source.path("gpu.operator_compute"), "no rate",
                          "a rate for attention and mlp (or the GPU's compute) to time GEMM rows");
       }
       predicted.push_back(matrix_product_s(law, gemm.flops()));
@@ -305,13 +321,13 @@ std::vector<double> predict_kernel_table(const Cluster& cluster, const KernelTab
     if (!law.score_flops_per_s && !law.flops_per_s)
       law.flops_per_s = cluster.gpu.compute_flops_per_s;
     if (!law.score_flops_per_s && !law.flops_per_s) {
-      throw InputError(cluster.name, "$.gpu.operator_compute.attention", "no rate",
+      throw InputError(source.file, source.path("gpu.operator_compute.attention"), "no rate",
                        "a score_rate or rate (or the GPU's compute) to time attention rows");
     }
     return law;
   };
-  const ComputeLaw forward = with_rate(law_for(cluster, "attention", false, "attention"));
-  const ComputeLaw backward = with_rate(law_for(cluster, "attention", true, "attention"));
+  const ComputeLaw forward = with_rate(law_for(cluster, source, "attention", false, "attention"));
+  const ComputeLaw backward = with_rate(law_for(cluster, source, "attention", true, "attention"));
   for (const AttentionTiming& row : table.attention) {
     predicted.push_back(
         score_kernel_s(forward, row.forward_flops(), row.rows()) +

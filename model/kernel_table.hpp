@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "model/cluster.hpp"
+#include "model/json_reader.hpp"
 
 namespace osdp {
 
@@ -95,6 +96,8 @@ void apply_kernel_laws(Cluster& cluster, const std::vector<KernelLawFit>& fits);
 
 // What a cluster's laws predict for each row of a kernel table (seconds; an attention row's
 // forward + backward), in the table's order; InputError when the cluster has no law to use.
-std::vector<double> predict_kernel_table(const Cluster& cluster, const KernelTable& table);
+// `source` names where the cluster was written, for a law it lacks.
+std::vector<double> predict_kernel_table(const Cluster& cluster, const JsonSource& source,
+                                         const KernelTable& table);
 
 }  // namespace osdp

@@ -1,7 +1,11 @@
 #include "model/least_squares.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+
+#include "model/input_error.hpp"
 
 namespace osdp {
 
@@ -102,6 +106,18 @@ double mean_abs_percent_error(const std::vector<double>& predicted,
   }
   if (max_percent != nullptr) *max_percent = most;
   return measured.empty() ? 0.0 : sum / static_cast<double>(measured.size());
+}
+
+void require_usable_fit(const std::string& file, const std::string& column,
+                        double fit_mape_percent) {
+  if (fit_mape_percent <= most_usable_fit_mape_percent) return;
+  throw InputError(
+      file, fmt::format("column \"{}\"", column),
+      fmt::format("times no set of constants fits (fit-set MAPE {:.0f} %)", fit_mape_percent),
+      fmt::format("times in the unit the header names, of runs the scenario "
+                  "describes, that a fit matches within {:.0f} % on average (no "
+                  "cluster written)",
+                  most_usable_fit_mape_percent));
 }
 
 }  // namespace osdp

@@ -41,14 +41,15 @@ Cluster scaled_out(const Scenario& base, int ranks) {
   Cluster cluster = base.cluster;
   if (!cluster.topology || cluster.topology->nodes != 1 ||
       cluster.topology->nic.bandwidth_Bps <= 0) {
-    throw InputError(base.file, "$.cluster.topology", fmt::format("{} GPUs", ranks),
+    throw InputError(base.cluster_source.file, base.cluster_source.path("topology"),
+                     fmt::format("{} GPUs", ranks),
                      fmt::format("at most the cluster's {} GPUs, or a one-node topology with its "
                                  "\"nic\" (and \"nics_per_node\") to scale it out to more nodes",
                                  cluster.ranks));
   }
   Topology& topology = *cluster.topology;
   if (ranks % topology.node.gpus != 0) {
-    throw InputError(base.file, "$.cluster.topology.gpus_per_node",
+    throw InputError(base.cluster_source.file, base.cluster_source.path("topology.gpus_per_node"),
                      std::to_string(topology.node.gpus),
                      fmt::format("a divisor of the run's {} GPUs", ranks));
   }
@@ -70,7 +71,7 @@ Cluster cluster_with_ranks(const Scenario& base, int ranks) {
   if (cluster.topology) {
     Topology& topology = *cluster.topology;
     if (topology.nodes != 1 || topology.node.kind == NodeKind::pcie) {
-      throw InputError(base.file, "$.cluster.topology",
+      throw InputError(base.cluster_source.file, base.cluster_source.path("topology"),
                        std::string(node_kind_name(topology.node.kind)),
                        "one node of NVLink or NVSwitch GPUs, so that a run on fewer GPUs "
                        "uses the same links");

@@ -98,6 +98,31 @@ void check_global_batch(const Scenario& scenario, const std::string& file) {
                   scenario.cluster.ranks, training.min_batch_size, training.max_batch_size));
 }
 
+// Each operator's time comes from the model (compute_s_per_sample) or from the GPU's rate; a
+// model given by its shape has no times of its own, so the cluster is the one to blame.
+void check_operator_times(const Scenario& scenario) {
+  if (scenario.cluster.gpu.compute_flops_per_s) return;
+  for (int i = 0; i < scenario.workload->size(); ++i) {
+    if (scenario.workload->op(i).compute_s_per_sample) continue;
+    const JsonSource& cluster = scenario.cluster_source;
+    if (scenario.gpt) {
+      const bool has_gpu =
+          scenario.cluster_document.is_object() && scenario.cluster_document.contains("gpu");
+      throw InputError(
+          cluster.file, cluster.path(has_gpu ? "gpu.compute" : "gpu"), "nothing",
+          fmt::format("{} with a \"compute\" rate: the model \"{}\" is given by "
+                      "its shape, so its operators' times come from the GPU's rates",
+                      has_gpu ? "a GPU" : "a \"gpu\" block", scenario.workload->name()));
+    }
+    throw InputError(
+        scenario.model_source.file,
+        scenario.model_source.path(fmt::format("operators[{}].compute_s_per_sample", i)), "nothing",
+        fmt::format("compute_s_per_sample for each operator, or a GPU \"compute\" rate in the "
+                    "cluster ({})",
+                    cluster.file));
+  }
+}
+
 // Every input is within its range, but together they must still give finite, positive figures:
 // an all-DP iteration at the smallest batch size is the reference (it always exists).
 void check_figures_finite(const Scenario& scenario, const CostModel& costs,
@@ -106,12 +131,16 @@ void check_figures_finite(const Scenario& scenario, const CostModel& costs,
   plan.batch_size = scenario.training.min_batch_size;
   plan.choices.assign(scenario.workload->size(), OperatorChoice{});
   const PlanCost cost = costs.plan_cost(plan);
-  const bool time_ok = std::isfinite(cost.iteration_time_s) && cost.iteration_time_s > 0.0;
+  // Below a nanosecond an iteration is a unit slip (1e-300 s per sample), and its throughput
+  // would print with hundreds of digits.
+  constexpr double least_iteration_s = 1e-9;
+  const bool time_ok =
+      std::isfinite(cost.iteration_time_s) && cost.iteration_time_s >= least_iteration_s;
   if (!time_ok) {
     throw InputError(file, "$.model",
-                     fmt::format("an iteration time of {} s", cost.iteration_time_s),
+                     fmt::format("an iteration time of {:g} s", cost.iteration_time_s),
                      "operators with some compute time, FLOPs or parameters, and cluster rates "
-                     "that give a finite iteration time");
+                     "that give a finite iteration time of at least 1 ns");
   }
   const bool memory_ok = std::isfinite(cost.peak_memory_bytes) && cost.peak_memory_bytes > 0.0;
   if (!memory_ok) {
@@ -250,11 +279,13 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
   }
   if (!reader.has("cluster")) reader.fail("cluster", "a cluster (object or file path)");
   const Included cluster = include(reader, "cluster");
-  scenario.cluster = load_cluster(
-      JsonReader(cluster.document, cluster.file, cluster.file == file ? "$.cluster" : "$"));
+  scenario.cluster_source = {cluster.file, cluster.file == file ? "$.cluster" : "$"};
+  scenario.cluster =
+      load_cluster(JsonReader(cluster.document, cluster.file, scenario.cluster_source.root));
   if (!reader.has("model")) reader.fail("model", "a model (object or file path)");
   const Included model = include(reader, "model");
-  const JsonReader model_reader(model.document, model.file, model.file == file ? "$.model" : "$");
+  scenario.model_source = {model.file, model.file == file ? "$.model" : "$"};
+  const JsonReader model_reader(model.document, model.file, scenario.model_source.root);
   scenario.workload = std::make_shared<const Workload>(load_model(model_reader, scenario.training));
   if (model_reader.has("family")) scenario.gpt = read_gpt_spec(model_reader);
   scenario.cluster_document = cluster.document;
@@ -345,15 +376,7 @@ Scenario scenario_from_json(const Json& document, const std::string& file) {
     throw InputError(file, "$.training.memory_limit", "nothing",
                      "a memory limit in training, or \"memory\" in the cluster's gpu");
   }
-  for (int i = 0; i < scenario.workload->size(); ++i) {
-    const Operator& op = scenario.workload->op(i);
-    if (!op.compute_s_per_sample && !scenario.cluster.gpu.compute_flops_per_s) {
-      throw InputError(file, fmt::format("$.model.operators[{}].compute_s_per_sample", i),
-                       "nothing",
-                       "compute_s_per_sample for each operator, or a GPU \"compute\" rate in the "
-                       "cluster");
-    }
-  }
+  check_operator_times(scenario);
   check_memory_limit(scenario, file);
   check_global_batch(scenario, file);
   check_figures_finite(scenario, costs, file);

@@ -61,7 +61,9 @@ struct Scenario {
   std::shared_ptr<const Workload> workload;
   std::optional<GptSpec> gpt;  // when the model is generated: what made it
   Cluster cluster;
-  Json cluster_document;  // the cluster as written (a fit writes it back with new constants)
+  Json cluster_document;      // the cluster as written (a fit writes it back with new constants)
+  JsonSource cluster_source;  // where the cluster was written, for messages
+  JsonSource model_source;    // likewise the model
   Training training;
   CostSettings cost;
   SearchSpec search;

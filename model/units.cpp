@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <string_view>
+#include <utility>
 
 namespace osdp::units {
 namespace {
@@ -128,6 +129,20 @@ std::string format_bytes(double bytes) {
   if (magnitude >= 1073741824.0) return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
   if (magnitude >= 1048576.0) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
   if (magnitude >= 1024.0) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+std::string format_bytes_above(double bytes, double limit_bytes) {
+  const std::string plain = format_bytes(bytes);
+  if (!(bytes > limit_bytes) || plain != format_bytes(limit_bytes)) return plain;
+  const double magnitude = std::fabs(bytes);
+  const auto [scale, unit] = magnitude >= 1073741824.0 ? std::pair{1073741824.0, "GiB"}
+                             : magnitude >= 1048576.0  ? std::pair{1048576.0, "MiB"}
+                                                       : std::pair{1024.0, "KiB"};
+  for (int digits = 2; digits <= 9; ++digits) {
+    const std::string need = fmt::format("{:.{}f} {}", bytes / scale, digits, unit);
+    if (need != fmt::format("{:.{}f} {}", limit_bytes / scale, digits, unit)) return need;
+  }
   return fmt::format("{:.0f} B", bytes);
 }
 

@@ -24,6 +24,10 @@ std::string expected_form(Dimension dimension);
 
 // Human-readable formatting for tables ("7.50 GiB", "12.0 ms", "11.2 GB/s").
 std::string format_bytes(double bytes);
+// `bytes` as format_bytes writes it, with more digits where it would read as `limit_bytes`
+// does although it is larger: a need just over a limit must not print as equal to it
+// ("needs 1.0 MiB" beside a 1.0 MiB limit; it is 1.007 MiB).
+std::string format_bytes_above(double bytes, double limit_bytes);
 std::string format_seconds(double seconds);
 std::string format_bandwidth(double bytes_per_second);
 

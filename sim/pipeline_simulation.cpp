@@ -411,7 +411,7 @@ PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun
                                      const ParallelIterationCost& cost, Granularity granularity,
                                      const NetworkConfig& network) {
   if (!scenario.cluster.topology) {
-    throw InputError(scenario.file, "$.cluster.topology", "none",
+    throw InputError(scenario.cluster_source.file, scenario.cluster_source.path("topology"), "none",
                      "a topology: the 3D simulation lays the ranks and their transfers on it");
   }
   const ParallelLayout layout(run.degrees, run.order);

@@ -501,12 +501,15 @@ TEST_CASE("every study in scenarios/ loads and plans (exit 0 or 3)") {
 
 TEST_CASE("sweep --json prints every point on stdout") {
   TempDir dir;
-  const Run run = run_osdp({"sweep", scenarios + "default.json", "--memory-limits", "6GiB,12GiB",
-                            "--out", dir.path().string(), "--no-plot", "--json"});
+  // A list in any order is swept increasing, a limit given twice once.
+  const Run run =
+      run_osdp({"sweep", scenarios + "default.json", "--memory-limits", "12GiB,6GiB,12GiB", "--out",
+                dir.path().string(), "--no-plot", "--json"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   const osdp::Json document = osdp::Json::parse(run.out);
   REQUIRE(document["points"].size() == 2);
+  CHECK(document["points"][0]["memory_limit_bytes"].get<double>() == 6.0 * 1073741824.0);
   const osdp::Json& point = document["points"][1];
   CHECK(point["memory_limit_bytes"].get<double>() == 12.0 * 1073741824.0);
   CHECK(point["osdp"]["feasible"] == true);
@@ -926,6 +929,31 @@ TEST_CASE("measured tables are regular files, fit checks --out before the work")
   CHECK(into_dir.exit_code == 2);
   CHECK(contains(into_dir.err, "--out"));
   CHECK(contains(into_dir.err, "a directory"));
+}
+
+TEST_CASE("fit writes no cluster from times no constants fit (seconds in a column of ms)") {
+  TempDir dir;
+  // vTrain's table with every time divided by 1,000: the cluster's bounds (rates at most the
+  // GPU's peak) keep every prediction far above, a fit-set MAPE near 40,000 %.
+  std::ifstream source(scenarios + "measurements/vtrain-a100-dp-fit.csv");
+  std::ofstream table(dir.path() / "seconds.csv");
+  std::string line;
+  std::getline(source, line);
+  table << line << "\n";
+  while (std::getline(source, line)) {
+    const std::size_t last = line.rfind(',');
+    table << line.substr(0, last + 1) << std::stod(line.substr(last + 1)) / 1000.0 << "\n";
+  }
+  table.close();
+  const fs::path out = dir.path() / "cluster.json";
+  const Run run =
+      run_osdp({"fit", scenarios + "vtrain-a100-dp.json", "--table",
+                (dir.path() / "seconds.csv").string(), "--out", out.string(), "--no-simulate"});
+  INFO(run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(contains(run.err, "seconds.csv: column \"iteration time (ms)\""));
+  CHECK(contains(run.err, "fit-set MAPE"));
+  CHECK_FALSE(fs::exists(out));
 }
 #endif
 

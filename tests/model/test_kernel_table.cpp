@@ -80,7 +80,8 @@ TEST_CASE("an attention law has a FLOP rate and a cost per row, forward and back
   Cluster cluster;
   cluster.gpu.compute_flops_per_s = 100e12;
   apply_kernel_laws(cluster, fits);
-  const std::vector<double> predicted = predict_kernel_table(cluster, table);
+  const std::vector<double> predicted =
+      predict_kernel_table(cluster, JsonSource{"cluster.json"}, table);
   for (int i = 0; i < table.rows(); ++i) {
     CHECK(predicted[i] == Approx(table.attention[i].forward_backward_s).epsilon(1e-9));
   }
@@ -129,4 +130,24 @@ TEST_CASE("bad kernel tables name the file, the line, the column and the value",
   CHECK_THAT(error_of("batch,heads,seq,head_dim,fwd_s,fwd_bwd_s,fwd_tflops_causal\n"
                       "64,16,512,64,2e-4,1e-4,200\n"),
              Catch::Contains("fwd_bwd_s") && Catch::Contains("more than the row's fwd_s"));
+}
+
+TEST_CASE("a kernel table that leaves a law without a FLOP rate is refused", "[model][kernel]") {
+  auto fit_error = [](const std::string& text) {
+    try {
+      (void)fit_kernel_table(parse_kernel_table(text, "k.csv"));
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  const std::string header = "tokens,k,n,what,hidden,median_s,min_s,tflops\n";
+  const std::string row = "512,768,2304,qkv,768,2.8843e-05,2.6855e-05,62.82\n";
+  // One shape twice: the times do not grow with the FLOPs, so the rate is left at zero.
+  CHECK_THAT(fit_error(header + row + row), Catch::StartsWith("k.csv") &&
+                                                Catch::Contains("no FLOP rate") &&
+                                                Catch::Contains("at least two shapes"));
+  // The laws fitted on timings they made pass.
+  CHECK(fit_error(gemm_csv(30e-6, 700e12)) == "no error");
+  CHECK(fit_error(attention_csv()) == "no error");
 }

@@ -3,6 +3,8 @@
 #include "model/units.hpp"
 
 using osdp::units::Dimension;
+using osdp::units::format_bytes;
+using osdp::units::format_bytes_above;
 using osdp::units::parse;
 
 TEST_CASE("sizes with decimal and binary prefixes", "[model][units]") {
@@ -33,4 +35,14 @@ TEST_CASE("durations and compute rates", "[model][units]") {
   CHECK(parse("16.3 TFLOP/s", Dimension::flops_per_second).value() == Approx(16.3e12));
   CHECK_FALSE(parse("2 parsecs", Dimension::seconds));
   CHECK_FALSE(parse("nan", Dimension::seconds));
+}
+
+TEST_CASE("a memory need just over a limit never prints as the limit", "[model][units]") {
+  const double mib = 1048576.0;
+  CHECK(format_bytes_above(1.007 * mib, mib) == "1.01 MiB");  // format_bytes: "1.0 MiB"
+  CHECK(format_bytes_above(mib + 1, mib) == "1.000001 MiB");
+  CHECK(format_bytes_above(8.0004 * 1073741824.0, 8.0 * 1073741824.0) == "8.0004 GiB");
+  // Distinct at the usual precision, or not above the limit: as format_bytes writes it.
+  CHECK(format_bytes_above(1.5 * mib, mib) == format_bytes(1.5 * mib));
+  CHECK(format_bytes_above(mib, mib) == format_bytes(mib));
 }
