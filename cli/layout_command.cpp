@@ -26,6 +26,7 @@ struct LayoutOptions {
   std::optional<int> gpus;
   std::string trace_path;
   bool simulate = false;
+  bool force = false;
   bool json = false;
 };
 
@@ -55,7 +56,7 @@ int run_layout(const LayoutOptions& options) {
   const LayoutSearchRun run = run_layout_search(scenario, search);
   const std::optional<LayoutPlan>& best = run.result.strategies.front().second;
   const std::map<std::string, SimulatedLayout> simulated =
-      options.simulate ? simulate_layouts(scenario, run.result, "--simulate")
+      options.simulate ? simulate_layouts(scenario, run.result, "--simulate", options.force)
                        : std::map<std::string, SimulatedLayout>{};
   if (best && !options.trace_path.empty()) {
     write_file_atomically(options.trace_path, layout_trace(scenario, *best));
@@ -100,6 +101,9 @@ Subcommand add_layout_command(CLI::App& root) {
   app->add_flag("--simulate", options->simulate,
                 "also run each strategy's layout in the simulator (SimGrid): its transfers and "
                 "data-parallel rings as flows on the topology, sharing links");
+  app->add_flag("--force", options->force,
+                "with --simulate: let the simulations run past 2 minutes (their work is not "
+                "estimated before they start)");
   app->add_flag("--json", options->json, "print JSON");
   return {app, [options]() { return run_layout(*options); }};
 }

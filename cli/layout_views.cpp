@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "cli/format.hpp"
 #include "cli/validate_layouts.hpp"
+#include "cli/work_guard.hpp"
 #include "model/atomic_file.hpp"
 #include "model/input_error.hpp"
 #include "model/units.hpp"
@@ -123,20 +124,29 @@ ParallelIterationCost layout_cost(const Scenario& scenario, const LayoutPlan& pl
 
 std::map<std::string, SimulatedLayout> simulate_layouts(const Scenario& scenario,
                                                         const LayoutSearchResult& result,
-                                                        const std::string& flag) {
+                                                        const std::string& flag, bool force) {
   std::map<std::string, SimulatedLayout> simulated;
 #ifdef OSDP_WITH_SIM
   (void)flag;  // names the flag only where the simulator is missing
   const sim::SimOptions options = sim::read_sim_options(scenario.simulation, scenario.file);
+  const WorkDeadline deadline = work_deadline(force);
   for (const auto& [name, plan] : result.strategies) {
     if (!plan) continue;
-    const sim::PipelineSimulation run = sim::simulate_pipeline(
-        scenario, plan->run, layout_cost(scenario, *plan), options.granularity, options.network);
-    simulated[name] = {run.iteration_time_s, run.bubble_fraction};
+    try {
+      const sim::PipelineSimulation run =
+          sim::simulate_pipeline(scenario, plan->run, layout_cost(scenario, *plan),
+                                 options.granularity, options.network, deadline.at);
+      simulated[name] = {run.iteration_time_s, run.bubble_fraction};
+    } catch (const sim::DeadlinePassed&) {
+      refuse_overrun(
+          fmt::format("{}: the simulations of the layouts ({} done)", flag, simulated.size()),
+          deadline);
+    }
   }
 #else
   (void)scenario;
   (void)result;
+  (void)force;
   throw InputError(command_line, flag, "given",
                    "no " + flag + ": this osdp was built without sim/");
 #endif

@@ -63,10 +63,11 @@ struct SimulatedLayout {
 };
 
 // Each fitting strategy's layout run in SimGrid (sim/pipeline_simulation) with the scenario's
-// simulation options. InputError when this osdp was built without the simulator.
+// simulation options, all of them stopped at 2 minutes unless `force` (InputError naming
+// --force). InputError when this osdp was built without the simulator.
 std::map<std::string, SimulatedLayout> simulate_layouts(const Scenario& scenario,
                                                         const LayoutSearchResult& result,
-                                                        const std::string& flag);
+                                                        const std::string& flag, bool force);
 
 // "1 x 2 x 4"
 std::string degrees_text(const ParallelRun& run);

@@ -362,8 +362,9 @@ int run_layout_plan(const PlanOptions& options) {
   const LayoutSearchRun run = run_layout_search(*scenario, search);
   const bool fits = run.result.strategies.front().second.has_value();
   const std::map<std::string, SimulatedLayout> simulated =
-      options.evaluate == "sim" && fits ? simulate_layouts(*scenario, run.result, "--evaluate sim")
-                                        : std::map<std::string, SimulatedLayout>{};
+      options.evaluate == "sim" && fits
+          ? simulate_layouts(*scenario, run.result, "--evaluate sim", options.scenario.force)
+          : std::map<std::string, SimulatedLayout>{};
   if (options.json) {
     fmt::print("{}\n", layout_search_json(*scenario, run, simulated).dump(2));
     return fits ? exit_ok : exit_infeasible;

@@ -214,8 +214,16 @@ int run_layout(const SimulateOptions& options) {
   }
   const LayoutPlan& plan = *chosen->second;
   const ParallelIterationCost cost = layout_cost(*scenario, plan);
-  const sim::PipelineSimulation result = sim::simulate_pipeline(
-      *scenario, plan.run, cost, sim_options.granularity, sim_options.network);
+  // Its work is not estimated before it runs (the flows follow the topology's routing).
+  const WorkDeadline deadline = work_deadline(options.scenario.force);
+  const sim::PipelineSimulation result = [&] {
+    try {
+      return sim::simulate_pipeline(*scenario, plan.run, cost, sim_options.granularity,
+                                    sim_options.network, deadline.at);
+    } catch (const sim::DeadlinePassed&) {
+      refuse_overrun(fmt::format("the simulation of {}'s layout", strategy), deadline);
+    }
+  }();
   if (!options.trace_path.empty()) {
     std::vector<double> states;
     for (const StageCost& stage : cost.stages) states.push_back(stage.model_state_bytes);

@@ -122,4 +122,20 @@ void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit
                                estimate.seconds));
 }
 
+WorkDeadline work_deadline(bool force, double limit_seconds) {
+  if (force) return {std::nullopt, limit_seconds};
+  return {std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(static_cast<long long>(limit_seconds * 1000)),
+          limit_seconds};
+}
+
+void refuse_overrun(const std::string& what, const WorkDeadline& deadline) {
+  throw InputError(
+      "command line", "--force",
+      fmt::format("{} still running after {:.0f} s (stopped)", what, deadline.limit_seconds),
+      "work that finishes in minutes (a 3D simulation's work is not known before "
+      "it runs: its flows follow the topology's routing); pass --force to let it "
+      "run to the end");
+}
+
 }  // namespace osdp::cli

@@ -3,6 +3,8 @@
 // (The loaders already cap every size so that no input number allocates unbounded memory.)
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 #include "model/measured_table.hpp"
@@ -28,5 +30,15 @@ WorkEstimate measured_rows_work(const MeasuredTable& table, int passes = 1);
 
 // Throws InputError naming `--force` when the estimate exceeds `limit_seconds` and not `force`.
 void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds = 120);
+
+// Work that cannot be estimated before it runs (3D layouts simulated on a topology) is given
+// a deadline instead: `limit_seconds` from now, none with `force`.
+struct WorkDeadline {
+  std::optional<std::chrono::steady_clock::time_point> at;
+  double limit_seconds = 0;
+};
+WorkDeadline work_deadline(bool force, double limit_seconds = 120);
+// The InputError naming `--force` for `what` stopped at its deadline.
+[[noreturn]] void refuse_overrun(const std::string& what, const WorkDeadline& deadline);
 
 }  // namespace osdp::cli

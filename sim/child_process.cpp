@@ -1,6 +1,7 @@
 #include "sim/child_process.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,10 +32,21 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-std::string read_all(int fd) {
+// The text written to `fd` until it closes; nullopt once `deadline` passes first.
+std::optional<std::string> read_all(int fd, Deadline deadline) {
   std::string text;
   char buffer[1 << 16];
   for (;;) {
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd readable{fd, POLLIN, 0};
+      const int ready = ::poll(
+          &readable, 1, static_cast<int>(std::min<long long>(left.count(), 1000LL * 60 * 60)));
+      if (ready < 0 && errno != EINTR) return std::nullopt;
+      if (ready <= 0) continue;
+    }
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -84,12 +96,15 @@ Child start_child(const std::function<std::string()>& body) {
 }
 
 // Reads the child's reply to the end, reaps it, and decodes the reply.
-std::string finish_child(const Child& child) {
-  const std::string text = read_all(child.fd);
+std::string finish_child(const Child& child, Deadline deadline = {}) {
+  const std::optional<std::string> reply_text = read_all(child.fd, deadline);
+  if (!reply_text) ::kill(child.pid, SIGKILL);
   ::close(child.fd);
   int status = 0;
   while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (!reply_text) throw DeadlinePassed();
+  const std::string& text = *reply_text;
   if (WIFSIGNALED(status)) {
     throw std::runtime_error(
         fmt::format("sim: the simulation process died of signal {}", WTERMSIG(status)));
@@ -109,8 +124,8 @@ std::string finish_child(const Child& child) {
 
 }  // namespace
 
-std::string run_in_child(const std::function<std::string()>& body) {
-  return finish_child(start_child(body));
+std::string run_in_child(const std::function<std::string()>& body, Deadline deadline) {
+  return finish_child(start_child(body), deadline);
 }
 
 std::vector<std::string> run_in_children(const std::vector<std::function<std::string()>>& bodies,

@@ -409,7 +409,7 @@ PipelineSimulation from_json(const Json& json) {
 
 PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun& run,
                                      const ParallelIterationCost& cost, Granularity granularity,
-                                     const NetworkConfig& network) {
+                                     const NetworkConfig& network, Deadline deadline) {
   if (!scenario.cluster.topology) {
     throw InputError(scenario.cluster_source.file, scenario.cluster_source.path("topology"), "none",
                      "a topology: the 3D simulation lays the ranks and their transfers on it");
@@ -418,50 +418,52 @@ PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun
   Layout rings = lay_out(layout, cost);
   const NetworkPlan plan = plan_network(scenario.cluster, rings.groups);
   const Granularity resolved = resolve_granularity(granularity, layout.world());
-  const std::string reply = run_in_child([&] {
-    Kernel kernel(plan, network);
-    PipelineRun pipeline(kernel, plan, layout, run, cost, rings, resolved);
-    pipeline.start();
-    kernel.run();
-    PipelineSimulation result;
-    const int p = layout.degrees().pipeline;
-    result.stage_finish_s.assign(p, 0.0);
-    result.stage_busy_s.assign(p, -1.0);
-    result.stage_passes.resize(p);
-    result.stage_synchronised_s.assign(p, 0.0);
-    double synchronised_s = 0;
-    for (const RankState& state : pipeline.states()) {
-      if (state.next != state.order.size()) {
-        throw std::logic_error("sim: the pipeline deadlocked");
-      }
-      result.pipeline_s = std::max(result.pipeline_s, state.finish_s);
-      result.stage_finish_s[state.stage] =
-          std::max(result.stage_finish_s[state.stage], state.finish_s);
-      if (result.stage_busy_s[state.stage] < 0) {
-        result.stage_busy_s[state.stage] = state.busy_s;
-        result.stage_passes[state.stage] = state.passes;
-      }
-      result.stage_synchronised_s[state.stage] =
-          std::max(result.stage_synchronised_s[state.stage], state.synchronised_s);
-      synchronised_s = std::max(synchronised_s, state.synchronised_s);
-    }
-    double optimizer_s = 0;
-    for (const StageCost& stage : cost.stages)
-      optimizer_s = std::max(optimizer_s, stage.optimizer_step_s);
-    result.iteration_time_s = synchronised_s + optimizer_s;
-    const double busiest_s =
-        *std::max_element(result.stage_busy_s.begin(), result.stage_busy_s.end());
-    // From the first pass on, as the model counts it (gathers before it are no bubble).
-    double first_start_s = result.pipeline_s;
-    for (const auto& passes : result.stage_passes) {
-      if (!passes.empty()) first_start_s = std::min(first_start_s, passes.front().start_s);
-    }
-    const double span_s = result.pipeline_s - first_start_s;
-    result.bubble_fraction = span_s > 0 ? 1.0 - busiest_s / span_s : 0.0;
-    result.flows = kernel.flows();
-    result.collectives = pipeline.collectives();
-    return to_json(result).dump();
-  });
+  const std::string reply = run_in_child(
+      [&] {
+        Kernel kernel(plan, network);
+        PipelineRun pipeline(kernel, plan, layout, run, cost, rings, resolved);
+        pipeline.start();
+        kernel.run();
+        PipelineSimulation result;
+        const int p = layout.degrees().pipeline;
+        result.stage_finish_s.assign(p, 0.0);
+        result.stage_busy_s.assign(p, -1.0);
+        result.stage_passes.resize(p);
+        result.stage_synchronised_s.assign(p, 0.0);
+        double synchronised_s = 0;
+        for (const RankState& state : pipeline.states()) {
+          if (state.next != state.order.size()) {
+            throw std::logic_error("sim: the pipeline deadlocked");
+          }
+          result.pipeline_s = std::max(result.pipeline_s, state.finish_s);
+          result.stage_finish_s[state.stage] =
+              std::max(result.stage_finish_s[state.stage], state.finish_s);
+          if (result.stage_busy_s[state.stage] < 0) {
+            result.stage_busy_s[state.stage] = state.busy_s;
+            result.stage_passes[state.stage] = state.passes;
+          }
+          result.stage_synchronised_s[state.stage] =
+              std::max(result.stage_synchronised_s[state.stage], state.synchronised_s);
+          synchronised_s = std::max(synchronised_s, state.synchronised_s);
+        }
+        double optimizer_s = 0;
+        for (const StageCost& stage : cost.stages)
+          optimizer_s = std::max(optimizer_s, stage.optimizer_step_s);
+        result.iteration_time_s = synchronised_s + optimizer_s;
+        const double busiest_s =
+            *std::max_element(result.stage_busy_s.begin(), result.stage_busy_s.end());
+        // From the first pass on, as the model counts it (gathers before it are no bubble).
+        double first_start_s = result.pipeline_s;
+        for (const auto& passes : result.stage_passes) {
+          if (!passes.empty()) first_start_s = std::min(first_start_s, passes.front().start_s);
+        }
+        const double span_s = result.pipeline_s - first_start_s;
+        result.bubble_fraction = span_s > 0 ? 1.0 - busiest_s / span_s : 0.0;
+        result.flows = kernel.flows();
+        result.collectives = pipeline.collectives();
+        return to_json(result).dump();
+      },
+      deadline);
   return from_json(Json::parse(reply));
 }
 

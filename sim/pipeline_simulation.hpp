@@ -16,6 +16,7 @@
 
 #include "model/parallel_iteration.hpp"
 #include "model/scenario.hpp"
+#include "sim/child_process.hpp"
 #include "sim/options.hpp"
 
 namespace osdp::sim {
@@ -35,9 +36,11 @@ struct PipelineSimulation {
 };
 
 // Throws InputError when the cluster has no topology (the 3D simulation lays the ranks on it).
-// `network`: the scenario's "simulation" block's (read_sim_options).
+// `network`: the scenario's "simulation" block's (read_sim_options). Its work is not known
+// before it runs (the flows of a collective follow the topology's routing): a simulation still
+// running at `deadline` is stopped (DeadlinePassed, sim/child_process.hpp).
 PipelineSimulation simulate_pipeline(const Scenario& scenario, const ParallelRun& run,
                                      const ParallelIterationCost& cost, Granularity granularity,
-                                     const NetworkConfig& network = {});
+                                     const NetworkConfig& network = {}, Deadline deadline = {});
 
 }  // namespace osdp::sim
