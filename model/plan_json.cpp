@@ -47,6 +47,32 @@ Plan load_plan(const JsonReader& reader, const Workload& workload, const CostMod
 
 namespace {
 
+// The figures `osdp plan --json` writes beside the choices. osdp recomputes them from the
+// choices and never reads them; each still has to be of its kind, so that a hand edit that
+// looks like a setting ("cost_model": "paper", "iteration_time_s": "fast") is not silently
+// taken for one.
+void check_informational_keys(const JsonReader& reader) {
+  for (const char* key : {"scenario", "strategy"}) (void)reader.optional_string(key);
+  if (reader.has("cost_model")) (void)reader.choice("cost_model", {"paper", "extended"});
+  for (const char* key : {"iteration_time_s", "throughput_samples_per_s", "peak_memory_bytes",
+                          "memory_limit_bytes", "compute_s", "communication_s",
+                          "exposed_communication_s", "search_time_s", "search_proven_gap"}) {
+    // null: a figure that was not finite (an unproven gap), as the JSON writer writes it.
+    if (reader.has(key) && !reader.raw(key).is_null()) {
+      (void)reader.optional_non_negative_number(key);
+    }
+  }
+  (void)reader.optional_boolean("search_stopped_early");
+  for (const char* key : {"peak_memory_cause", "simulated"}) {
+    if (reader.has(key)) (void)reader.object(key);
+  }
+  for (const char* key : {"baselines", "runs", "candidates"}) {
+    if (reader.has(key) && !reader.raw(key).is_array()) {
+      reader.fail(key, "an array (written by osdp plan --json; osdp does not read it)");
+    }
+  }
+}
+
 Plan load_choices(const JsonReader& reader, const Workload& workload, const CostModel& cost_model) {
   // Plans written by `osdp plan --json` carry their figures too; they are read back as-is.
   reader.require_only({"batch_size",
@@ -72,6 +98,7 @@ Plan load_choices(const JsonReader& reader, const Workload& workload, const Cost
                        "runs",
                        "simulated",
                        "candidates"});
+  check_informational_keys(reader);
   Plan plan;
   plan.batch_size = static_cast<int>(reader.integer("batch_size", 1, 1 << 20));
   plan.accumulation_steps =

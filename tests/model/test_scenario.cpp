@@ -137,4 +137,16 @@ TEST_CASE("plans are checked against the model and the cluster", "[model][plan]"
         std::string::npos);
   CHECK(plan_error(R"({"batch_size": 2, "operators": [{"name": "op0", "mode": "hsdp"}]})")
             .find("a choice the operator and cluster allow") != std::string::npos);
+  // The figures plan --json writes beside the choices are not read, but must be of their kind.
+  const std::string op0 = R"("operators": [{"name": "op0", "mode": "zdp"}])";
+  CHECK(plan_error(R"({"batch_size": 2, "iteration_time_s": 0.5, "search_proven_gap": null,
+                       "cost_model": "paper", "strategy": "osdp", "baselines": [], )" +
+                   op0 + "}") == "no error");
+  CHECK(plan_error(R"({"batch_size": 2, "iteration_time_s": "fast", )" + op0 + "}")
+            .find("$.iteration_time_s") != std::string::npos);
+  CHECK(
+      plan_error(R"({"batch_size": 2, "cost_model": "exact", )" + op0 + "}").find("$.cost_model") !=
+      std::string::npos);
+  CHECK(plan_error(R"({"batch_size": 2, "baselines": {}, )" + op0 + "}").find("$.baselines") !=
+        std::string::npos);
 }
