@@ -213,19 +213,19 @@ std::vector<validate::SimulatedFigures> simulate_plans(const Scenario& scenario,
   return simulated;
 }
 
-// The kept run's plans (their summary in its JSON) are the ones simulated now: osdp's is
+// The kept run's plans (their summary in its JSON) are the ones to simulate now: osdp's is
 // searched again, and another cluster may choose another one.
-void require_same_plans(const std::string& path, const Json& kept, const Json& comparison,
+void require_same_plans(const std::string& path, const Json& kept,
                         const std::vector<validate::PlanRun>& plans) {
   if (!kept.contains("plans") || !kept.at("plans").is_array()) return;
   for (std::size_t i = 0; i < kept.at("plans").size() && i < plans.size(); ++i) {
     const Json& was = kept.at("plans").at(i);
-    const Json& now = comparison.at("plans").at(i);
-    if (was.contains("plan") && was.at("plan") != now.at("plan")) {
+    const Json now = validate::describe_plan_run(plans[i]);
+    if (was.contains("plan") && was.at("plan") != now) {
       throw InputError(path, fmt::format("$.plans[{}].plan", i), was.at("plan").dump(),
                        fmt::format("{}, the plan this command validates as {} (give the measured "
                                    "plan with --plan, e.g. --out's plans/{}.json)",
-                                   now.at("plan").dump(), plans[i].name, plans[i].name));
+                                   now.dump(), plans[i].name, plans[i].name));
     }
   }
 }
@@ -267,14 +267,12 @@ int compare_with_kept(const ValidateOptions& options, const Scenario& scenario,
   const Json kept = read_json_file(options.against_path);
   const std::vector<validate::PlanMeasurement> measurements =
       kept_measurements(options.against_path, kept, plans, ranks);
-  const validate::Comparison comparison = validate::compare(
-      scenario, plans, measurements, simulate_plans(scenario, plans, ""), simulator_name());
+  require_same_plans(options.against_path, kept, plans);
+  if (!options.out.empty()) require_writable_directory(options.out);
+  const validate::Comparison comparison =
+      validate::compare(scenario, plans, measurements, simulate_plans(scenario, plans, options.out),
+                        simulator_name());
   Json json = validate::comparison_json(comparison);
-  require_same_plans(options.against_path, kept, json, plans);
-  if (!options.out.empty()) {
-    require_writable_directory(options.out);
-    simulate_plans(scenario, plans, options.out);  // the same figures again, with their traces
-  }
   json["scenario"] = scenario.name;
   json["measurements_from"] = options.against_path;
   json["measurements"] = validate::measurements_to_json(measurements);

@@ -108,6 +108,10 @@ std::vector<StageFigures> measured_stages(const PlanRun& plan, const PlanMeasure
 
 }  // namespace
 
+std::string describe_plan_run(const PlanRun& plan) {
+  return plan.layout ? describe_layout(*plan.layout) : describe_plan(plan.plan);
+}
+
 double ComparisonRow::time_error_percent() const {
   return percent_error(simulated_iteration_time_s, measured_iteration_time_s);
 }
@@ -198,7 +202,7 @@ Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
   for (std::size_t i = 0; i < plans.size(); ++i) {
     ComparisonRow row;
     row.name = plans[i].name;
-    row.plan = plans[i].layout ? describe_layout(*plans[i].layout) : describe_plan(plans[i].plan);
+    row.plan = describe_plan_run(plans[i]);
     row.batch_size = plans[i].plan.batch_size;
     row.measured_iteration_time_s = measurements.at(i).iteration_time_s();
     row.measured_spread = measurements.at(i).iteration_time_spread();

@@ -88,6 +88,10 @@ Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement
 // `measured_s`.
 bool exposed_within_target(double figure_s, double measured_s);
 
+// The summary of a plan each row (and comparison_json's "plan") carries: "6x zdp, 2x dp+ckpt",
+// or a layout's "tp 2 x pp 2 x dp 1, 1f1b, 4 micro-batches of 2".
+std::string describe_plan_run(const PlanRun& plan);
+
 Comparison compare(const Scenario& scenario, const std::vector<PlanRun>& plans,
                    const std::vector<PlanMeasurement>& measurements,
                    const std::vector<SimulatedFigures>& simulated, const std::string& simulator);
