@@ -141,7 +141,7 @@
                 group);
       }
       if (op.choice.offload) {
-        element("rect", { x: 1, y: height - 5, width: cell - 2, height: 5, fill: "#ff7f0e" }, group);
+        element("rect", { x: 1, y: height - 5, width: cell - 2, height: 5, fill: "#1d232b" }, group);
       }
       if (index % perRow === 0 || (perRow > 12 && index % 8 === 0)) {
         text(group, 1, height + 14, op.name.length > 14 ? op.name.slice(0, 13) + "…" : op.name,
@@ -152,7 +152,10 @@
     const used = [...new Set(operators.map((op) => op.choice.mode))];
     legend(document.getElementById("plan-legend"),
            used.map((mode) => [mode, MODE_COLOURS[mode] || "#999"])
-             .concat([["checkpointed (triangle)", "#1d232b"], ["offloaded (base)", "#ff7f0e"]]));
+             .concat(operators.some((op) => op.choice.checkpoint)
+                       ? [["checkpointed (dark triangle)", "#1d232b"]] : [])
+             .concat(operators.some((op) => op.choice.offload)
+                       ? [["offloaded (dark base)", "#1d232b"]] : []));
   }
 
   function drawMemoryBars(data) {
