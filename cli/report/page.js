@@ -79,6 +79,10 @@
     for (let value = 0; value <= max * 1.0001; value += step) values.push(value);
     return values;
   }
+  // A tick's label: as many decimals as it has (2.5, 10, 12.5), none of the float noise.
+  function tickLabel(value) {
+    return String(Number(value.toFixed(2)));
+  }
 
   function drawSummary(data) {
     document.title = `osdp report: ${data.scenario}`;
@@ -252,10 +256,13 @@
     const axis = element("g", { class: "axis" }, picture);
     for (const value of ticks(yMax, 6)) {
       element("line", { x1: left, x2: left + width, y1: sy(value), y2: sy(value), stroke: "#eef1f4" }, axis);
-      text(axis, left - 6, sy(value) + 4, value.toFixed(value < 10 ? 1 : 0), { "text-anchor": "end", "font-size": 11 });
+      text(axis, left - 6, sy(value) + 4, tickLabel(value), { "text-anchor": "end", "font-size": 11 });
     }
-    for (const gib of limits.map((l) => l / 1073741824)) {
-      text(axis, sx(gib), top + height + 16, gib.toFixed(gib < 10 ? 1 : 0), { "text-anchor": "middle", "font-size": 11 });
+    // Round ticks, not the sweep's points: those need not be round (1.5 GiB apart, 10.5 printed
+    // as "11").
+    for (const gib of ticks(xMax, 10).filter((gib) => gib >= xMin - 1e-9)) {
+      element("line", { x1: sx(gib), x2: sx(gib), y1: top + height, y2: top + height + 4, stroke: "#5b6673" }, axis);
+      text(axis, sx(gib), top + height + 16, tickLabel(gib), { "text-anchor": "middle", "font-size": 11 });
     }
     text(picture, left + width / 2, top + height + 38, "memory limit per GPU (GiB)", { "text-anchor": "middle" });
     text(picture, 14, top + height / 2, "samples / s", { transform: `rotate(-90 14 ${top + height / 2})`, "text-anchor": "middle" });
