@@ -232,7 +232,8 @@ int run_explain(const ExplainOptions& options) {
                        "by stage)");
     }
     const LayoutSearchOptions search = layout_search_options(options.layout);
-    return explain_layout(*load_for_layouts(options.scenario), search, options.json);
+    return explain_layout(*load_for_layouts(options.scenario), search, options.json,
+                          options.scenario.force);
   }
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   refuse_unless_forced(planning_work(*scenario), options.scenario.force);

@@ -45,7 +45,8 @@ Json law_json(const KernelLawFit& fit) {
           {"law", law},
           {"fit_mape_percent", fit.fit_mape_percent},
           {"fit_max_percent", fit.fit_max_percent},
-          {"cv_mape_percent", fit.cv_mape_percent},
+          // null: the table has one group only, nothing to leave out.
+          {"cv_mape_percent", fit.groups > 1 ? Json(fit.cv_mape_percent) : Json(nullptr)},
           {"cross_validated_by", fit.group_by}};
 }
 
@@ -78,8 +79,17 @@ int run_kernel_fit(const Scenario& scenario, const KernelTable& table, const std
   apply_kernel_laws(cluster, fits);
   Json document = scenario.cluster_document;
   document["gpu"]["operator_compute"] = cluster_to_json(cluster)["gpu"]["operator_compute"];
-  // What is written must load (a rate above the GPU's peak_compute would not).
-  load_cluster(JsonReader(document, out_path));
+  // What is written must load (a rate above the GPU's peak_compute would not). Where it does
+  // not, the table's times are what is wrong (too fast for the GPU: a unit slip), not the file
+  // not yet written.
+  try {
+    load_cluster(JsonReader(document, out_path));
+  } catch (const InputError& error) {
+    throw InputError(table.file, "rows",
+                     fmt::format("times that fit a law the cluster refuses ({} {}: {})",
+                                 error.json_path(), error.value(), error.expected()),
+                     "kernel times this GPU can reach (in seconds, as the header says)");
+  }
   write_file_atomically(out_path, document.dump(2) + "\n");
   if (json) {
     Json laws = Json::array();
@@ -95,9 +105,11 @@ int run_kernel_fit(const Scenario& scenario, const KernelTable& table, const std
   fmt::print("fitted on {} {} kernels ({}):\n", table.rows(),
              table.kind == KernelTableKind::gemm ? "GEMM" : "attention", table.file);
   for (const KernelLawFit& fit : fits) {
-    fmt::print("  {:<19} {:<46} fit MAPE {:5.2f} % (max {:.1f} %), leave one {} out {:.2f} %\n",
-               fit.name, describe(fit), fit.fit_mape_percent, fit.fit_max_percent, fit.group_by,
-               fit.cv_mape_percent);
+    const std::string held_out =
+        fit.groups > 1 ? fmt::format("leave one {} out {:.2f} %", fit.group_by, fit.cv_mape_percent)
+                       : fmt::format("one {} only: none left out", fit.group_by);
+    fmt::print("  {:<19} {:<46} fit MAPE {:5.2f} % (max {:.1f} %), {}\n", fit.name, describe(fit),
+               fit.fit_mape_percent, fit.fit_max_percent, held_out);
   }
   fmt::print(
       "wrote {} ({}'s cluster with these laws in its {})\n", out_path, scenario.name,

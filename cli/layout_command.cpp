@@ -53,7 +53,7 @@ int run_layout(const LayoutOptions& options) {
     }
     scenario.cluster = cluster_with_ranks(scenario, *options.gpus);
   }
-  const LayoutSearchRun run = run_layout_search(scenario, search);
+  const LayoutSearchRun run = run_layout_search(scenario, search, options.force);
   const std::optional<LayoutPlan>& best = run.result.strategies.front().second;
   const std::map<std::string, SimulatedLayout> simulated =
       options.simulate ? simulate_layouts(scenario, run.result, "--simulate", options.force)

@@ -169,8 +169,10 @@ std::string axes_text(const ParallelIterationCost& cost, const LayoutPlan& plan)
 
 }  // namespace
 
-int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options, bool json) {
-  const LayoutSearchRun run = run_layout_search(scenario, options);
+int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options, bool json,
+                   bool force) {
+  // The best layout's search, then one for each tensor x pipeline degree beside it.
+  const LayoutSearchRun run = run_layout_search(scenario, options, force, 2);
   const std::optional<LayoutPlan>& best = run.result.strategies.front().second;
   if (!best) {
     if (json) {

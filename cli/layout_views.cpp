@@ -93,7 +93,9 @@ std::unique_ptr<const Scenario> load_for_layouts(const ScenarioOptions& options)
   return load_with_overrides(for_layouts);
 }
 
-LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options) {
+LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options,
+                                  bool force, int repetitions) {
+  refuse_unless_forced(layout_search_work(scenario, options, repetitions), force);
   const auto started = std::chrono::steady_clock::now();
   LayoutSearchRun run{search_layouts(scenario, options), 0, 0};
   if (run.result.evaluations == 0) {

@@ -52,7 +52,10 @@ struct LayoutSearchRun {
 };
 
 // search_layouts, timed, with the limit it used.
-LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options);
+// Refuses (exit 2 naming --force) a search whose work estimate is beyond a few minutes, unless
+// `force`; `repetitions` counts searches that follow it (explain's per-degree ones).
+LayoutSearchRun run_layout_search(const Scenario& scenario, const LayoutSearchOptions& options,
+                                  bool force, int repetitions = 1);
 
 // The 3D model's cost of a plan's run.
 ParallelIterationCost layout_cost(const Scenario& scenario, const LayoutPlan& plan);
@@ -115,7 +118,8 @@ std::string layout_trace(const ParallelIterationCost& cost, const ParallelRun& r
 // `osdp explain --tp/--pp/--schedule`: the chosen layout, the best at every tensor x pipeline
 // degree beside it, each stage's memory by part and its time (cli/layout_explanation.cpp).
 // Returns the exit code.
-int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options, bool json);
+int explain_layout(const Scenario& scenario, const LayoutSearchOptions& options, bool json,
+                   bool force);
 
 // Checks --trace before the run: a path osdp cannot write is bad input, not a late failure.
 void check_trace_path(const std::string& path);

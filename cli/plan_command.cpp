@@ -359,7 +359,7 @@ int run_layout_plan(const PlanOptions& options) {
   }
   const LayoutSearchOptions search = layout_search_options(options.layout);
   const std::unique_ptr<const Scenario> scenario = load_for_layouts(options.scenario);
-  const LayoutSearchRun run = run_layout_search(*scenario, search);
+  const LayoutSearchRun run = run_layout_search(*scenario, search, options.scenario.force);
   const bool fits = run.result.strategies.front().second.has_value();
   const std::map<std::string, SimulatedLayout> simulated =
       options.evaluate == "sim" && fits

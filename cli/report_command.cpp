@@ -192,10 +192,10 @@ Json throughput_curves(const CostModel& model, const SearchSpec& spec,
 // strategy's figures, and the best one's stages and pipeline timeline (the 3D model's). Pass
 // spans [stage, chunk, micro-batch, 0 forward | 1 backward, start_s, end_s]; a timeline of more
 // passes than a page should carry is left out (`timeline_left_out`).
-Json layouts_json(const Scenario& scenario, double limit_bytes) {
+Json layouts_json(const Scenario& scenario, double limit_bytes, bool force) {
   LayoutSearchOptions options;
   options.memory_limit_bytes = limit_bytes;
-  const LayoutSearchRun run = run_layout_search(scenario, options);
+  const LayoutSearchRun run = run_layout_search(scenario, options, force);
   Json strategies = Json::array();
   for (const auto& [name, plan] : run.result.strategies) {
     strategies.push_back(layout_plan_json(scenario, name, plan));
@@ -335,7 +335,7 @@ int run_report(const ReportOptions& options) {
   data["operator_classes"] = classes;
   data["modes"] = modes_json(model, plan, result.best->cost, plan_model);
   data["throughput"] = throughput_curves(model, scenario->search, limits);
-  if (scenario->gpt) data["layouts"] = layouts_json(*scenario, limit_bytes);
+  if (scenario->gpt) data["layouts"] = layouts_json(*scenario, limit_bytes, options.scenario.force);
 #ifdef OSDP_WITH_SIM
   if (!options.no_timeline) {
     refuse_unless_forced(simulation_work(*scenario), options.scenario.force);

@@ -108,8 +108,13 @@ std::optional<std::string> unconvertible_value(CLI::App& app, const CLI::ParseEr
   CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
   const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw(flag) : nullptr;
   const std::string type = option != nullptr ? option->get_type_name() : std::string();
-  const std::string expected = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0
-                                   ? "a whole number, e.g. 1000"
+  const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+  // A whole number CLI11 could not convert is one too large for the flag's integer.
+  const bool digits =
+      value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) == std::string::npos &&
+      value.size() > (value[0] == '-' ? 1u : 0u);
+  const std::string expected = whole && digits ? "a smaller whole number (at most 2147483647)"
+                               : whole         ? "a whole number, e.g. 1000"
                                : type.rfind("FLOAT", 0) == 0 ? "a number"
                                                              : "a value of the flag's kind";
   return InputError(command_line, flag, value, expected).what();
@@ -150,8 +155,11 @@ int parse_and_run(CLI::App& app, const std::vector<Subcommand>& commands, int ar
   } catch (const CLI::Success& success) {
     return app.exit(success);
   } catch (const CLI::ParseError& error) {
-    fmt::print(stderr, "osdp: error: {}\nRun with --help for more information.\n",
-               parse_error_message(app, error, argc, argv));
+    // One line, as every other error (the flag's --help is where the options are listed).
+    const bool known = argc >= 2 && find_subcommand(app, argv[1]) != nullptr;
+    fmt::print(stderr, "osdp: error: {} (`osdp {}--help` lists the options)\n",
+               parse_error_message(app, error, argc, argv),
+               known ? std::string(argv[1]) + " " : std::string());
     return exit_input_error;
   }
   try {

@@ -137,7 +137,19 @@ Plan choose_plan(const SimulateOptions& options, const Scenario& scenario, const
   if (strategy == "osdp") {
     const SearchResult result = search_split_cuts(model, scenario.search).result;
     require_search_answer(result, scenario);
-    if (!result.best) throw InfeasibleError("no plan fits in memory at any batch size");
+    if (!result.best) {
+      const Training& training = model.training();
+      const std::string batches =
+          training.min_batch_size == training.max_batch_size
+              ? fmt::format("at batch size {}", training.min_batch_size)
+              : fmt::format("at any batch size from {} to {}", training.min_batch_size,
+                            training.max_batch_size);
+      throw InfeasibleError(fmt::format(
+          "no plan fits in {} per GPU {}: the least memory any plan needs is {} (raise the limit "
+          "with --memory-limit, up to the GPU's memory, or `osdp plan` says what dominates it)",
+          units::format_bytes(model.memory_limit_bytes()), batches,
+          units::format_bytes_above(result.min_memory_needed_bytes, model.memory_limit_bytes())));
+    }
     return result.best->plan;
   }
   const auto named = strategy_from_name(strategy, scenario.search.min_unit_parameters);
@@ -200,7 +212,7 @@ int run_layout(const SimulateOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_for_layouts(options.scenario);
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
-  const LayoutSearchRun search_run = run_layout_search(*scenario, search);
+  const LayoutSearchRun search_run = run_layout_search(*scenario, search, options.scenario.force);
   const auto chosen =
       std::find_if(search_run.result.strategies.begin(), search_run.result.strategies.end(),
                    [&](const auto& entry) { return entry.first == strategy; });

@@ -535,6 +535,8 @@ int run_layout_sweep(const SweepOptions& options, const std::vector<double>& lim
   for (double limit : limits) {
     check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
   }
+  refuse_unless_forced(layout_search_work(*scenario, search, static_cast<int>(limits.size())),
+                       options.scenario.force);
   const OutputPlace place = output_place(options, *scenario);
   std::vector<LayoutPoint> points;
   for (double limit : limits) {

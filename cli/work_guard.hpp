@@ -9,6 +9,7 @@
 
 #include "model/measured_table.hpp"
 #include "model/scenario.hpp"
+#include "search/layout_search.hpp"
 
 namespace osdp::cli {
 
@@ -23,6 +24,12 @@ WorkEstimate planning_work(const Scenario& scenario, int repetitions = 1);
 // One simulated iteration: ranks x operators x collective steps (step mode up to 32 ranks, or
 // at any size with `every_step`: --collectives step) x micro-batches.
 WorkEstimate simulation_work(const Scenario& scenario, int plans = 1, bool every_step = false);
+
+// The 3D layout search (search/layout_search), `repetitions` times (memory limits, or explain's
+// search of every tensor x pipeline degree beside the best): each layout it costs lays out
+// every micro-batch's passes on its pipeline timeline.
+WorkEstimate layout_search_work(const Scenario& scenario, const LayoutSearchOptions& options,
+                                int repetitions = 1);
 
 // predict / fit: every row of a measured table simulated `passes` times (its GPUs, its GPT,
 // its micro-batches), before any row runs.

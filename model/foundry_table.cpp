@@ -27,12 +27,19 @@ struct RowReader : CsvRow {
     }
     return static_cast<int>(value);
   }
-  // A published figure: empty (not measured) or a positive finite number.
-  std::optional<double> figure(const std::string& column) const {
+  // A published figure: empty (not measured) or a positive finite number, within
+  // [least, most] (a percentage at most 100, a step time from a microsecond to a day).
+  std::optional<double> figure(const std::string& column, double least = 0,
+                               double most = 1e30) const {
     const std::string& text = cell(column);
     if (text.empty()) return std::nullopt;
-    const std::optional<double> value = positive_number(text, 1e30);
-    if (!value) fail(column, "a positive number, or nothing where the row was not measured");
+    const std::optional<double> value = positive_number(text, most);
+    if (!value || *value < least) {
+      fail(column, most < 1e30 ? fmt::format("a positive number from {:g} to {:g}, or nothing "
+                                             "where the row was not measured",
+                                             least, most)
+                               : "a positive number, or nothing where the row was not measured");
+    }
     return value;
   }
   std::string choice(const std::string& column, const std::vector<std::string>& choices) const {
@@ -145,8 +152,8 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
     run.sequence_length = row.count("SeqLen (T)");
     run.gpus = row.count("# GPUs");
     run.gpu = row.name("GPU");
-    run.mfu_percent = row.figure("MFU");
-    run.hfu_percent = row.figure("HFU");
+    run.mfu_percent = row.figure("MFU", 0, 100);
+    run.hfu_percent = row.figure("HFU", 0, 100);
     run.micro_batch = row.count("MicroBatchSize");
     run.accumulation_steps = row.count("GradAccum");
     run.global_batch = row.count("GlobalBatchSize");
@@ -160,7 +167,10 @@ FoundryTable parse_foundry_table(const std::string& text, const std::string& fil
     run.activation_cpu_offload = row.choice("Activation CPUOffload", {"True", "False"}) == "True";
     run.parameters = row.figure("NumParams");
     if (has_section) run.section = row.cell("section");
-    if (has_time) run.iteration_time_s = row.figure("iter_time_s");
+    if (has_time) {
+      run.iteration_time_s =
+          row.figure("iter_time_s", limits::measured_step_s.min, limits::measured_step_s.max);
+    }
     const std::optional<double> batch_tokens = row.figure("GlobalBatchSize (T)");
     if (!run.iteration_time_s && batch_tokens && run.throughput_tokens_per_s) {
       run.iteration_time_s = *batch_tokens / *run.throughput_tokens_per_s;

@@ -12,12 +12,32 @@ std::string bounded(const std::string& text, std::size_t max_chars) {
   return text.substr(0, max_chars - 40) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
+// Control characters shown as \u001b: a value from a CSV cell or the command line reaches the
+// terminal otherwise raw (an escape sequence can retitle or recolour it). `keep_lines` leaves
+// the line breaks of a message that has several.
+std::string escaped(const std::string& text, bool keep_lines = false) {
+  std::string shown;
+  shown.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 || byte == 0x7f) && !(keep_lines && c == '\n')) {
+      static const char* const hex = "0123456789abcdef";
+      shown += "\\u00";
+      shown += hex[byte >> 4];
+      shown += hex[byte & 0xf];
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
 std::string describe(const std::string& file, const std::string& json_path,
                      const std::string& value, const std::string& expected) {
-  std::string message = file.empty() ? std::string("input") : bounded(file, 300);
-  if (!json_path.empty()) message += ": " + bounded(json_path, 300);
-  if (!value.empty()) message += ": got " + bounded(value, 200);
-  message += ": expected " + bounded(expected, 1000);
+  std::string message = file.empty() ? std::string("input") : escaped(bounded(file, 300));
+  if (!json_path.empty()) message += ": " + escaped(bounded(json_path, 300));
+  if (!value.empty()) message += ": got " + escaped(bounded(value, 200));
+  message += ": expected " + escaped(bounded(expected, 1000), true);
   return message;
 }
 }  // namespace

@@ -416,7 +416,10 @@ std::string describe_range(const Range& range, std::optional<units::Dimension> d
         return value >= limits::kTiB ? fmt::format("{:g} TiB", value / limits::kTiB)
                                      : units::format_bytes(value);
       case units::Dimension::seconds:
-        return value == 0.0 ? std::string("0 s") : units::format_seconds(value);
+        // Below a tenth of a microsecond format_seconds would print "0.0 us".
+        return value == 0.0   ? std::string("0 s")
+               : value < 1e-7 ? fmt::format("{:g} s", value)
+                              : units::format_seconds(value);
       case units::Dimension::bytes_per_second:
         return fmt::format("{:g} B/s", value);
       case units::Dimension::flops_per_second:

@@ -43,6 +43,17 @@ double positive(const CsvRow& row, const std::string& column, double most = 1e9)
   return *value;
 }
 
+// A kernel's seconds, within limits::kernel_time_s (1e-300 s would print errors of hundreds
+// of digits).
+double seconds(const CsvRow& row, const std::string& column) {
+  const Range& range = limits::kernel_time_s;
+  const std::optional<double> value = positive_number(row.cell(column), range.max);
+  if (!value || *value < range.min) {
+    row.fail(column, "seconds " + describe_range(range, units::Dimension::seconds));
+  }
+  return *value;
+}
+
 // A law linear in its constants: time = features . constants. Fitted by non-negative least
 // squares on the relative error (each row divided by its measured time; columns scaled to unit
 // maximum for conditioning).
@@ -76,12 +87,30 @@ double dot(const Features& features, const std::vector<double>& constants) {
   return sum;
 }
 
+// Whether the rows determine a law of two constants: some row is not a multiple of the first
+// (one shape timed many times, or shapes whose two features keep one ratio, do not).
+bool determines_two_constants(const std::vector<Features>& features) {
+  const Features& first = features.front();
+  for (const Features& row : features) {
+    const double cross = first[0] * row[1] - first[1] * row[0];
+    if (std::abs(cross) > 1e-9 * std::abs(first[0] * row[1]) + 1e-300) return true;
+  }
+  return false;
+}
+
 // Fits on every row, then once per group without the group's rows, and fills the figures.
-KernelLawFit fit_law(std::string name, std::string group_by, const std::vector<Features>& features,
-                     const std::vector<double>& measured_s, const std::vector<double>& group_of,
-                     const std::vector<int>& lines,
+KernelLawFit fit_law(const std::string& file, std::string name, std::string group_by,
+                     const std::vector<Features>& features, const std::vector<double>& measured_s,
+                     const std::vector<double>& group_of, const std::vector<int>& lines,
                      const std::function<ComputeLaw(const std::vector<double>&)>& law_of) {
   KernelLawFit fit;
+  if (!determines_two_constants(features)) {
+    throw InputError(
+        file, "rows",
+        fmt::format("timings of one shape only for the {} law ({} rows)", name, features.size()),
+        "timings of at least two shapes, so that the law's fixed part and its rate "
+        "come apart");
+  }
   fit.name = std::move(name);
   fit.group_by = std::move(group_by);
   fit.lines = lines;
@@ -93,7 +122,9 @@ KernelLawFit fit_law(std::string name, std::string group_by, const std::vector<F
   for (const Features& row : features) fit.fitted_s.push_back(dot(row, constants));
   fit.fit_mape_percent = mean_abs_percent_error(fit.fitted_s, measured_s, &fit.fit_max_percent);
   fit.cross_validated_s.assign(measured_s.size(), 0.0);
-  for (double group : std::set<double>(group_of.begin(), group_of.end())) {
+  const std::set<double> groups(group_of.begin(), group_of.end());
+  fit.groups = static_cast<int>(groups.size());
+  for (double group : groups) {
     std::vector<int> train;
     for (int i : all) {
       if (group_of[i] != group) train.push_back(i);
@@ -119,7 +150,7 @@ std::vector<KernelLawFit> fit_gemms(const KernelTable& table) {
     hidden.push_back(gemm.hidden);
     lines.push_back(gemm.line);
   }
-  return {fit_law("matrix product", "hidden size", features, measured, hidden, lines,
+  return {fit_law(table.file, "matrix product", "hidden size", features, measured, hidden, lines,
                   [](const std::vector<double>& c) {
                     ComputeLaw law;
                     law.fixed_s = c[0];
@@ -141,8 +172,9 @@ std::vector<KernelLawFit> fit_attention(const KernelTable& table) {
       sequence.push_back(row.sequence);
       lines.push_back(row.line);
     }
-    fits.push_back(fit_law(backward ? "attention backward" : "attention forward", "sequence length",
-                           features, measured, sequence, lines, [](const std::vector<double>& c) {
+    fits.push_back(fit_law(table.file, backward ? "attention backward" : "attention forward",
+                           "sequence length", features, measured, sequence, lines,
+                           [](const std::vector<double>& c) {
                              ComputeLaw law;
                              if (c[0] > 0) law.score_flops_per_s = 1.0 / c[0];
                              law.score_row_s = c[1];
@@ -207,13 +239,13 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
     const CsvRow row{file, number, columns, cells};
     if (table.kind == KernelTableKind::gemm) {
       GemmTiming gemm{
-          number,           positive(row, "tokens"), positive(row, "k"),       positive(row, "n"),
-          row.cell("what"), positive(row, "hidden"), positive(row, "median_s")};
+          number,           positive(row, "tokens"), positive(row, "k"),      positive(row, "n"),
+          row.cell("what"), positive(row, "hidden"), seconds(row, "median_s")};
       if (std::find(gemm_products.begin(), gemm_products.end(), gemm.what) == gemm_products.end()) {
         throw InputError(file, csv_location(number, "what"), fmt::format("\"{}\"", gemm.what),
                          "one of " + joined(gemm_products));
       }
-      positive(row, "min_s");
+      seconds(row, "min_s");
       positive(row, "tflops");
       table.gemms.push_back(std::move(gemm));
     } else {
@@ -222,8 +254,8 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
                              positive(row, "heads"),
                              positive(row, "seq"),
                              positive(row, "head_dim"),
-                             positive(row, "fwd_s"),
-                             positive(row, "fwd_bwd_s")};
+                             seconds(row, "fwd_s"),
+                             seconds(row, "fwd_bwd_s")};
       positive(row, "fwd_tflops_causal");
       if (timing.forward_backward_s <= timing.forward_s) {
         throw InputError(file, csv_location(number, "fwd_bwd_s"),

@@ -79,6 +79,7 @@ struct KernelLawFit {
   double fit_mape_percent = 0;
   double fit_max_percent = 0;
   double cv_mape_percent = 0;
+  int groups = 0;  // of rows by group_by; with one, nothing is left out (cross_validated_s: fitted)
 };
 
 // The table's laws: one for a GEMM table, forward and backward for an attention table.

@@ -113,7 +113,7 @@ void require_usable_fit(const std::string& file, const std::string& column,
   if (fit_mape_percent <= most_usable_fit_mape_percent) return;
   throw InputError(
       file, fmt::format("column \"{}\"", column),
-      fmt::format("times no set of constants fits (fit-set MAPE {:.0f} %)", fit_mape_percent),
+      fmt::format("times no set of constants fits (fit-set MAPE {:.4g} %)", fit_mape_percent),
       fmt::format("times in the unit the header names, of runs the scenario "
                   "describes, that a fit matches within {:.0f} % on average (no "
                   "cluster written)",

@@ -30,6 +30,12 @@ inline constexpr Range compute_flops_per_s{1e6, 1e18, "a compute rate"};
 inline constexpr Range compute_s_per_sample{0, 3600, "an operator's compute time per sample"};
 inline constexpr Range time_limit_s{1e-3, 604800, "a search time limit"};
 inline constexpr Range slowdown{1, 100, "a slowdown factor"};
+// Measured figures read back (a kept validation, a measured table): a step of a microsecond to
+// a day; below, a unit slip whose errors print with hundreds of digits.
+inline constexpr Range measured_step_s{1e-6, 86400, "a measured step time"};
+inline constexpr Range measured_wait_s{0, 86400, "a measured wait"};
+inline constexpr Range measured_memory_bytes{1024, 64 * kTiB, "a measured peak memory"};
+inline constexpr Range kernel_time_s{1e-9, 86400, "a kernel's time"};
 }  // namespace limits
 
 }  // namespace osdp

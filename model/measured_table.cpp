@@ -33,6 +33,7 @@ constexpr long long count_caps[] = {
 };
 // One day: no training iteration is measured in longer ones; 1e300 ms is a typo.
 constexpr double max_time_ms = 86400e3;
+constexpr double min_time_ms = 1e-3;
 
 int read_count(const std::string& file, int line, const std::string& column,
                const std::string& text, long long max_value) {
@@ -55,11 +56,12 @@ double read_time_ms(const std::string& file, int line, const std::string& column
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0 ||
+  if (used == 0 || used != text.size() || !std::isfinite(value) || value < min_time_ms ||
       value > max_time_ms) {
-    throw InputError(
-        file, where(line, column), fmt::format("\"{}\"", text),
-        fmt::format("a positive number of milliseconds, at most {:.0f} (one day)", max_time_ms));
+    throw InputError(file, where(line, column), fmt::format("\"{}\"", text),
+                     fmt::format("a number of milliseconds from {:g} (a microsecond) to {:.0f} "
+                                 "(one day)",
+                                 min_time_ms, max_time_ms));
   }
   return value;
 }

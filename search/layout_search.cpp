@@ -119,6 +119,40 @@ int next_micro_batch(int batch, bool global_batch) {
   return batch == power ? power + power / 2 : 2 * power;
 }
 
+// Calls visit(tensor, pipeline) for each tensor x pipeline degree the search tries.
+template <typename Visit>
+void for_each_axes(const Scenario& scenario, const LayoutSearchOptions& options, Visit visit) {
+  const GptSpec& spec = *scenario.gpt;
+  const int gpus = scenario.cluster.ranks;
+  const int node_gpus = scenario.cluster.topology ? scenario.cluster.topology->node.gpus
+                                                  : scenario.cluster.gpus_per_node;
+  for (int tensor : divisors(gpus)) {
+    if (options.tensor && tensor != *options.tensor) continue;
+    if (!options.tensor && (tensor > node_gpus || spec.heads % tensor != 0)) continue;
+    for (int pipeline : divisors(gpus / tensor)) {
+      if (options.pipeline && pipeline != *options.pipeline) continue;
+      if (pipeline > spec.layers) continue;
+      visit(tensor, pipeline);
+    }
+  }
+}
+
+// Calls visit(micro_batch, micro_batches) for each micro-batch the search tries on `data`
+// data-parallel ranks, in increasing order, while it returns true.
+template <typename Visit>
+void for_each_micro_batch(const Training& training, int data, Visit visit) {
+  for (int batch = training.min_batch_size; batch <= training.max_batch_size;
+       batch = next_micro_batch(batch, training.global_batch_size.has_value())) {
+    int micro_batches = training.accumulation_steps;
+    if (training.global_batch_size) {
+      const long long per_step = static_cast<long long>(batch) * data;
+      if (*training.global_batch_size % per_step != 0) continue;
+      micro_batches = static_cast<int>(*training.global_batch_size / per_step);
+    }
+    if (!visit(batch, micro_batches)) return;
+  }
+}
+
 class LayoutSearch {
  public:
   LayoutSearch(const Scenario& scenario, const LayoutSearchOptions& options)
@@ -133,35 +167,17 @@ class LayoutSearch {
   }
 
   LayoutSearchResult run() {
-    const GptSpec& spec = *scenario_.gpt;
-    const int gpus = scenario_.cluster.ranks;
-    const int node_gpus = scenario_.cluster.topology ? scenario_.cluster.topology->node.gpus
-                                                     : scenario_.cluster.gpus_per_node;
-    for (int tensor : divisors(gpus)) {
-      if (options_.tensor && tensor != *options_.tensor) continue;
-      if (!options_.tensor && (tensor > node_gpus || spec.heads % tensor != 0)) continue;
-      for (int pipeline : divisors(gpus / tensor)) {
-        if (options_.pipeline && pipeline != *options_.pipeline) continue;
-        if (pipeline > spec.layers) continue;
-        for (bool checkpoint : {false, true}) search_batches(tensor, pipeline, checkpoint);
-      }
-    }
+    for_each_axes(scenario_, options_, [&](int tensor, int pipeline) {
+      for (bool checkpoint : {false, true}) search_batches(tensor, pipeline, checkpoint);
+    });
     if (result_.least_memory_needed_bytes == infinity) result_.least_memory_needed_bytes = 0;
     return std::move(result_);
   }
 
  private:
   void search_batches(int tensor, int pipeline, bool checkpoint) {
-    const Training& training = scenario_.training;
     const int data = scenario_.cluster.ranks / (tensor * pipeline);
-    for (int batch = training.min_batch_size; batch <= training.max_batch_size;
-         batch = next_micro_batch(batch, training.global_batch_size.has_value())) {
-      int micro_batches = training.accumulation_steps;
-      if (training.global_batch_size) {
-        const long long per_step = static_cast<long long>(batch) * data;
-        if (*training.global_batch_size % per_step != 0) continue;
-        micro_batches = static_cast<int>(*training.global_batch_size / per_step);
-      }
+    for_each_micro_batch(scenario_.training, data, [&](int batch, int micro_batches) {
       ParallelRun run;
       run.degrees = {tensor, pipeline, data, 0};
       run.micro_batch = batch;
@@ -175,8 +191,8 @@ class LayoutSearch {
         any_fits = search_run(run) || any_fits;
       }
       // Memory grows with the micro-batch: once nothing fits, no larger one will.
-      if (!any_fits) break;
-    }
+      return any_fits;
+    });
   }
 
   std::vector<PipelineSchedule> schedules(int pipeline, int micro_batches) const {
@@ -416,6 +432,20 @@ class LayoutSearch {
 };
 
 }  // namespace
+
+double layout_search_passes(const Scenario& scenario, const LayoutSearchOptions& options) {
+  if (!scenario.gpt) return 0;
+  double passes = 0;
+  for_each_axes(scenario, options, [&](int tensor, int pipeline) {
+    const int data = scenario.cluster.ranks / (tensor * pipeline);
+    for_each_micro_batch(scenario.training, data, [&](int, int micro_batches) {
+      // Checkpointed or not, each of the three schedules at most.
+      passes += 2.0 * 3.0 * micro_batches * pipeline;
+      return true;
+    });
+  });
+  return passes;
+}
 
 LayoutSearchResult search_layouts(const Scenario& scenario, const LayoutSearchOptions& options) {
   if (!scenario.gpt) {

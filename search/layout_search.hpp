@@ -75,6 +75,11 @@ const std::vector<std::string>& layout_strategy_names();
 // GPUs (or the heads, or exceeds the layers).
 LayoutSearchResult search_layouts(const Scenario& scenario, const LayoutSearchOptions& options);
 
+// The work of search_layouts before it runs, for a work estimate: over every layout and
+// micro-batch it may cost (as if all fit), the micro-batches x stages its pipelines' timelines
+// hold. A global batch of millions at micro-batch 1 is millions of them for every layout.
+double layout_search_passes(const Scenario& scenario, const LayoutSearchOptions& options);
+
 // A layer split that balances the chunks' work: the first chunk also runs the embedding and
 // the last the head and loss, `embedding_layers` and `head_layers` layers' worth of time each;
 // every chunk keeps at least one layer. (Megatron splits evenly; 3d_osdp tries both.)

@@ -18,14 +18,17 @@ double slowest(const std::vector<RankFigures>& ranks, double RankFigures::*figur
 }
 
 // An optional array of non-negative seconds (empty when absent).
-std::vector<double> read_seconds(const JsonReader& reader, const std::string& key) {
+std::vector<double> read_seconds(const JsonReader& reader, const std::string& key,
+                                 const Range& range) {
   std::vector<double> seconds;
   if (!reader.has(key)) return seconds;
   const Json& values = reader.raw(key);
   if (!values.is_array()) reader.fail(key, "an array of seconds");
   for (const Json& value : values) {
-    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
-      reader.fail_value(key, render_value(value), "non-negative seconds");
+    if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+        value.get<double>() < range.min || value.get<double>() > range.max) {
+      reader.fail_value(key, render_value(value),
+                        "seconds " + describe_range(range, units::Dimension::seconds));
     }
     seconds.push_back(value.get<double>());
   }
@@ -147,14 +150,16 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
       r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss",
                       "iteration_times_s", "pipeline_wait_s", "exposed_communication_steps_s"});
       RankFigures figures{
-          r.non_negative_number("iteration_time_s"),
-          r.non_negative_number("exposed_communication_s"),
-          r.non_negative_number("peak_memory_bytes"),
+          r.quantity("iteration_time_s", units::Dimension::seconds, limits::measured_step_s),
+          r.quantity("exposed_communication_s", units::Dimension::seconds, limits::measured_wait_s),
+          r.quantity("peak_memory_bytes", units::Dimension::bytes, limits::measured_memory_bytes),
           r.number("loss"),
           {},
-          r.has("pipeline_wait_s") ? r.non_negative_number("pipeline_wait_s") : 0.0};
-      figures.iteration_times_s = read_seconds(r, "iteration_times_s");
-      figures.exposed_communication_steps_s = read_seconds(r, "exposed_communication_steps_s");
+          r.optional_quantity("pipeline_wait_s", units::Dimension::seconds, limits::measured_wait_s)
+              .value_or(0.0)};
+      figures.iteration_times_s = read_seconds(r, "iteration_times_s", limits::measured_step_s);
+      figures.exposed_communication_steps_s =
+          read_seconds(r, "exposed_communication_steps_s", limits::measured_wait_s);
       m.ranks.push_back(std::move(figures));
     }
     measurements.push_back(std::move(m));

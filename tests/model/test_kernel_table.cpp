@@ -121,10 +121,13 @@ TEST_CASE("bad kernel tables name the file, the line, the column and the value",
   const std::string header = "tokens,k,n,what,hidden,median_s,min_s,tflops\n";
   CHECK_THAT(error_of(header + "512,768,2304,qkv,768,-1,1e-5,60\n512,768,768,proj,768,1,1,1\n"),
              Catch::Contains("line 2") && Catch::Contains("median_s") &&
-                 Catch::Contains("a positive number"));
+                 Catch::Contains("a kernel's time"));
   CHECK_THAT(error_of(header + "512,768,2304,gate,768,1e-5,1e-5,60\n"),
              Catch::Contains("what") && Catch::Contains("one of qkv,proj,fc1,fc2"));
   CHECK_THAT(error_of(header + "512,768,2304,qkv,768,1e-5,1e-5\n"), Catch::Contains("7 cells"));
+  // A time below a nanosecond is a unit slip; its errors would print with hundreds of digits.
+  CHECK_THAT(error_of(header + "512,768,2304,qkv,768,1e-300,1e-300,60\n"),
+             Catch::Contains("median_s") && Catch::Contains("a kernel's time"));
   CHECK_THAT(error_of(header + "512,768,2304,qkv,768,1e-5,1e-5,60\n"),
              Catch::Contains("at least 2"));
   CHECK_THAT(error_of("batch,heads,seq,head_dim,fwd_s,fwd_bwd_s,fwd_tflops_causal\n"
@@ -143,10 +146,21 @@ TEST_CASE("a kernel table that leaves a law without a FLOP rate is refused", "[m
   };
   const std::string header = "tokens,k,n,what,hidden,median_s,min_s,tflops\n";
   const std::string row = "512,768,2304,qkv,768,2.8843e-05,2.6855e-05,62.82\n";
-  // One shape twice: the times do not grow with the FLOPs, so the rate is left at zero.
+  // One shape twice: its fixed part and its rate do not come apart.
   CHECK_THAT(fit_error(header + row + row), Catch::StartsWith("k.csv") &&
-                                                Catch::Contains("no FLOP rate") &&
+                                                Catch::Contains("one shape only") &&
                                                 Catch::Contains("at least two shapes"));
+  // Two shapes, the larger one faster: the rate is left at zero.
+  CHECK_THAT(fit_error(header + row + "4096,768,2304,qkv,768,1.0e-05,1.0e-05,62.82\n"),
+             Catch::StartsWith("k.csv") && Catch::Contains("no FLOP rate"));
+  // One attention shape timed many times: its two constants do not come apart.
+  const std::string attention = attention_csv();
+  const std::string attention_header = attention.substr(0, attention.find('\n') + 1);
+  const std::string one_row =
+      attention.substr(attention_header.size(),
+                       attention.find('\n', attention_header.size()) + 1 - attention_header.size());
+  CHECK_THAT(fit_error(attention_header + one_row + one_row + one_row),
+             Catch::StartsWith("k.csv") && Catch::Contains("one shape only"));
   // The laws fitted on timings they made pass.
   CHECK(fit_error(gemm_csv(30e-6, 700e12)) == "no error");
   CHECK(fit_error(attention_csv()) == "no error");

@@ -150,3 +150,15 @@ TEST_CASE("plans are checked against the model and the cluster", "[model][plan]"
   CHECK(plan_error(R"({"batch_size": 2, "baselines": {}, )" + op0 + "}").find("$.baselines") !=
         std::string::npos);
 }
+
+TEST_CASE("an error message shows control characters escaped, never raw", "[model][errors]") {
+  // A CSV cell or a command-line value holding an escape sequence (one that retitles the
+  // terminal) is shown as text; a message's own line breaks stay.
+  const InputError error("t\x07.csv", "column \"Model\"", "30b\x1b]0;pwned\x07",
+                         "a name\n  (line two)");
+  const std::string message = error.what();
+  CHECK(message ==
+        "t\\u0007.csv: column \"Model\": got 30b\\u001b]0;pwned\\u0007: expected a "
+        "name\n  (line two)");
+  for (const char c : message) CHECK((static_cast<unsigned char>(c) >= 0x20 || c == '\n'));
+}

@@ -183,7 +183,7 @@ TEST_CASE("comparison: a layout's stages, peak memory and bubble by pipeline sta
 
 TEST_CASE("measurements: JSON round trip keeps each rank's pipeline wait",
           "[validate][comparison]") {
-  PlanMeasurement measurement{"pp2", {{1.0, 0.2, 300, 2.5, {0.9, 1.1}, 0.05, {0.1, 0.3}}}};
+  PlanMeasurement measurement{"pp2", {{1.0, 0.2, 300e6, 2.5, {0.9, 1.1}, 0.05, {0.1, 0.3}}}};
   const std::vector<PlanMeasurement> back =
       measurements_from_json(measurements_to_json({measurement}));
   REQUIRE(back.size() == 1);
@@ -200,7 +200,17 @@ TEST_CASE("measurements: JSON round trip keeps each rank's pipeline wait",
   bad[0]["ranks"][0]["exposed_communication_steps_s"][1] = -1.0;
   CHECK_THROWS_WITH(
       measurements_from_json(bad, "m.json"),
-      Catch::Contains("exposed_communication_steps_s") && Catch::Contains("non-negative seconds"));
+      Catch::Contains("exposed_communication_steps_s") && Catch::Contains("seconds from 0 s"));
+  // A peak memory of nothing (or a step of 1e-300 s) is a unit slip, not a measurement.
+  Json empty = measurements_to_json({measurement});
+  empty[0]["ranks"][0]["peak_memory_bytes"] = 0;
+  CHECK_THROWS_WITH(measurements_from_json(empty, "m.json"),
+                    Catch::Contains("peak_memory_bytes") && Catch::Contains("above zero"));
+  Json instant = measurements_to_json({measurement});
+  instant[0]["ranks"][0]["iteration_times_s"][0] = 1e-300;
+  CHECK_THROWS_WITH(
+      measurements_from_json(instant, "m.json"),
+      Catch::Contains("iteration_times_s") && Catch::Contains("a measured step time"));
 }
 
 TEST_CASE("spread: quartiles of the measured iterations", "[validate][comparison]") {
