@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -41,6 +42,18 @@ double positive(const CsvRow& row, const std::string& column, double most = 1e9)
   const std::optional<double> value = positive_number(row.cell(column), most);
   if (!value) row.fail(column, fmt::format("a positive number, at most {:g}", most));
   return *value;
+}
+
+// A size cell (tokens, a matrix dimension, heads...): a whole number written as one, from 1 to
+// `most` (2.5, 0x10 or " 512" are not sizes).
+double whole(const CsvRow& row, const std::string& column, long long most = 1'000'000'000) {
+  const std::string& text = row.cell(column);
+  long long value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > most) {
+    row.fail(column, fmt::format("a whole number from 1 to {}", most));
+  }
+  return static_cast<double>(value);
 }
 
 // A kernel's seconds, within limits::kernel_time_s (1e-300 s would print errors of hundreds
@@ -239,8 +252,8 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
     const CsvRow row{file, number, columns, cells};
     if (table.kind == KernelTableKind::gemm) {
       GemmTiming gemm{
-          number,           positive(row, "tokens"), positive(row, "k"),      positive(row, "n"),
-          row.cell("what"), positive(row, "hidden"), seconds(row, "median_s")};
+          number,           whole(row, "tokens"), whole(row, "k"),         whole(row, "n"),
+          row.cell("what"), whole(row, "hidden"), seconds(row, "median_s")};
       if (std::find(gemm_products.begin(), gemm_products.end(), gemm.what) == gemm_products.end()) {
         throw InputError(file, csv_location(number, "what"), fmt::format("\"{}\"", gemm.what),
                          "one of " + joined(gemm_products));
@@ -250,10 +263,10 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
       table.gemms.push_back(std::move(gemm));
     } else {
       AttentionTiming timing{number,
-                             positive(row, "batch"),
-                             positive(row, "heads"),
-                             positive(row, "seq"),
-                             positive(row, "head_dim"),
+                             whole(row, "batch"),
+                             whole(row, "heads"),
+                             whole(row, "seq"),
+                             whole(row, "head_dim"),
                              seconds(row, "fwd_s"),
                              seconds(row, "fwd_bwd_s")};
       positive(row, "fwd_tflops_causal");

@@ -39,18 +39,20 @@ bool split_number(std::string_view text, double& number, std::string_view& unit)
 }
 
 std::optional<double> prefix_scale(std::string_view prefix) {
-  static constexpr std::array<UnitSpelling, 12> prefixes{{{"", 1.0},
+  static constexpr std::array<UnitSpelling, 14> prefixes{{{"", 1.0},
                                                           {"k", 1e3},
                                                           {"K", 1e3},
                                                           {"M", 1e6},
                                                           {"G", 1e9},
                                                           {"T", 1e12},
                                                           {"P", 1e15},
+                                                          {"E", 1e18},
                                                           {"Ki", 1024.0},
                                                           {"Mi", 1048576.0},
                                                           {"Gi", 1073741824.0},
                                                           {"Ti", 1099511627776.0},
-                                                          {"Pi", 1125899906842624.0}}};
+                                                          {"Pi", 1125899906842624.0},
+                                                          {"Ei", 1152921504606846976.0}}};
   for (const auto& entry : prefixes) {
     if (entry.spelling == prefix) return entry.scale;
   }

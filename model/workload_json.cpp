@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "model/limits.hpp"
 #include "model/units.hpp"
 
@@ -19,6 +21,16 @@ OperatorKind read_operator_kind(const JsonReader& reader) {
     if (operator_kind_name(candidate) == kind) return candidate;
   }
   return OperatorKind::generic;
+}
+
+// A count of parameters: whole (2.5 printed as "2 parameters"), within its range.
+double whole_parameter_count(const JsonReader& reader) {
+  const double count = reader.number("parameter_count", limits::parameter_count);
+  if (count != std::floor(count)) {
+    reader.fail("parameter_count", "a whole number of parameters " +
+                                       describe_range(limits::parameter_count, std::nullopt));
+  }
+  return count;
 }
 
 Operator read_operator(const JsonReader& reader, const Training& training) {
@@ -38,10 +50,10 @@ Operator read_operator(const JsonReader& reader, const Training& training) {
     op.parameter_bytes =
         reader.quantity("parameter_bytes", Dimension::bytes, limits::operator_bytes);
     op.parameter_count = reader.has("parameter_count")
-                             ? reader.number("parameter_count", limits::parameter_count)
+                             ? whole_parameter_count(reader)
                              : op.parameter_bytes / per_parameter.parameter;
   } else if (reader.has("parameter_count")) {
-    op.parameter_count = reader.number("parameter_count", limits::parameter_count);
+    op.parameter_count = whole_parameter_count(reader);
     op.parameter_bytes = op.parameter_count * per_parameter.parameter;
   } else {
     reader.fail("parameter_bytes", "parameter_bytes (S_i) or parameter_count");

@@ -125,6 +125,11 @@ TEST_CASE("bad kernel tables name the file, the line, the column and the value",
   CHECK_THAT(error_of(header + "512,768,2304,gate,768,1e-5,1e-5,60\n"),
              Catch::Contains("what") && Catch::Contains("one of qkv,proj,fc1,fc2"));
   CHECK_THAT(error_of(header + "512,768,2304,qkv,768,1e-5,1e-5\n"), Catch::Contains("7 cells"));
+  // Sizes are whole numbers written as such.
+  for (const char* k : {"2.5", "0x10", " 512"}) {
+    CHECK_THAT(error_of(header + "512," + std::string(k) + ",2304,qkv,768,1e-5,1e-5,60\n"),
+               Catch::Contains("column \"k\"") && Catch::Contains("a whole number"));
+  }
   // A time below a nanosecond is a unit slip; its errors would print with hundreds of digits.
   CHECK_THAT(error_of(header + "512,768,2304,qkv,768,1e-300,1e-300,60\n"),
              Catch::Contains("median_s") && Catch::Contains("a kernel's time"));

@@ -32,6 +32,7 @@ TEST_CASE("durations and compute rates", "[model][units]") {
   CHECK(parse("300ns", Dimension::seconds).value() == Approx(3e-7));
   CHECK(parse("1.5s", Dimension::seconds).value() == 1.5);
   CHECK(parse("130TFLOPS", Dimension::flops_per_second).value() == 130e12);
+  CHECK(parse("1EFLOPS", Dimension::flops_per_second).value() == 1e18);  // the range's top
   CHECK(parse("16.3 TFLOP/s", Dimension::flops_per_second).value() == Approx(16.3e12));
   CHECK_FALSE(parse("2 parsecs", Dimension::seconds));
   CHECK_FALSE(parse("nan", Dimension::seconds));
