@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -79,6 +80,14 @@ std::optional<double> positive_number(const std::string& text, double most) {
   if (used != text.size() || !std::isfinite(value) || value <= 0 || value > most) {
     return std::nullopt;
   }
+  return value;
+}
+
+std::optional<long long> whole_number(const std::string& text, long long most) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || ptr != end || value < 1 || value > most) return std::nullopt;
   return value;
 }
 

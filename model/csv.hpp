@@ -21,6 +21,8 @@ std::string csv_location(int line, const std::string& column);
 
 // `text` as a positive finite number at most `most`; nothing when it is not one.
 std::optional<double> positive_number(const std::string& text, double most);
+// `text` as a whole number written as one (not 2.5, 0x10 or " 512") from 1 to `most`.
+std::optional<long long> whole_number(const std::string& text, long long most);
 
 // One data row of a table by column name (the columns as its header names them), and the
 // InputError a bad cell gets: the file, the line, the column, the cell and what was expected.

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -18,14 +17,9 @@ constexpr int max_count = 1 << 24;
 
 struct RowReader : CsvRow {
   int count(const std::string& column) const {
-    const std::string& text = cell(column);
-    long long value = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (ec != std::errc() || ptr != end || value < 1 || value > max_count) {
-      fail(column, fmt::format("a whole number from 1 to {}", max_count));
-    }
-    return static_cast<int>(value);
+    const std::optional<long long> value = whole_number(cell(column), max_count);
+    if (!value) fail(column, fmt::format("a whole number from 1 to {}", max_count));
+    return static_cast<int>(*value);
   }
   // A published figure: empty (not measured) or a positive finite number, within
   // [least, most] (a percentage at most 100, a step time from a microsecond to a day).

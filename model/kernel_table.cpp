@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -47,13 +46,9 @@ double positive(const CsvRow& row, const std::string& column, double most = 1e9)
 // A size cell (tokens, a matrix dimension, heads...): a whole number written as one, from 1 to
 // `most` (2.5, 0x10 or " 512" are not sizes).
 double whole(const CsvRow& row, const std::string& column, long long most = 1'000'000'000) {
-  const std::string& text = row.cell(column);
-  long long value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > most) {
-    row.fail(column, fmt::format("a whole number from 1 to {}", most));
-  }
-  return static_cast<double>(value);
+  const std::optional<long long> value = whole_number(row.cell(column), most);
+  if (!value) row.fail(column, fmt::format("a whole number from 1 to {}", most));
+  return static_cast<double>(*value);
 }
 
 // A kernel's seconds, within limits::kernel_time_s (1e-300 s would print errors of hundreds
@@ -296,8 +291,8 @@ std::vector<KernelLawFit> fit_kernel_table(const KernelTable& table) {
   const bool gemm = table.kind == KernelTableKind::gemm;
   std::vector<KernelLawFit> fits = gemm ? fit_gemms(table) : fit_attention(table);
   for (const KernelLawFit& fit : fits) {
-    // Two rows of one shape (or times that shrink as FLOPs grow) leave the rate at zero: a
-    // law of fixed cost alone, which would time every operator alike.
+    // Times that shrink as FLOPs grow leave the rate at zero (one shape is refused before the
+    // fit): a law of fixed cost alone, which would time every operator alike.
     const bool has_rate =
         gemm ? fit.law.flops_per_s.has_value() : fit.law.score_flops_per_s.has_value();
     if (!has_rate) {
