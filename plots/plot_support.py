@@ -55,3 +55,34 @@ def run_data_plot(script, doc, data_name, check, plot):
         return missing
     plot(data, args.out)
     return 0
+
+
+def run_runs_plot(script, doc, read, plot):
+    """The command line of a plot drawn from several runs' JSON files:
+    `SCRIPT [--title TEXT] OUT.png ARGUMENT...`, the usage being the line of `doc` that starts
+    with "Usage: ". `read(arguments)` parses the arguments and their files (OSError or
+    ValueError when it cannot); `plot(data, out, title)` draws. Exit code 2 on bad input
+    (nothing written), 3 without matplotlib, 0 once drawn."""
+    name = os.path.basename(script)
+    arguments = sys.argv[1:]
+    title = None
+    if arguments[:1] == ["--title"]:
+        if len(arguments) < 2:
+            print("%s: error: --title needs a text" % name, file=sys.stderr)
+            return 2
+        title, arguments = arguments[1], arguments[2:]
+    if len(arguments) < 2:
+        usage = next(line for line in doc.splitlines() if line.startswith("Usage: "))
+        print("usage: " + usage.split(": ", 1)[1], file=sys.stderr)
+        return 2
+    out = arguments[0]
+    try:
+        data = read(arguments[1:])
+    except (OSError, ValueError) as error:
+        print("%s: error: %s" % (name, error), file=sys.stderr)
+        return 2
+    missing = ensure_matplotlib(script)
+    if missing is not None:
+        return missing
+    plot(data, out, title)
+    return 0

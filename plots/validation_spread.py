@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_support import ensure_matplotlib, save_atomically  # noqa: E402
+from plot_support import run_runs_plot, save_atomically  # noqa: E402
 
 COLOURS = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
 
@@ -102,27 +102,7 @@ def plot(runs, out, title=None):
 
 
 def main():
-    arguments = sys.argv[1:]
-    title = None
-    if arguments[:1] == ["--title"]:
-        if len(arguments) < 2:
-            print("validation_spread.py: error: --title needs a text", file=sys.stderr)
-            return 2
-        title, arguments = arguments[1], arguments[2:]
-    if len(arguments) < 2:
-        print("usage: " + __doc__.strip().splitlines()[3].split(": ", 1)[1], file=sys.stderr)
-        return 2
-    out = arguments[0]
-    try:
-        runs = read_runs(arguments[1:])
-    except (OSError, ValueError) as error:
-        print("validation_spread.py: error: %s" % error, file=sys.stderr)
-        return 2
-    missing = ensure_matplotlib(__file__)
-    if missing is not None:
-        return missing
-    plot(runs, out, title)
-    return 0
+    return run_runs_plot(__file__, __doc__, read_runs, plot)
 
 
 if __name__ == "__main__":

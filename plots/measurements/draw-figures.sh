@@ -34,4 +34,31 @@ for round in 1 2 3; do
 done
 plot --title "Three models the calibration never saw, 2 ranks: 3 rounds, each on a fresh calibration (2026-11-29 15:00-15:12)" \
   "$out/unseen-2ranks-spread.png" "${args[@]}"
+# Every kept round, as recorded then (each with the simulator of its day): the 2-rank rounds'
+# unseen models (pooled per round) and 3D layouts, and the 4-rank runs.
+history() { python3 "$root/plots/fidelity_history.py" "$@"; }
+# In the order measured (a glob would put 12-06-afternoon before 12-06-noon).
+days2="11-29 11-30 12-06 12-06-noon 12-06-afternoon 12-06-evening 12-07"
+days4="11-29 12-06 12-06-noon 12-06-afternoon 12-07"
+args=()
+# add_rounds SETTING KIND: each kept 2-rank round's roundN-KIND*.json, under SETTING@DAY rN.
+add_rounds() {
+  for day in $days2; do
+    for file in "$root/plots/measurements/fidelity-2ranks-2026-$day/"round*-"$2"*.json; do
+      [ -e "$file" ] || continue
+      round="${file##*/}"; round="${round%%-$2*}"
+      args+=("$1@$day ${round/round/r}=$file")
+    done
+  done
+}
+add_rounds "2 ranks: three unseen models" unseen-
+add_rounds "2 ranks: 3D layouts" validate-3d
+for day in $days4; do
+  kept="$root/plots/measurements/validate-4ranks-2026-$day/"
+  for file in "$kept"*run*.json; do
+    run="${file##*/}"; run="${run%.json}"; run="${run/calibration-/}"
+    args+=("4 ranks on 2 cores@$day ${run}=$file")
+  done
+done
+history "$out/fidelity-history.png" "${args[@]}"
 echo "figures written to $out"

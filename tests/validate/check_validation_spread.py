@@ -32,7 +32,7 @@ done = subprocess.run(["bash", os.path.join(source, "plots", "measurements", "dr
 assert done.returncode in (0, 3), done.stderr
 if done.returncode == 0:
     for name in ("validate-4ranks-spread.png", "validate-3d-2ranks-spread.png",
-                 "unseen-2ranks-spread.png"):
+                 "unseen-2ranks-spread.png", "fidelity-history.png"):
         with open(os.path.join(figures, name), "rb") as drawn, \
                 open(os.path.join(source, "plots", "figures", name), "rb") as committed:
             # IHDR: width and height, big-endian, at bytes 16-24 of a PNG.
@@ -54,6 +54,36 @@ with open(not_validate, "w") as handle:
 for bad in (["no-equals-sign"], ["label=" + os.path.join(work, "missing.json")],
             ["label=" + not_validate]):
     done = subprocess.run([sys.executable, script, bad_out] + bad, capture_output=True, text=True)
+    assert done.returncode == 2, (bad, done.returncode, done.stderr)
+    assert "error" in done.stderr, done.stderr
+    assert not os.path.exists(bad_out), bad
+
+# plots/fidelity_history.py: a round of one file prints that file's own median and largest
+# error; files of one SETTING@ROUND pool; bad input is refused with exit 2 and no figure.
+history = os.path.join(source, "plots", "fidelity_history.py")
+kept = os.path.join(source, "plots", "measurements", "fidelity-2ranks-2026-11-29")
+layouts = os.path.join(kept, "round1-validate-3d.json")
+unseen = [os.path.join(kept, "round1-unseen-%s.json" % model) for model in ("deep", "wide", "long")]
+history_out = os.path.join(work, "history.png")
+if os.path.exists(history_out):
+    os.remove(history_out)
+done = subprocess.run([sys.executable, history, history_out, "layouts@r1=" + layouts]
+                      + ["unseen@r1=" + path for path in unseen], capture_output=True, text=True)
+assert done.returncode in (0, 3), done.stderr
+if done.returncode == 0:
+    with open(layouts) as handle:
+        document = json.load(handle)
+    line = next(l for l in done.stdout.splitlines() if l.startswith("layouts, r1:"))
+    assert "median |time error| %.1f %%" % document["median_abs_time_error_percent"] in line, line
+    assert "largest %.1f %%" % document["max_abs_time_error_percent"] in line, line
+    pooled = next(l for l in done.stdout.splitlines() if l.startswith("unseen, r1:"))
+    plans = sum(len(json.load(open(path))["plans"]) for path in unseen)
+    assert pooled.startswith("unseen, r1: %d plans" % plans), pooled
+    with open(history_out, "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
+for bad in (["no-at-sign=" + layouts], ["setting@=" + layouts],
+            ["s@r=" + os.path.join(work, "missing.json")], ["s@r=" + not_validate]):
+    done = subprocess.run([sys.executable, history, bad_out] + bad, capture_output=True, text=True)
     assert done.returncode == 2, (bad, done.returncode, done.stderr)
     assert "error" in done.stderr, done.stderr
     assert not os.path.exists(bad_out), bad
