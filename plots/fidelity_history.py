@@ -10,13 +10,12 @@ into one round (e.g. the three unseen models of one calibration); settings are d
 order first named, rounds in the order given. The validation's targets are drawn: median
 within 10 %, every plan within 20 %, exposed communication within 30 % or 5 ms.
 """
-import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_support import run_runs_plot, save_atomically  # noqa: E402
+from plot_support import read_validation_plans, run_runs_plot, save_atomically  # noqa: E402
 
 MEDIAN_TARGET_PERCENT = 10.0
 LARGEST_TARGET_PERCENT = 20.0
@@ -31,17 +30,7 @@ def read_rounds(arguments):
         setting, at, round_label = key.partition("@")
         if not separator or not at or not setting or not round_label or not path:
             raise ValueError("%s: expected SETTING@ROUND=VALIDATE_JSON" % argument)
-        with open(path) as handle:
-            document = json.load(handle)
-        plans = document.get("plans") if isinstance(document, dict) else None
-        if not isinstance(plans, list) or not plans:
-            raise ValueError("%s: no \"plans\" list (is it `osdp validate --json` output?)" % path)
-        for plan in plans:
-            for name in ("time_error_percent", "exposed_within_target"):
-                if not isinstance(plan, dict) or name not in plan:
-                    raise ValueError("%s: a plan without \"%s\"" % (path, name))
-            if not isinstance(plan["time_error_percent"], (int, float)):
-                raise ValueError("%s: a plan's \"time_error_percent\" is not a number" % path)
+        plans = read_validation_plans(path, ("time_error_percent", "exposed_within_target"))
         settings.setdefault(setting, {}).setdefault(round_label, []).extend(plans)
     return settings
 

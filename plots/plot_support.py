@@ -86,3 +86,22 @@ def run_runs_plot(script, doc, read, plot):
         return missing
     plot(data, out, title)
     return 0
+
+
+def read_validation_plans(path, keys):
+    """The "plans" of an `osdp validate --json` output or a fidelity_bench fidelity.json, each
+    checked to carry `keys` and a numeric time error; ValueError when it does not."""
+    import json
+
+    with open(path) as handle:
+        document = json.load(handle)
+    plans = document.get("plans") if isinstance(document, dict) else None
+    if not isinstance(plans, list) or not plans:
+        raise ValueError("%s: no \"plans\" list (is it `osdp validate --json` output?)" % path)
+    for plan in plans:
+        for key in keys:
+            if not isinstance(plan, dict) or key not in plan:
+                raise ValueError("%s: a plan without \"%s\"" % (path, key))
+        if not isinstance(plan["time_error_percent"], (int, float)):
+            raise ValueError("%s: a plan's \"time_error_percent\" is not a number" % path)
+    return plans

@@ -11,12 +11,11 @@ the validation's targets (median within 10 %, every plan within 20 %) shaded. Ri
 simulated minus the measured exposed communication of the critical rank (ms); a filled dot is
 within the target (30 % or 5 ms of the measured median), a cross is not.
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_support import run_runs_plot, save_atomically  # noqa: E402
+from plot_support import read_validation_plans, run_runs_plot, save_atomically  # noqa: E402
 
 COLOURS = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
 
@@ -29,16 +28,10 @@ def read_runs(arguments):
         path, _, model = path.partition("#")
         if not separator or not label or not path:
             raise ValueError("%s: expected LABEL=VALIDATE_JSON[#MODEL]" % argument)
-        with open(path) as handle:
-            document = json.load(handle)
-        plans = document.get("plans") if isinstance(document, dict) else None
-        if not isinstance(plans, list) or not plans:
-            raise ValueError("%s: no \"plans\" list (is it `osdp validate --json` output?)" % path)
-        for plan in plans:
-            for key in ("name", "time_error_percent", "measured_exposed_communication_s",
-                        "simulated_exposed_communication_s", "exposed_within_target"):
-                if key not in plan:
-                    raise ValueError("%s: a plan without \"%s\"" % (path, key))
+        plans = read_validation_plans(path, ("name", "time_error_percent",
+                                             "measured_exposed_communication_s",
+                                             "simulated_exposed_communication_s",
+                                             "exposed_within_target"))
         if model:
             plans = [dict(plan, name="%s: %s" % (model, plan["name"])) for plan in plans]
         runs.append((label, plans))
