@@ -82,7 +82,7 @@ int run_collective(const SimulateOptions& options) {
     if (given) {
       throw InputError(command_line, flag, "given with --collective",
                        "no " + std::string(flag) +
-                           " with --collective (it takes --bytes, "
+                           " with --collective (it takes --bytes, --force, "
                            "--cluster, --collectives and --json)");
     }
   }
@@ -97,6 +97,7 @@ int run_collective(const SimulateOptions& options) {
   }
   const Json document = read_json_file(options.cluster_path);
   const Cluster cluster = load_cluster(JsonReader(document, options.cluster_path));
+  refuse_unless_forced(collective_work(cluster), options.scenario.force);
   const sim::SimOptions sim_options = with_granularity(sim::SimOptions{}, options.granularity);
   const sim::CollectiveResult result = sim::simulate_collective(cluster, kind, *bytes, sim_options);
   if (options.json) {

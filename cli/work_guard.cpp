@@ -6,6 +6,7 @@
 
 #include "model/input_error.hpp"
 #include "model/measured_runs.hpp"
+#include "model/units.hpp"
 #include "search/options.hpp"
 
 namespace osdp::cli {
@@ -24,6 +25,10 @@ constexpr double simulator_events_per_second = 3e5;
 // 65,536 (2.6e6 passes) took 1.5 s, at 262,144 (1.0e7) 5.5 s.
 constexpr double layout_seconds_per_pass = 6e-7;
 constexpr int step_mode_max_ranks = 32;
+// SimGrid's full routing zone: a pointer per ordered pair of endpoints. Measured (2026-12-07,
+// 8,192 H100s of a leaf-spine cluster, 24,576 endpoints): 5.9 GB resident, 30-36 s to build.
+constexpr double routing_bytes_per_pair = 8;
+constexpr double seconds_per_routing_byte = 7e-9;
 
 // One simulated forward + backward of `operators` on `ranks`: up to four collectives per
 // operator (gathers for forward, recompute and backward, and the gradient's), each a flow per
@@ -44,6 +49,20 @@ double most_micro_batches(const Training& training, int ranks) {
     }
   }
   return most;
+}
+
+// The endpoints of the world's ring on the simulated network: each GPU, and where the ring
+// leaves a node, its last and the next node's first GPU once more per NIC channel.
+double world_ring_endpoints(const Cluster& cluster) {
+  double endpoints = cluster.ranks;
+  if (cluster.topology && cluster.topology->nodes > 1 && cluster.topology->node.gpus > 1) {
+    endpoints += 2.0 * cluster.topology->nodes * cluster.topology->nics_per_node;
+  }
+  return endpoints;
+}
+
+double routing_table_bytes(double endpoints) {
+  return endpoints * endpoints * routing_bytes_per_pair;
 }
 
 }  // namespace
@@ -82,7 +101,10 @@ WorkEstimate simulation_work(const Scenario& scenario, int plans, bool every_ste
   WorkEstimate estimate;
   estimate.units =
       plans * micro_batches * micro_batch_events(ranks, scenario.workload->size(), every_step);
-  estimate.seconds = estimate.units / simulator_events_per_second;
+  // Its network's routing table, at least the world ring's (the table is built once a plan).
+  estimate.memory_bytes = routing_table_bytes(world_ring_endpoints(scenario.cluster));
+  estimate.seconds = estimate.units / simulator_events_per_second +
+                     plans * estimate.memory_bytes * seconds_per_routing_byte;
   estimate.description =
       fmt::format("{:.2g} simulated events ({:.0f} ranks x {} operators{}{}{})", estimate.units,
                   ranks, scenario.workload->size(),
@@ -104,6 +126,17 @@ WorkEstimate layout_search_work(const Scenario& scenario, const LayoutSearchOpti
                       ? fmt::format(", a global batch of {}", *scenario.training.global_batch_size)
                       : std::string(),
                   repetitions > 1 ? fmt::format(", {} searches", repetitions) : std::string());
+  return estimate;
+}
+
+WorkEstimate collective_work(const Cluster& cluster) {
+  const double endpoints = world_ring_endpoints(cluster);
+  WorkEstimate estimate;
+  estimate.units = endpoints;
+  estimate.memory_bytes = routing_table_bytes(endpoints);
+  estimate.seconds = estimate.memory_bytes * seconds_per_routing_byte;
+  estimate.description =
+      fmt::format("a routing table for {:.0f} ring endpoints ({} ranks)", endpoints, cluster.ranks);
   return estimate;
 }
 
@@ -132,8 +165,17 @@ WorkEstimate measured_rows_work(const MeasuredTable& table, int passes) {
   return estimate;
 }
 
-void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds) {
-  if (force || estimate.seconds <= limit_seconds) return;
+void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds,
+                          double limit_memory_bytes) {
+  if (force) return;
+  if (estimate.memory_bytes > limit_memory_bytes) {
+    throw InputError("command line", "--force", "a run of about " + estimate.description,
+                     fmt::format("work that holds at most {} at once (this would hold about "
+                                 "{}); pass --force to run it anyway, on a machine with the memory",
+                                 units::format_bytes(limit_memory_bytes),
+                                 units::format_bytes(estimate.memory_bytes)));
+  }
+  if (estimate.seconds <= limit_seconds) return;
   throw InputError("command line", "--force", "a run of about " + estimate.description,
                    fmt::format("work that finishes in minutes (this would take about {:.0f} s); "
                                "pass --force to run it anyway",

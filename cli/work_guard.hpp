@@ -16,6 +16,7 @@ namespace osdp::cli {
 struct WorkEstimate {
   double units = 0;         // option evaluations, or simulated events
   double seconds = 0;       // rough wall time on one core
+  double memory_bytes = 0;  // what the work holds at once, where that is what limits it
   std::string description;  // "2.1e+09 option evaluations (98 operators x ...)"
 };
 
@@ -31,12 +32,20 @@ WorkEstimate simulation_work(const Scenario& scenario, int plans = 1, bool every
 WorkEstimate layout_search_work(const Scenario& scenario, const LayoutSearchOptions& options,
                                 int repetitions = 1);
 
+// One collective alone (simulate --collective): SimGrid's routing table holds a slot for every
+// pair of the ring's endpoints (each GPU, and each NIC channel where the ring leaves a node),
+// so its memory and the time to fill it grow with the square of the cluster's size.
+WorkEstimate collective_work(const Cluster& cluster);
+
 // predict / fit: every row of a measured table simulated `passes` times (its GPUs, its GPT,
 // its micro-batches), before any row runs.
 WorkEstimate measured_rows_work(const MeasuredTable& table, int passes = 1);
 
-// Throws InputError naming `--force` when the estimate exceeds `limit_seconds` and not `force`.
-void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds = 120);
+// Throws InputError naming `--force` when the estimate exceeds `limit_seconds` or
+// `limit_memory_bytes` and not `force`.
+inline constexpr double default_memory_limit_bytes = 4.0 * (1LL << 30);
+void refuse_unless_forced(const WorkEstimate& estimate, bool force, double limit_seconds = 120,
+                          double limit_memory_bytes = default_memory_limit_bytes);
 
 // Work that cannot be estimated before it runs (3D layouts simulated on a topology) is given
 // a deadline instead: `limit_seconds` from now, none with `force`.

@@ -21,6 +21,17 @@ struct GpuCollector : boost::default_dfs_visitor {
   }
 };
 
+// Dijkstra's search stops once the target's distance is final (Boost's way to stop a search
+// is to throw from its visitor): a route inside one node then never walks the other nodes of a
+// 1,000-node fabric, whose every ring edge asks for a route.
+struct TargetReached {};
+struct StopAtTarget : boost::default_dijkstra_visitor {
+  FabricGraph::vertex_descriptor target;
+  void examine_vertex(FabricGraph::vertex_descriptor v, const FabricGraph&) const {
+    if (v == target) throw TargetReached{};
+  }
+};
+
 }  // namespace
 
 int Fabric::add_vertex(VertexKind kind, int node, int index) {
@@ -159,13 +170,20 @@ Path Fabric::shortest(int from_vertex, int to_vertex) const {
     const FabricLink& link = links_[graph_[e].id];
     return (link.ideal ? 0.0 : link.link.latency_s) + hop_penalty_s;
   };
-  boost::dijkstra_shortest_paths(
-      graph_, from_vertex,
-      boost::predecessor_map(boost::make_iterator_property_map(
-                                 parent.begin(), boost::get(boost::vertex_index, graph_)))
-          .distance_map(boost::make_iterator_property_map(distance.begin(),
-                                                          boost::get(boost::vertex_index, graph_)))
-          .weight_map(boost::make_function_property_map<FabricGraph::edge_descriptor>(weight)));
+  StopAtTarget stop;
+  stop.target = static_cast<FabricGraph::vertex_descriptor>(to_vertex);
+  try {
+    boost::dijkstra_shortest_paths(
+        graph_, from_vertex,
+        boost::predecessor_map(boost::make_iterator_property_map(
+                                   parent.begin(), boost::get(boost::vertex_index, graph_)))
+            .distance_map(boost::make_iterator_property_map(
+                distance.begin(), boost::get(boost::vertex_index, graph_)))
+            .weight_map(boost::make_function_property_map<FabricGraph::edge_descriptor>(weight))
+            .visitor(stop));
+  } catch (const TargetReached&) {
+    // The target's parent chain is final: the rest of the graph is not needed.
+  }
   Path path;
   std::vector<Hop> reversed;
   for (auto v = static_cast<FabricGraph::vertex_descriptor>(to_vertex);

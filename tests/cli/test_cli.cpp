@@ -1384,6 +1384,23 @@ TEST_CASE("absurd quantities on the command line and in measured tables exit 2 w
   CHECK(contains(bytes.err, "1e30"));
   CHECK(contains(bytes.err, "at most 1 PiB"));
 
+  // One collective on 8,192 GPUs: SimGrid's routing table alone would hold 4.5 GiB (it took
+  // 36 s and 5.9 GB before this check); 1,024 GPUs (75 MiB) still run.
+  osdp::Json big =
+      osdp::Json::parse(read_text(scenarios + "clusters/h100-80gb-128x8-leaf-spine.json"));
+  big["topology"]["nodes"] = 1024;
+  write_text(dir.path() / "big.json", big.dump());
+  const Run routing = run_osdp({"simulate", "--collective", "all-reduce", "--bytes", "1GiB",
+                                "--cluster", (dir.path() / "big.json").string()});
+  CHECK(routing.exit_code == 2);
+  CHECK(contains(routing.err, "--force"));
+  CHECK(contains(routing.err, "routing table for 24576 ring endpoints (8192 ranks)"));
+  CHECK(contains(routing.err, "about 4.50 GiB"));
+  const Run shipped =
+      run_osdp({"simulate", "--collective", "all-reduce", "--bytes", "1GiB", "--cluster",
+                scenarios + "clusters/h100-80gb-128x8-leaf-spine.json"});
+  CHECK(shipped.exit_code == 0);
+
   const std::string header =
       "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
       "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n";
