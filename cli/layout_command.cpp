@@ -46,6 +46,7 @@ int run_layout(const LayoutOptions& options) {
     scenario.training.global_batch_size = *options.global_batch;
   }
   check_trace_path(options.trace_path);
+  refuse_output_over_input("--trace", options.trace_path, files_read(scenario));
   if (options.gpus) {
     if (*options.gpus < 1) {
       throw InputError("command line", "--gpus", std::to_string(*options.gpus),

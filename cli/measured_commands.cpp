@@ -173,6 +173,11 @@ int run_predict(const MeasuredOptions& options) {
 int run_fit(const MeasuredOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const Scenario scenario = load_checked_scenario(options.scenario_path);
+  // The fitted cluster may replace the scenario's own cluster file (read before it is written),
+  // never the scenario or a table.
+  std::vector<std::string> kept = options.table_paths;
+  kept.push_back(scenario.file);
+  refuse_output_over_input("--out", options.out_path, kept);
   if (const std::optional<KernelTable> kernels = kernel_table_in(options.table_paths)) {
     return run_kernel_fit(scenario, *kernels, options.out_path, options.json);
   }

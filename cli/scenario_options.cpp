@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "model/atomic_file.hpp"
 #include "model/input_error.hpp"
 #include "model/mode.hpp"
 #include "model/units.hpp"
@@ -389,6 +390,21 @@ std::optional<std::pair<std::string, std::string>> first_override_given(
   const auto given = overrides_given(options);
   if (given.empty()) return std::nullopt;
   return given.front();
+}
+
+std::vector<std::string> files_read(const Scenario& scenario, std::vector<std::string> more) {
+  more.insert(more.end(),
+              {scenario.file, scenario.model_source.file, scenario.cluster_source.file});
+  return more;
+}
+
+void refuse_output_over_input(const std::string& flag, const std::string& output,
+                              const std::vector<std::string>& inputs) {
+  if (const auto input = input_named_by(output, inputs)) {
+    throw InputError(
+        command_line, flag, output,
+        "an output path that is none of the files this command reads (it is " + *input + ")");
+  }
 }
 
 Scenario load_checked_scenario(const std::string& path) {

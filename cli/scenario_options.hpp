@@ -60,6 +60,13 @@ Scenario load_checked_scenario(const std::string& path);
 // Held by pointer: the cost model keeps references into the scenario.
 std::unique_ptr<const Scenario> load_with_overrides(const ScenarioOptions& options);
 
+// The files `scenario` was read from (the scenario's, its model's and its cluster's) and
+// `more` (a plan file, a table): what no output of the command may overwrite.
+std::vector<std::string> files_read(const Scenario& scenario, std::vector<std::string> more = {});
+// Throws InputError naming `flag` when `output` is one of `inputs` (by whatever path).
+void refuse_output_over_input(const std::string& flag, const std::string& output,
+                              const std::vector<std::string>& inputs);
+
 // "modes dp,zdp,z2  split 1,4  checkpoint auto  cost model extended"
 std::string describe_search(const Scenario& scenario);
 

@@ -211,6 +211,7 @@ int run_layout(const SimulateOptions& options) {
   }
   check_trace_path(options.trace_path);
   const std::unique_ptr<const Scenario> scenario = load_for_layouts(options.scenario);
+  refuse_output_over_input("--trace", options.trace_path, files_read(*scenario));
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
   const LayoutSearchRun search_run = run_layout_search(*scenario, search, options.scenario.force);
@@ -326,6 +327,8 @@ int run_plan(const SimulateOptions& options) {
   // The plan and sweep commands' overrides apply here too, so that `osdp simulate X --units auto`
   // simulates the plan `osdp plan X --units auto` found.
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  refuse_output_over_input("--trace", options.trace_path,
+                           files_read(*scenario, {options.plan_path}));
   const sim::SimOptions sim_options = with_granularity(
       sim::read_sim_options(scenario->simulation, scenario->file), options.granularity);
   refuse_unless_forced(

@@ -130,4 +130,14 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
   }
 }
 
+std::optional<std::string> input_named_by(const std::string& output,
+                                          const std::vector<std::string>& inputs) {
+  if (output.empty()) return std::nullopt;
+  for (const std::string& input : inputs) {
+    std::error_code error;
+    if (!input.empty() && fs::equivalent(output, input, error) && !error) return input;
+  }
+  return std::nullopt;
+}
+
 }  // namespace osdp

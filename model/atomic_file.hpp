@@ -21,4 +21,9 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
 // writable), or nullopt when it can. Commands check their outputs before running.
 std::optional<std::string> unusable_output(const std::string& path);
 
+// The first of `inputs` that `output` names (the same file, by whatever path), or nullopt:
+// writing an output there would destroy what the command reads.
+std::optional<std::string> input_named_by(const std::string& output,
+                                          const std::vector<std::string>& inputs);
+
 }  // namespace osdp
