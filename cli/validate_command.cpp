@@ -221,6 +221,15 @@ void require_same_plans(const std::string& path, const Json& kept,
   for (std::size_t i = 0; i < kept.at("plans").size() && i < plans.size(); ++i) {
     const Json& was = kept.at("plans").at(i);
     const Json now = validate::describe_plan_run(plans[i]);
+    // Measured at another batch size (the kept run's, or an edited --batch): the errors would
+    // compare two different steps.
+    if (was.contains("batch_size") && was.at("batch_size").is_number() &&
+        was.at("batch_size").get<double>() != plans[i].plan.batch_size) {
+      throw InputError(path, fmt::format("$.plans[{}].batch_size", i), was.at("batch_size").dump(),
+                       fmt::format("{}, the batch size this command validates {} at (--batch or "
+                                   "the scenario's validation.batch_size)",
+                                   plans[i].plan.batch_size, plans[i].name));
+    }
     if (was.contains("plan") && was.at("plan") != now) {
       throw InputError(path, fmt::format("$.plans[{}].plan", i), was.at("plan").dump(),
                        fmt::format("{}, the plan this command validates as {} (give the measured "
@@ -264,6 +273,17 @@ void report(const ValidateOptions& options, const Scenario& scenario,
 // --against: the simulation set against kept measurements; nothing runs.
 int compare_with_kept(const ValidateOptions& options, const Scenario& scenario,
                       const std::vector<validate::PlanRun>& plans, int ranks) {
+  // Flags that only shape a measurement have nothing to act on here.
+  for (const auto& [flag, given] :
+       {std::pair<const char*, bool>{"--iterations", options.iterations > 0},
+        {"--rounds", options.rounds > 0}}) {
+    if (given) {
+      throw InputError(command_line, flag, "given with --against",
+                       std::string("no ") + flag +
+                           " with --against (it measures nothing: the kept run's iterations "
+                           "are what it compares)");
+    }
+  }
   const Json kept = read_json_file(options.against_path);
   const std::vector<validate::PlanMeasurement> measurements =
       kept_measurements(options.against_path, kept, plans, ranks);

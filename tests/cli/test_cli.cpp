@@ -1621,6 +1621,16 @@ TEST_CASE("validate --against sets this build's simulation against kept measurem
   CHECK(contains(moved.err, "$.plans[0].plan"));
   CHECK(contains(moved.err, "--plan"));
   CHECK(!fs::exists(out));
+  // Measured at another batch size than this command's (the sweep found +129.6 % printed for
+  // batch-2 measurements against a batch-6 simulation, exit 0); flags that shape a measurement.
+  const Run batch = with({"--against", kept + "run1.json", "--batch", "6", "--out", out});
+  CHECK(batch.exit_code == 2);
+  CHECK(contains(batch.err, "$.plans[0].batch_size"));
+  CHECK(contains(batch.err, "expected 6"));
+  const Run iterations = with({"--against", kept + "run1.json", "--iterations", "3"});
+  CHECK(iterations.exit_code == 2);
+  CHECK(contains(iterations.err, "no --iterations with --against"));
+  CHECK(!fs::exists(out));
 }
 
 TEST_CASE("simulate --collective names a flag it does not take, and a fraction of a byte") {
