@@ -91,10 +91,7 @@ def run_runs_plot(script, doc, read, plot):
 def read_validation_plans(path, keys):
     """The "plans" of an `osdp validate --json` output or a fidelity_bench fidelity.json, each
     checked to carry `keys` and a numeric time error; ValueError when it does not."""
-    import json
-
-    with open(path) as handle:
-        document = json.load(handle)
+    document = read_input_json(path)
     plans = document.get("plans") if isinstance(document, dict) else None
     if not isinstance(plans, list) or not plans:
         raise ValueError("%s: no \"plans\" list (is it `osdp validate --json` output?)" % path)
@@ -105,3 +102,37 @@ def read_validation_plans(path, keys):
         if not isinstance(plan["time_error_percent"], (int, float)):
             raise ValueError("%s: a plan's \"time_error_percent\" is not a number" % path)
     return plans
+
+
+INPUT_LIMIT_BYTES = 1 << 30
+
+
+def read_input_text(path):
+    """The text of the input file `path`. ValueError, naming the path, unless it is a readable
+    regular file of at most 1 GiB: a FIFO would block the plot, /dev/zero never ends."""
+    import stat
+
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise ValueError("%s: %s" % (path, error.strerror))
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError("%s: not a regular file (a directory, a FIFO or a device)" % path)
+    if status.st_size > INPUT_LIMIT_BYTES:
+        raise ValueError("%s: %d bytes, more than an input of at most 1 GiB" % (path, status.st_size))
+    try:
+        with open(path, newline="") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError("%s: cannot be read as text (%s)" % (path, error))
+
+
+def read_input_json(path):
+    """The JSON document in the input file `path` (read_input_text's checks); ValueError naming
+    the path when it is not JSON."""
+    import json
+
+    try:
+        return json.loads(read_input_text(path))
+    except json.JSONDecodeError as error:
+        raise ValueError("%s: not valid JSON (%s)" % (path, error))

@@ -12,8 +12,13 @@ waited for collectives), its bar the middle half over the iterations, on log axe
 the simulated wait is within 30 % or 5 ms of the measured median (the validation's target).
 """
 import csv
+import io
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_support import read_input_text  # noqa: E402
 
 import matplotlib
 
@@ -92,10 +97,20 @@ def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(argv[1], newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_input_text(argv[1]))))
+    except ValueError as error:
+        print(f"predicted_vs_measured.py: error: {error}", file=sys.stderr)
+        return 2
     if not rows:
         print(f"{argv[1]}: no plans", file=sys.stderr)
+        return 2
+    missing = [key for key in ("plan", "measured_iteration_time_s", "simulated_iteration_time_s",
+                               "measured_peak_memory_bytes", "simulated_peak_memory_bytes")
+               if key not in rows[0]]
+    if missing:
+        print(f"predicted_vs_measured.py: error: {argv[1]}: no column {missing[0]!r} (expected "
+              "the validation.csv of `osdp validate --out`)", file=sys.stderr)
         return 2
     with_exposed = "exposed_within_target" in rows[0]
     figure, axes = plt.subplots(1, 3 if with_exposed else 2, figsize=(16.5 if with_exposed else 11, 5))

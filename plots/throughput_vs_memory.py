@@ -7,9 +7,13 @@ temporary name first and renamed into place. Exit codes: 0 written, 2 bad input,
 """
 import argparse
 import csv
+import io
 import os
 import sys
 import textwrap
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_support import read_input_text  # noqa: E402
 
 STRATEGY_LABELS = {
     "osdp": "OSDP",
@@ -68,8 +72,7 @@ STRATEGY_STYLES = {
 
 def read_series(path):
     """Returns (limits in GiB, {strategy: [throughput or None]}) in column order."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = list(csv.DictReader(io.StringIO(read_input_text(path))))
     if not rows or "memory_limit_GiB" not in rows[0]:
         raise ValueError(f"{path}: expected a sweep.csv written by `osdp sweep`")
     strategies = [key[: -len(SUFFIX)] for key in rows[0] if key.endswith(SUFFIX)]
@@ -149,4 +152,8 @@ def main():
 
 
 if __name__ == "__main__":
+    # Ctrl-C reaches the plot too (`osdp sweep` forwards it): end quietly, as osdp reports it.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.exit(main())

@@ -16,10 +16,12 @@ Each file is written to a temporary name first and renamed into place.
 Exit codes: 0 written, 2 bad input, 3 no matplotlib.
 """
 import argparse
-import json
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_support import read_input_json  # noqa: E402
 
 COLOURS = {
     "forward": "#4c72b0",
@@ -65,8 +67,7 @@ def category_of(event):
 
 def read_trace(path):
     """Returns (spans, counters, track names, process names) from a Chrome trace file."""
-    with open(path) as handle:
-        trace = json.load(handle)
+    trace = read_input_json(path)
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise ValueError(f"{path}: expected a Chrome trace with \"traceEvents\" (osdp simulate --trace)")

@@ -16,16 +16,17 @@ Exit codes: 0 printed, 2 bad input.
 """
 import argparse
 import csv
-import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_support import read_input_json  # noqa: E402
 
 
 def read_waits(path):
     """({(rank, collective): [total seconds, count]} of a Chrome trace's wait events,
     {rank: its process's name}): a layout's simulated trace has a process per stage."""
-    with open(path) as handle:
-        trace = json.load(handle)
+    trace = read_input_json(path)
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise ValueError(f"{path}: expected a Chrome trace with \"traceEvents\"")

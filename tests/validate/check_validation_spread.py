@@ -81,7 +81,11 @@ if done.returncode == 0:
     assert pooled.startswith("unseen, r1: %d plans" % plans), pooled
     with open(history_out, "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
-for bad in (["no-at-sign=" + layouts], ["setting@=" + layouts],
+# A FIFO would block a reader forever, /dev/zero never ends: both refused before reading.
+fifo = os.path.join(work, "fifo")
+if not os.path.exists(fifo):
+    os.mkfifo(fifo)
+for bad in (["s@r=" + fifo], ["s@r=/dev/zero"], ["no-at-sign=" + layouts], ["setting@=" + layouts],
             ["s@r=" + os.path.join(work, "missing.json")], ["s@r=" + not_validate]):
     done = subprocess.run([sys.executable, history, bad_out] + bad, capture_output=True, text=True)
     assert done.returncode == 2, (bad, done.returncode, done.stderr)
