@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "cli/command.hpp"
 #include "cli/scenario_options.hpp"
@@ -81,7 +82,12 @@ std::vector<validate::PlanRun> choose_plans(const ValidateOptions& options,
   }
   const std::string list = options.strategies.empty() ? "osdp,ddp,fsdp,zero2" : options.strategies;
   refuse_empty_items("--strategies", list);
+  std::set<std::string> listed;
   for (const std::string& name : split(list)) {
+    if (!listed.insert(name).second) {
+      throw InputError(command_line, "--strategies", list,
+                       "each strategy once (" + name + " is listed twice: it would run twice)");
+    }
     if (name == "osdp") {
       const auto best = solve_batch(model, scenario.search, batch, model.memory_limit_bytes());
       if (!best) {

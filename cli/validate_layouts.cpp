@@ -6,6 +6,7 @@
 #include <cctype>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "cli/layout_views.hpp"
 #include "model/atomic_file.hpp"
@@ -47,10 +48,11 @@ struct Axes {
 // "tp2xpp2" -> {2, 2, 0}; false when an axis is not tp<N>, pp<N> or dp<N>. (Not an optional:
 // GCC 12 then warns of an uninitialized member on the throwing paths.)
 bool parse_axes(const std::string& text, Axes& axes) {
+  std::set<std::string> named;
   for (const std::string& axis : split_on(text, 'x')) {
     const int degree = axis.size() > 2 ? small_count(axis.substr(2)) : 0;
     const std::string name = axis.substr(0, 2);
-    if (degree == 0) return false;
+    if (degree == 0 || !named.insert(name).second) return false;  // "tp2xtp2": which degree?
     if (name == "tp") {
       axes.tensor = degree;
     } else if (name == "pp") {
@@ -122,10 +124,25 @@ ParallelRun parse_layout(const std::string& flag, const std::string& item, int r
   int chunks_per_stage = 0;  // 0: the default
   std::optional<Mode> data_mode;
   int zdp_layers_per_stage = 0;
+  // Each kind of modifier once: "pp2:gpipe:1f1b" or "tp2:sp:sp" leave unclear what runs.
+  std::set<std::string> given;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string& token = parts[i];
     const int count = token.size() > 1 ? small_count(token.substr(1)) : 0;
     const int zdp_count = token.rfind("zdp", 0) == 0 ? small_count(token.substr(3)) : 0;
+    const std::string kind = token == "z1" || token == "z2" || token == "dp"
+                                 ? "a data-parallel mode"
+                             : zdp_count > 0                      ? ":zdp<K>"
+                             : pipeline_schedule_from_name(token) ? "a schedule"
+                             : token[0] == 'm' && count > 0       ? ":m<micro-batches>"
+                             : token[0] == 'v' && count > 0       ? ":v<chunks>"
+                                                                  : ":" + token;
+    if (!given.insert(kind).second) {
+      throw refuse(fmt::format("each modifier once ({} is given twice)", kind));
+    }
+    if (zdp_count > layers) {
+      throw refuse(fmt::format(":zdp<K> with K at most the model's {} layers", layers));
+    }
     if (token == "z1" || token == "z2" || token == "dp") {
       data_mode = mode_from_name(token);
     } else if (token == "sp") {
@@ -207,8 +224,13 @@ std::vector<validate::PlanRun> parse_layouts(const std::string& flag, const std:
                      "a generated GPT model for tensor and pipeline layouts");
   }
   std::vector<validate::PlanRun> runs;
+  std::set<std::string> listed;
   for (const std::string& item : split_on(text, ',')) {
     if (item.empty()) throw InputError("command line", flag, text, "no empty layout in the list");
+    if (!listed.insert(item).second) {
+      throw InputError("command line", flag, text,
+                       "each layout once (" + item + " is listed twice: it would run twice)");
+    }
     validate::PlanRun run;
     run.name = run_name(item);
     run.layout = parse_layout(flag, item, ranks, micro_batch, scenario);

@@ -57,6 +57,8 @@ std::optional<std::string> unusable_output(const std::string& path) {
   const fs::path target(path);
   const fs::file_status status = fs::status(target, error);
   if (status.type() == fs::file_type::directory) return "a directory";
+  // "out/" names a directory even before it exists (creating it would leave it behind).
+  if (!path.empty() && path.back() == '/') return "a directory (the path ends with /)";
   if (status.type() == fs::file_type::socket || status.type() == fs::file_type::block) {
     return "a special file osdp does not write into";
   }

@@ -72,9 +72,22 @@ def read_trace(path):
     if not isinstance(events, list):
         raise ValueError(f"{path}: expected a Chrome trace with \"traceEvents\" (osdp simulate --trace)")
     spans, counters, tracks, processes = [], [], {}, {}
+    def number(event, key, at_least=None):
+        value = event.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                at_least is not None and value < at_least):
+            raise ValueError(f"{path}: an event's {key!r} is {value!r}: expected a number"
+                             + ("" if at_least is None else f" of at least {at_least}"))
+
     for event in events:
+        if not isinstance(event, dict):
+            raise ValueError(f"{path}: an event is {event!r}: expected an object")
         phase = event.get("ph")
+        if phase in ("X", "C"):
+            number(event, "ts")
+            number(event, "pid")
         if phase == "X":
+            number(event, "dur", 0)
             spans.append(event)
         elif phase == "C" and event.get("name") in ("memory", "live memory"):
             counters.append(event)
@@ -195,9 +208,13 @@ def main():
               file=sys.stderr)
         return 3
     out_dir = args.out or os.path.dirname(os.path.abspath(args.traces[0]))
-    os.makedirs(out_dir, exist_ok=True)
     title = args.title or "simulated iteration: " + " vs ".join(label for label, _ in traces)
-    plot(traces, ranks, title, out_dir, args.name)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        plot(traces, ranks, title, out_dir, args.name)
+    except OSError as error:
+        print(f"timeline.py: error: --out {out_dir}: {error.strerror or error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -122,8 +122,20 @@ def print_table(columns, rows):
 
 
 def write_csv(path, columns, rows):
+    if os.path.isdir(path) or path.endswith("/"):
+        raise OSError(f"--csv {path}: a directory, not a file to write")
     directory = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        write_rows(temporary, columns, rows)
+        os.replace(temporary, path)
+    except OSError:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def write_rows(temporary, columns, rows):
     with open(temporary, "w", newline="") as handle:
         writer = csv.writer(handle)
         header = ["collective"]
@@ -135,7 +147,6 @@ def write_csv(path, columns, rows):
             for seconds, count in row[1:]:
                 cells += [f"{seconds:.9f}", count]
             writer.writerow(cells)
-    os.replace(temporary, path)
 
 
 def main():

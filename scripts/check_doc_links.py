@@ -90,7 +90,15 @@ def main():
     parser.add_argument("files", nargs="*")
     args = parser.parse_args()
     root = os.path.abspath(args.root or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    if not os.path.isfile(os.path.join(root, "README.md")):
+        print(f"check_doc_links.py: error: --root {root}: no README.md there (the repository "
+              "root?)", file=sys.stderr)
+        return 2
     files = [os.path.abspath(f) for f in args.files]
+    for path in files:
+        if not os.path.isfile(path):
+            print(f"check_doc_links.py: error: {path}: not a file", file=sys.stderr)
+            return 2
     if not files:
         files = [os.path.join(root, "README.md")]
         files += sorted(glob.glob(os.path.join(root, "docs", "*.md")))

@@ -18,6 +18,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
+case "$rounds" in
+  '' | *[!0-9]* | 0*)
+    echo "fidelity-rounds: ROUNDS: got '$rounds': expected a whole number of rounds from 1" >&2
+    exit 2
+    ;;
+esac
 out="${2:-$(mktemp -d /tmp/osdp-fidelity.XXXXXX)}"
 mkdir -p "$out"
 build=build/release
