@@ -351,7 +351,8 @@ void add_scenario_options(CLI::App& app, ScenarioOptions& options, bool with_mem
   app.add_option("--seq-len", options.seq_len,
                  "Sequence length of the scenario's generated GPT (default: the scenario's)");
   app.add_flag("--force", options.force,
-               "Run even when the estimated work is far beyond a few minutes");
+               "Run even when the estimated work is far beyond a few minutes or would hold more "
+               "than 4 GiB");
 }
 
 std::vector<std::pair<std::string, std::string>> overrides_given(const ScenarioOptions& options,

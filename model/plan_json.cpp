@@ -170,7 +170,15 @@ Plan load_choices(const JsonReader& reader, const Workload& workload, const Cost
 Plan load_plan_file(const std::string& path, const Workload& workload,
                     const CostModel& cost_model) {
   const Json document = read_json_file(path);
-  return load_plan(JsonReader(document, path), workload, cost_model);
+  const JsonReader reader(document, path);
+  // The usual slip, `--plan scenario.json`: said as such, not as an unknown key of a plan.
+  if (document.is_object() && !document.contains("operators") &&
+      (document.contains("model") || document.contains("cluster"))) {
+    reader.fail_value("", "a scenario file",
+                      "a plan (as `osdp plan --json` writes it); a scenario goes first, before "
+                      "--plan");
+  }
+  return load_plan(reader, workload, cost_model);
 }
 
 Json plan_to_json(const Plan& plan, const Workload& scenario_workload) {

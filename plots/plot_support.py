@@ -24,8 +24,13 @@ def save_atomically(figure, out, dpi):
     """Writes the figure to a temporary file beside `out`, then renames it: never half a PNG."""
     temporary = os.path.join(os.path.dirname(os.path.abspath(out)),
                              ".%s.%d.tmp.png" % (os.path.basename(out), os.getpid()))
-    figure.savefig(temporary, dpi=dpi)
-    os.replace(temporary, out)
+    try:
+        figure.savefig(temporary, dpi=dpi)
+        os.replace(temporary, out)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
 
 
 def run_data_plot(script, doc, data_name, check, plot):

@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_support import read_input_text  # noqa: E402
+from plot_support import read_input_text, save_atomically  # noqa: E402
 
 import matplotlib
 
@@ -97,6 +97,10 @@ def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
+    if os.path.isdir(argv[2]) or argv[2].endswith("/"):
+        print(f"predicted_vs_measured.py: error: {argv[2]}: a directory, not the PNG to write",
+              file=sys.stderr)
+        return 2
     try:
         rows = list(csv.DictReader(io.StringIO(read_input_text(argv[1]))))
     except ValueError as error:
@@ -158,7 +162,12 @@ def main(argv):
         exposed_panel(axes[2], rows)
     figure.suptitle("osdp validate: predicted vs measured")
     figure.tight_layout()
-    figure.savefig(argv[2], dpi=120)
+    try:
+        save_atomically(figure, argv[2], 120)
+    except OSError as error:
+        print(f"predicted_vs_measured.py: error: {argv[2]}: {error.strerror or error}",
+              file=sys.stderr)
+        return 2
     return 0
 
 
