@@ -320,10 +320,7 @@ int run_plan(const SimulateOptions& options) {
                      "--bytes and --cluster only with --collective");
   }
   // Checked before the run: a trace that cannot be written is bad input, not a late failure.
-  if (const auto why = unusable_output(options.trace_path); why && !options.trace_path.empty()) {
-    throw InputError(command_line, "--trace", options.trace_path,
-                     "a file path osdp can write to (this is " + *why + ")");
-  }
+  check_trace_path(options.trace_path);
   // The plan and sweep commands' overrides apply here too, so that `osdp simulate X --units auto`
   // simulates the plan `osdp plan X --units auto` found.
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
