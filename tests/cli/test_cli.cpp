@@ -481,7 +481,7 @@ TEST_CASE("explain shows each mode's memory, time, collectives and the reason") 
   CHECK(contains(typo.err, "did you mean \"layer3.mlp\""));
 }
 
-TEST_CASE("every study in scenarios/ loads and plans (exit 0 or 3)") {
+TEST_CASE("every study in scenarios/ loads and plans (exit 0 or 3)", "[slow]") {
   int studies = 0;
   for (const auto& entry : fs::directory_iterator(scenarios)) {
     if (entry.path().extension() != ".json") continue;
@@ -611,7 +611,7 @@ TEST_CASE("every input of the bad-input table exits 2 with its key words and no 
   }
 }
 
-TEST_CASE("absurd work is refused up front with an estimate unless --force") {
+TEST_CASE("absurd work is refused up front with an estimate unless --force", "[slow]") {
   TempDir dir;
   const fs::path file = dir.path() / "huge.json";
   write_text(file, R"({"model": {"family": "gpt", "layers": 1000, "hidden": 64, "heads": 4,
@@ -725,7 +725,7 @@ TEST_CASE("layout names the --layouts item that trains each layout on CPU ranks"
   CHECK(contains(text.out, "train it for real on CPU ranks: osdp validate"));
 }
 
-TEST_CASE("plan, explain and sweep plan 3D layouts with --tp, --pp and --schedule") {
+TEST_CASE("plan, explain and sweep plan 3D layouts with --tp, --pp and --schedule", "[slow]") {
   const std::string scenario = scenarios + "paper-titan-8g-nd-48l-1536h.json";
   // plan --tp auto is `osdp layout`'s search: the same strategies, the same figures.
   const Run plan = run_osdp({"plan", scenario, "--tp", "auto", "--global-batch", "64", "--json"});
@@ -984,7 +984,7 @@ TEST_CASE("a run is expressed from the command line, exit 3 with --json is still
   CHECK(contains(too_long.err, "more than the GPU's"));
 }
 
-TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters, predict says what fits") {
+TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters, predict says what fits", "[slow]") {
   TempDir dir;
   const std::string table =
       std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";
@@ -1124,7 +1124,7 @@ TEST_CASE("predict takes tensor- and pipeline-parallel rows, on one server and o
   }
 }
 
-TEST_CASE("fit reproduces the shipped cluster of the vTrain 3D scenario") {
+TEST_CASE("fit reproduces the shipped cluster of the vTrain 3D scenario", "[slow]") {
   // The published 3D half is in ../shared/data (beside the checkout), not in the repository.
   const fs::path table = fs::path(OSDP_SOURCE_DIR) / ".." / "shared" / "data" / "a100-3d-fit.csv";
   if (!fs::exists(table)) {
@@ -1272,7 +1272,7 @@ osdp::Json report_data(const fs::path& page) {
   return osdp::Json::parse(html.substr(start + open.size(), end - start - open.size()));
 }
 
-TEST_CASE("report writes one self-contained page whose figures agree with plan and explain") {
+TEST_CASE("report writes one self-contained page whose figures agree with plan and explain", "[slow]") {
   TempDir dir;
   const fs::path out = dir.path() / "report";
   const Run run = run_osdp({"report", scenarios + "default.json", "--out", out.string(),

@@ -100,7 +100,7 @@ TEST_CASE("integer-MB DP keeps its budget and is optimal under its own rule", "[
   CHECK(feasible >= 30);
 }
 
-TEST_CASE("integer-MB DP is sandwiched between exact searches", "[search][mbdp]") {
+TEST_CASE("integer-MB DP is sandwiched between exact searches", "[search][mbdp][slow]") {
   int checked = 0;
   for (const OptionKind& kind : option_kinds()) {
     for (CostModelKind cost : {CostModelKind::paper, CostModelKind::extended}) {

@@ -441,7 +441,7 @@ double few_copies(int) { return 0.6; }
 
 }  // namespace
 
-TEST_CASE("exact search equals the CBC MILP optimum, 20 to 200 operators", "[search][milp]") {
+TEST_CASE("exact search equals the CBC MILP optimum, 20 to 200 operators", "[search][milp][slow]") {
   const CrossCheck tally = cross_check({20, 50, 100, 150, 200}, model_like_copies, 101);
   WARN("MILP cross-check: " << tally.feasible << " feasible, " << tally.infeasible
                             << " infeasible; CBC " << tally.milp_s << " s, exact search "
@@ -463,7 +463,7 @@ double uniform_window_peak(const CostModel& model, const Plan& plan) {
   return persistent + transient + model.prefetch_window_bytes(buffer);
 }
 
-TEST_CASE("an embedding-like first operator: exact search = brute force = CBC", "[search][milp]") {
+TEST_CASE("an embedding-like first operator: exact search = brute force = CBC", "[search][milp][slow]") {
   // The first operator (unsplittable, 10-40x the others' states) runs last in backward with only
   // its neighbour's buffer beside it: the max-term's second branch decides many of these.
   int feasible = 0;

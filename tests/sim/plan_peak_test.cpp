@@ -38,7 +38,7 @@ std::vector<std::string> shipped_scenarios() {
 TEST_CASE(
     "the chosen plan's analytic peak (3%) and iteration time (5%) agree with its simulation, "
     "every scenario",
-    "[sim][peak][overlap]") {
+    "[sim][peak][overlap][slow]") {
   const std::vector<std::string> files = shipped_scenarios();
   REQUIRE(files.size() >= 15);
   int compared = 0;
