@@ -120,6 +120,38 @@ std::optional<std::string> unconvertible_value(CLI::App& app, const CLI::ParseEr
   return InputError(command_line, flag, value, expected).what();
 }
 
+// CLI11's "--ranks: Value 0 not in range 1 to 1024" as osdp says it: "--ranks: got 0: expected
+// a whole number from 1 to 1024" (every CLI::Range in osdp is on an integer flag but none).
+std::optional<std::string> out_of_range_value(CLI::App& app, const CLI::ParseError& error, int argc,
+                                              char** argv) {
+  if (dynamic_cast<const CLI::ValidationError*>(&error) == nullptr) return {};
+  const std::string text = error.what();
+  const std::string value_word = ": Value ";
+  const std::string range_words = " not in range ";
+  const std::string to_word = " to ";
+  const std::size_t value_at = text.find(value_word);
+  const std::size_t range_at = text.find(range_words);
+  if (value_at == std::string::npos || range_at == std::string::npos || range_at < value_at) {
+    return {};
+  }
+  const std::size_t to_at = text.find(to_word, range_at + range_words.size());
+  if (to_at == std::string::npos) return {};
+  const std::string flag = text.substr(0, value_at);
+  const std::string value =
+      text.substr(value_at + value_word.size(), range_at - value_at - value_word.size());
+  const std::string low =
+      text.substr(range_at + range_words.size(), to_at - range_at - range_words.size());
+  const std::string high = text.substr(to_at + to_word.size());
+  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
+  const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw(flag) : nullptr;
+  const std::string type = option != nullptr ? option->get_type_name() : std::string();
+  const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+  return InputError(
+             command_line, flag, value,
+             fmt::format("{} from {} to {}", whole ? "a whole number" : "a number", low, high))
+      .what();
+}
+
 // CLI11's own message, with the word or flag at fault named where CLI11 does not.
 std::string parse_error_message(CLI::App& app, const CLI::ParseError& error, int argc,
                                 char** argv) {
@@ -130,6 +162,7 @@ std::string parse_error_message(CLI::App& app, const CLI::ParseError& error, int
     if (auto message = repeated_flag(app, argc, argv)) return *message;
   }
   if (auto message = unconvertible_value(app, error, argc, argv)) return *message;
+  if (auto message = out_of_range_value(app, error, argc, argv)) return *message;
   return std::string(command_line) + ": " + error.what();
 }
 

@@ -308,6 +308,26 @@ int compare_with_kept(const ValidateOptions& options, const Scenario& scenario,
   return exit_ok;
 }
 
+// The run's rank count (--ranks, or WORLD_SIZE under torchrun) must be the cluster's: the
+// simulation it is compared with runs on that cluster. The message names what was given (the
+// flag or the variable), not the cluster file, which is only wrong when it is the one to change.
+[[noreturn]] void refuse_rank_count(const Scenario& scenario, int ranks, bool from_torchrun) {
+  const int cluster_ranks = scenario.cluster.ranks;
+  const std::string cluster = fmt::format(
+      "the cluster's {} {} ({}, {}): give --ranks {} or leave it out, or a cluster of {} {} "
+      "with --cluster",
+      cluster_ranks, cluster_ranks == 1 ? "rank" : "ranks", scenario.cluster_source.file,
+      scenario.cluster_source.path("ranks"), cluster_ranks, ranks, ranks == 1 ? "rank" : "ranks");
+  if (from_torchrun) {
+    throw InputError(
+        "environment", "WORLD_SIZE", std::to_string(ranks),
+        fmt::format("the cluster's {} {} ({}, {}) under torchrun", cluster_ranks,
+                    cluster_ranks == 1 ? "rank" : "ranks", scenario.cluster_source.file,
+                    scenario.cluster_source.path("ranks")));
+  }
+  throw InputError("command line", "--ranks", std::to_string(ranks), cluster);
+}
+
 int run(const ValidateOptions& options) {
   Scenario loaded = load_scenario(options.scenario_path);
   if (!options.cluster_path.empty()) {
@@ -324,13 +344,8 @@ int run(const ValidateOptions& options) {
   const auto environment = validate::rank_from_environment();
   const int ranks = environment ? environment->world_size
                                 : (options.ranks > 0 ? options.ranks : scenario->cluster.ranks);
-  if (ranks != scenario->cluster.ranks) {
-    throw InputError(scenario->cluster_source.file, scenario->cluster_source.path("ranks"),
-                     std::to_string(scenario->cluster.ranks),
-                     fmt::format("a cluster of {} ranks, as many as the run has (--ranks, or "
-                                 "WORLD_SIZE under torchrun)",
-                                 ranks));
-  }
+  if (ranks != scenario->cluster.ranks)
+    refuse_rank_count(*scenario, ranks, environment.has_value());
   // A fixed global batch: the measured micro-batch accumulates up to it.
   if (scenario->training.global_batch_size) {
     const auto steps = scenario->training.accumulation_for(validation.batch_size, ranks);

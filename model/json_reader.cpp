@@ -255,13 +255,25 @@ const Json& JsonReader::raw(const std::string& key) const { return require(key);
 
 std::string JsonReader::child_path(const std::string& key) const { return path_ + "." + key; }
 
+// What a message shows for `key` of `object`: its value, "null" when written as null (read as not
+// given, but "got nothing" pointed the reader away from a key that is there), else "nothing".
+namespace {
+std::string shown_value(const Json& object, const std::string& key) {
+  if (!object.contains(key)) return "nothing";
+  return render_value(object[key]);
+}
+}  // namespace
+
 const Json& JsonReader::require(const std::string& key) const {
-  if (!has(key)) throw InputError(file_, child_path(key), "nothing", "this key to be present");
+  if (!has(key)) {
+    throw InputError(file_, child_path(key), shown_value(*object_, key),
+                     object_->contains(key) ? "a value, not null" : "this key to be present");
+  }
   return (*object_)[key];
 }
 
 void JsonReader::fail(const std::string& key, const std::string& expected) const {
-  const std::string value = has(key) ? render_value((*object_)[key]) : std::string("nothing");
+  const std::string value = shown_value(*object_, key);
   throw InputError(file_, key.empty() ? path_ : child_path(key), value, expected);
 }
 
