@@ -984,7 +984,8 @@ TEST_CASE("a run is expressed from the command line, exit 3 with --json is still
   CHECK(contains(too_long.err, "more than the GPU's"));
 }
 
-TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters, predict says what fits", "[slow]") {
+TEST_CASE("fit on llm-foundry's table reproduces the shipped clusters, predict says what fits",
+          "[slow]") {
   TempDir dir;
   const std::string table =
       std::string(OSDP_SOURCE_DIR) + "/scenarios/measurements/foundry-fsdp-fit.csv";
@@ -1272,7 +1273,8 @@ osdp::Json report_data(const fs::path& page) {
   return osdp::Json::parse(html.substr(start + open.size(), end - start - open.size()));
 }
 
-TEST_CASE("report writes one self-contained page whose figures agree with plan and explain", "[slow]") {
+TEST_CASE("report writes one self-contained page whose figures agree with plan and explain",
+          "[slow]") {
   TempDir dir;
   const fs::path out = dir.path() / "report";
   const Run run = run_osdp({"report", scenarios + "default.json", "--out", out.string(),

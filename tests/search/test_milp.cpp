@@ -463,7 +463,8 @@ double uniform_window_peak(const CostModel& model, const Plan& plan) {
   return persistent + transient + model.prefetch_window_bytes(buffer);
 }
 
-TEST_CASE("an embedding-like first operator: exact search = brute force = CBC", "[search][milp][slow]") {
+TEST_CASE("an embedding-like first operator: exact search = brute force = CBC",
+          "[search][milp][slow]") {
   // The first operator (unsplittable, 10-40x the others' states) runs last in backward with only
   // its neighbour's buffer beside it: the max-term's second branch decides many of these.
   int feasible = 0;
