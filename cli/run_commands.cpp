@@ -94,6 +94,13 @@ std::optional<std::string> repeated_flag(CLI::App& app, int argc, char** argv) {
   return error.what();
 }
 
+// CLI11's type name of `flag` in the subcommand argv[1] names ("INT", "FLOAT", ...; empty if none).
+std::string flag_type_name(CLI::App& app, const std::string& flag, int argc, char** argv) {
+  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
+  const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw(flag) : nullptr;
+  return option != nullptr ? option->get_type_name() : std::string();
+}
+
 // CLI11's "Could not convert: --gpus = 1e3" as osdp says it: the flag, what it got, and what
 // it takes (a whole number where the option's type is an integer).
 std::optional<std::string> unconvertible_value(CLI::App& app, const CLI::ParseError& error,
@@ -105,9 +112,7 @@ std::optional<std::string> unconvertible_value(CLI::App& app, const CLI::ParseEr
   if (text.rfind(prefix, 0) != 0 || equals == std::string::npos) return {};
   const std::string flag = text.substr(prefix.size(), equals - prefix.size());
   const std::string value = text.substr(equals + 3);
-  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
-  const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw(flag) : nullptr;
-  const std::string type = option != nullptr ? option->get_type_name() : std::string();
+  const std::string type = flag_type_name(app, flag, argc, argv);
   const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
   // A whole number CLI11 could not convert is one too large for the flag's integer.
   const bool digits =
@@ -121,7 +126,7 @@ std::optional<std::string> unconvertible_value(CLI::App& app, const CLI::ParseEr
 }
 
 // CLI11's "--ranks: Value 0 not in range 1 to 1024" as osdp says it: "--ranks: got 0: expected
-// a whole number from 1 to 1024" (every CLI::Range in osdp is on an integer flag but none).
+// a whole number from 1 to 1024" ("a number" where the flag is not an integer).
 std::optional<std::string> out_of_range_value(CLI::App& app, const CLI::ParseError& error, int argc,
                                               char** argv) {
   if (dynamic_cast<const CLI::ValidationError*>(&error) == nullptr) return {};
@@ -142,9 +147,7 @@ std::optional<std::string> out_of_range_value(CLI::App& app, const CLI::ParseErr
   const std::string low =
       text.substr(range_at + range_words.size(), to_at - range_at - range_words.size());
   const std::string high = text.substr(to_at + to_word.size());
-  CLI::App* sub = argc >= 2 ? find_subcommand(app, argv[1]) : nullptr;
-  const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw(flag) : nullptr;
-  const std::string type = option != nullptr ? option->get_type_name() : std::string();
+  const std::string type = flag_type_name(app, flag, argc, argv);
   const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
   return InputError(
              command_line, flag, value,
