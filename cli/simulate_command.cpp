@@ -97,8 +97,10 @@ int run_collective(const SimulateOptions& options) {
   }
   const Json document = read_json_file(options.cluster_path);
   const Cluster cluster = load_cluster(JsonReader(document, options.cluster_path));
-  refuse_unless_forced(collective_work(cluster), options.scenario.force);
   const sim::SimOptions sim_options = with_granularity(sim::SimOptions{}, options.granularity);
+  const bool every_step =
+      sim::resolve_granularity(sim_options.granularity, cluster.ranks) == sim::Granularity::step;
+  refuse_unless_forced(collective_work(cluster, kind, *bytes, every_step), options.scenario.force);
   const sim::CollectiveResult result = sim::simulate_collective(cluster, kind, *bytes, sim_options);
   if (options.json) {
     Json json = sim::to_json(result);

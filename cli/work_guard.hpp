@@ -34,8 +34,12 @@ WorkEstimate layout_search_work(const Scenario& scenario, const LayoutSearchOpti
 
 // One collective alone (simulate --collective): SimGrid's routing table holds a slot for every
 // pair of the ring's endpoints (each GPU, and each NIC channel where the ring leaves a node),
-// so its memory and the time to fill it grow with the square of the cluster's size.
-WorkEstimate collective_work(const Cluster& cluster);
+// so its memory and the time to fill it grow with the square of the cluster's size. With
+// `every_step` (--collectives step) a ring (not NCCL's tree, a timer) is a flow per rank per
+// step, and every flow's end re-shares the bandwidth among the ranks' flows in flight: the
+// time grows with the cube of the ranks.
+WorkEstimate collective_work(const Cluster& cluster, CollectiveKind kind, double bytes,
+                             bool every_step);
 
 // predict / fit: every row of a measured table simulated `passes` times (its GPUs, its GPT,
 // its micro-batches), before any row runs.

@@ -1402,6 +1402,16 @@ TEST_CASE("absurd quantities on the command line and in measured tables exit 2 w
       run_osdp({"simulate", "--collective", "all-reduce", "--bytes", "1GiB", "--cluster",
                 scenarios + "clusters/h100-80gb-128x8-leaf-spine.json"});
   CHECK(shipped.exit_code == 0);
+  // Every ring step a flow on 2,048 GPUs: 8.4e6 flows, each end re-sharing 2,048 in flight
+  // (1,024 GPUs took 46 s, growing with the cube); NCCL's tree (16 GiB here) is a timer.
+  big["topology"]["nodes"] = 256;
+  write_text(dir.path() / "2048.json", big.dump());
+  const Run steps =
+      run_osdp({"simulate", "--collective", "all-reduce", "--bytes", "64GiB", "--cluster",
+                (dir.path() / "2048.json").string(), "--collectives", "step"});
+  CHECK(steps.exit_code == 2);
+  CHECK(contains(steps.err, "--force"));
+  CHECK(contains(steps.err, "8.4e+06 ring-step flows (4094 steps x 2048 ranks, 2048 in flight)"));
 
   const std::string header =
       "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
