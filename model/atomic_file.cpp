@@ -50,6 +50,40 @@ bool writes_into(fs::file_type type) {
   return type == fs::file_type::character || type == fs::file_type::fifo;
 }
 
+std::string file_type_name(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::regular:
+      return "a file";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::symlink:
+      return "a broken symbolic link";
+    default:
+      return "not a directory";
+  }
+}
+
+// "Not a directory" for out/x when out is a file: names the part of the path that is not a
+// directory and what it is (--out /dev/null: a character device).
+std::optional<std::string> not_a_directory_on_the_way(const fs::path& target) {
+  for (fs::path part = target.parent_path(); !part.empty() && part != part.parent_path();
+       part = part.parent_path()) {
+    std::error_code error;
+    const fs::file_status status = fs::status(part, error);
+    if (error || status.type() == fs::file_type::not_found) continue;
+    if (status.type() == fs::file_type::directory) return std::nullopt;
+    return "a path inside " + part.string() + ", which is " + file_type_name(status.type()) +
+           ", not a directory";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> unusable_output(const std::string& path) {
@@ -64,6 +98,9 @@ std::optional<std::string> unusable_output(const std::string& path) {
   }
   if (writes_into(status.type())) return std::nullopt;
   if (error && error != std::errc::no_such_file_or_directory) {
+    if (error == std::errc::not_a_directory) {
+      if (auto where = not_a_directory_on_the_way(target)) return where;
+    }
     return "a path osdp cannot use: " + error.message();
   }
   // The nearest existing ancestor must be a writable directory (the rest is created).
