@@ -149,20 +149,6 @@ Json modes_json(const CostModel& model, const Plan& osdp_plan, const PlanCost& o
 
 // Memory limits for the throughput curve: the flag's, or 16 steps from a sixteenth of the GPU's
 // memory to all of it (of twice the scenario's limit when the GPU's memory is not given).
-std::vector<double> sweep_limits(const ReportOptions& options, const Scenario& scenario,
-                                 double limit_bytes) {
-  const double gpu_bytes = scenario.cluster.gpu.memory_bytes.value_or(2 * limit_bytes);
-  std::vector<double> limits;
-  if (options.memory_limits.empty()) {
-    for (int step = 1; step <= 16; ++step) limits.push_back(gpu_bytes * step / 16);
-    return limits;
-  }
-  const std::string& text = options.memory_limits;
-  limits = parse_memory_limits(text, 64);
-  for (double limit : limits) check_memory_limit_flag("--memory-limits", text, limit, scenario);
-  return limits;
-}
-
 Json throughput_curves(const CostModel& model, const SearchSpec& spec,
                        const std::vector<double>& limits) {
   Json curves = Json::object();
@@ -297,7 +283,7 @@ int run_report(const ReportOptions& options) {
   const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
   const CostModel model = scenario->cost_model();
   const double limit_bytes = model.memory_limit_bytes();
-  const std::vector<double> limits = sweep_limits(options, *scenario, limit_bytes);
+  const std::vector<double> limits = sweep_memory_limits(options.memory_limits, 64, *scenario);
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size()) + 1),
                        options.scenario.force);
   const SearchResult result = search_split_cuts(model, scenario->search, limit_bytes, true).result;

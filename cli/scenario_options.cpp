@@ -450,4 +450,27 @@ std::string describe_search(const Scenario& scenario) {
                      cost_model_name(scenario.cost.kind));
 }
 
+std::vector<double> sweep_memory_limits(const std::string& text, int max_points,
+                                        const Scenario& scenario) {
+  if (!text.empty()) {
+    std::vector<double> limits = parse_memory_limits(text, max_points);
+    for (double limit : limits) check_memory_limit_flag("--memory-limits", text, limit, scenario);
+    return limits;
+  }
+  const auto& gpu_bytes = scenario.cluster.gpu.memory_bytes;
+  const auto& training_bytes = scenario.training.memory_limit_bytes;
+  if (!gpu_bytes && !training_bytes) {
+    throw InputError(command_line, "--memory-limits", "nothing",
+                     "memory limits to sweep, e.g. 4GiB:24GiB:1GiB (the cluster declares no GPU "
+                     "memory to sweep up to, and the training no memory limit)");
+  }
+  const double top_bytes = gpu_bytes ? *gpu_bytes : 2 * *training_bytes;
+  constexpr int default_steps = 16;
+  std::vector<double> limits;
+  for (int step = 1; step <= default_steps; ++step) {
+    limits.push_back(top_bytes * step / default_steps);
+  }
+  return limits;
+}
+
 }  // namespace osdp::cli

@@ -87,4 +87,10 @@ std::vector<double> parse_memory_limits(const std::string& text, int max_points)
 void check_memory_limit_flag(const std::string& flag, const std::string& text, double limit_bytes,
                              const Scenario& scenario);
 
+// The limits `sweep` and `report` run at: `text` (--memory-limits) parsed and each checked
+// against the scenario; without it, 16 steps up to the GPU's memory (1/16 of it, 2/16, ...;
+// twice the training's memory limit where the cluster declares no GPU memory).
+std::vector<double> sweep_memory_limits(const std::string& text, int max_points,
+                                        const Scenario& scenario);
+
 }  // namespace osdp::cli

@@ -1,4 +1,4 @@
-// `osdp sweep SCENARIO --memory-limits 4GiB:24GiB:1GiB`: throughput against the per-GPU memory
+// `osdp sweep SCENARIO [--memory-limits 4GiB:24GiB:1GiB]`: throughput against the per-GPU memory
 // limit for OSDP and each strategy baseline; writes sweep.csv and, when python3 with matplotlib
 // is present, the plot throughput_vs_memory.{png,svg} (plots/throughput_vs_memory.py).
 #include <fcntl.h>
@@ -528,13 +528,12 @@ std::optional<std::string> write_outputs(const OutputPlace& place, const std::st
 }
 
 // --tp, --pp or --schedule: the 3D strategies' throughput at each limit (search/layout_search).
-int run_layout_sweep(const SweepOptions& options, const std::vector<double>& limits) {
+int run_layout_sweep(const SweepOptions& options) {
   refuse_data_parallel_flags(options.scenario);
   LayoutSearchOptions search = layout_search_options(options.layout);
   const std::unique_ptr<const Scenario> scenario = load_for_layouts(options.scenario);
-  for (double limit : limits) {
-    check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
-  }
+  const std::vector<double> limits =
+      sweep_memory_limits(options.memory_limits, max_sweep_points, *scenario);
   refuse_unless_forced(layout_search_work(*scenario, search, static_cast<int>(limits.size())),
                        options.scenario.force);
   const OutputPlace place = output_place(options, *scenario);
@@ -564,12 +563,13 @@ int run_layout_sweep(const SweepOptions& options, const std::vector<double>& lim
 }
 
 int run_sweep(const SweepOptions& options) {
-  const std::vector<double> limits = parse_memory_limits(options.memory_limits, max_sweep_points);
-  if (layout_requested(options.layout)) return run_layout_sweep(options, limits);
-  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
-  for (double limit : limits) {
-    check_memory_limit_flag("--memory-limits", options.memory_limits, limit, *scenario);
+  if (!options.memory_limits.empty()) {
+    parse_memory_limits(options.memory_limits, max_sweep_points);  // bad text before any load
   }
+  if (layout_requested(options.layout)) return run_layout_sweep(options);
+  const std::unique_ptr<const Scenario> scenario = load_with_overrides(options.scenario);
+  const std::vector<double> limits =
+      sweep_memory_limits(options.memory_limits, max_sweep_points, *scenario);
   refuse_unless_forced(planning_work(*scenario, static_cast<int>(limits.size())),
                        options.scenario.force);
   const OutputPlace place = output_place(options, *scenario);
@@ -604,8 +604,7 @@ Subcommand add_sweep_command(CLI::App& root) {
   add_layout_flags(*app, options->layout);
   app->add_option("--memory-limits", options->memory_limits,
                   "START:STOP:STEP (e.g. 4GiB:24GiB:1GiB) or a list 8GiB,16GiB (any order: swept "
-                  "increasing, each once)")
-      ->required();
+                  "increasing, each once); default 16 steps up to the GPU's memory");
   app->add_option("--out", options->out_dir, "Output directory (default out/SCENARIO-NAME)");
   app->add_flag("--json", options->json, "Print the sweep as JSON on stdout");
   app->add_flag("--no-plot", options->no_plot, "Write the CSV only");

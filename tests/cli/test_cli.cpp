@@ -499,6 +499,22 @@ TEST_CASE("every study in scenarios/ loads and plans (exit 0 or 3)", "[slow]") {
   CHECK(studies >= 10);
 }
 
+TEST_CASE("sweep without --memory-limits sweeps 16 steps up to the GPU's memory") {
+  TempDir dir;
+  const Run run = run_osdp(
+      {"sweep", scenarios + "default.json", "--out", dir.path().string(), "--no-plot", "--json"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const osdp::Json document = osdp::Json::parse(run.out);
+  const osdp::Json& points = document["points"];
+  REQUIRE(points.size() == 16);
+  const double gpu_bytes = 24.0 * 1073741824.0;  // default.json's Titan RTX: 24 GiB
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    CHECK(points[i]["memory_limit_bytes"].get<double>() == Approx(gpu_bytes * (i + 1) / 16));
+  }
+  CHECK(points[15]["osdp"]["feasible"] == true);
+}
+
 TEST_CASE("sweep --json prints every point on stdout") {
   TempDir dir;
   // A list in any order is swept increasing, a limit given twice once.
