@@ -337,6 +337,11 @@ int main(int argc, char** argv) {
           "plan's two measurements within it of each other in {} of {} scenarios\n",
           "exposed communication", pooled.plans_with_exposed_within_target(), pooled.rows.size(),
           repeats, all.size());
+      if (pooled.plans_with_peer_waits() > 0) {
+        fmt::print("  {:<24} less each rank's waits for a late peer: within it in {} of {} plans\n",
+                   "", pooled.plans_with_exposed_without_peer_waits_within_target(),
+                   pooled.plans_with_peer_waits());
+      }
       if (every_rescaled) {
         fmt::print(
             "  {:<24} median |time error| {:>5.1f} % (max {:>5.1f} %) with each scenario's laws "

@@ -52,6 +52,11 @@ line = (f"median |time error| {statistics.median(time):.1f} % (max {max(time):.1
 within = [r["exposed_within_target"] for r in rows if "exposed_within_target" in r]
 if within:
     line += f", exposed communication within 30 % or 5 ms in {sum(within)} of {len(within)}"
+# The same less each rank's waits for a late peer (validate/peer_waits), where measured.
+split = [r["exposed_without_peer_waits_within_target"] for r in rows
+         if "exposed_without_peer_waits_within_target" in r]
+if split:
+    line += f" ({sum(split)} of {len(split)} less the waits for a late peer)"
 if "machine_load" in data:
     load = data["machine_load"]
     line += f", load {load['load_average_before']:.2f}/{load['load_average_after']:.2f}"

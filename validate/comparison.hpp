@@ -44,6 +44,11 @@ struct ComparisonRow {
   // step (the median above is its median).
   Spread measured_exposed_spread;
   double measured_longest_exposed_communication_s = 0;  // the rank that waited longest
+  // The same critical wait once each rank's waits for a peer that had not yet started the
+  // collective are taken out (validate/peer_waits): what is left when the ranks keep one pace,
+  // as the simulated ranks do. Its median over the steps; none where the measurement has no
+  // split (layouts, HSDP's groups, --against files of older runs).
+  std::optional<double> measured_exposed_without_peer_waits_s;
   double simulated_exposed_communication_s = 0;
   double measured_peak_memory_bytes = 0;
   double simulated_peak_memory_bytes = 0;
@@ -57,6 +62,8 @@ struct ComparisonRow {
   // The simulated exposed communication within 30 % or 5 ms of the measured median (the
   // validation's target for the split of a step into compute and communication).
   bool exposed_within_target() const;
+  // The same target for measured_exposed_without_peer_waits_s (false where there is none).
+  bool exposed_without_peer_waits_within_target() const;
 };
 
 struct Comparison {
@@ -78,11 +85,18 @@ struct Comparison {
   double median_abs_memory_error_percent() const;
   // Rows whose simulated exposed communication is within the target (exposed_within_target).
   int plans_with_exposed_within_target() const;
+  // Rows with measured_exposed_without_peer_waits_s, and those of them within the target.
+  int plans_with_peer_waits() const;
+  int plans_with_exposed_without_peer_waits_within_target() const;
 };
 
 // ComparisonRow::measured_exposed_communication_s of one plan's measurement, with its middle
 // half over the steps.
 Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement& measurement);
+// The same of each step's waits less their peer waits (RankFigures::peer_wait_steps_s); none
+// unless every rank reported them.
+std::optional<Spread> critical_exposed_without_peer_waits(const PlanRun& plan,
+                                                          const PlanMeasurement& measurement);
 
 // The validation's target for exposed communication: `figure_s` within 30 % or 5 ms of
 // `measured_s`.

@@ -105,6 +105,7 @@ Json measurements_to_json(const std::vector<PlanMeasurement>& measurements) {
                        {"iteration_times_s", r.iteration_times_s},
                        {"pipeline_wait_s", r.pipeline_wait_s},
                        {"exposed_communication_steps_s", r.exposed_communication_steps_s}});
+      if (!r.peer_wait_steps_s.empty()) ranks.back()["peer_wait_steps_s"] = r.peer_wait_steps_s;
     }
     list.push_back({{"name", m.name}, {"ranks", std::move(ranks)}});
   }
@@ -148,7 +149,8 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
     m.name = entry.string("name");
     for (const JsonReader& r : entry.objects("ranks")) {
       r.require_only({"iteration_time_s", "exposed_communication_s", "peak_memory_bytes", "loss",
-                      "iteration_times_s", "pipeline_wait_s", "exposed_communication_steps_s"});
+                      "iteration_times_s", "pipeline_wait_s", "exposed_communication_steps_s",
+                      "peer_wait_steps_s"});
       RankFigures figures{
           r.quantity("iteration_time_s", units::Dimension::seconds, limits::measured_step_s),
           r.quantity("exposed_communication_s", units::Dimension::seconds, limits::measured_wait_s),
@@ -160,6 +162,11 @@ std::vector<PlanMeasurement> measurements_from_json(const Json& json, const std:
       figures.iteration_times_s = read_seconds(r, "iteration_times_s", limits::measured_step_s);
       figures.exposed_communication_steps_s =
           read_seconds(r, "exposed_communication_steps_s", limits::measured_wait_s);
+      figures.peer_wait_steps_s = read_seconds(r, "peer_wait_steps_s", limits::measured_wait_s);
+      if (!figures.peer_wait_steps_s.empty() &&
+          figures.peer_wait_steps_s.size() != figures.exposed_communication_steps_s.size()) {
+        r.fail("peer_wait_steps_s", "one value per entry of exposed_communication_steps_s");
+      }
       m.ranks.push_back(std::move(figures));
     }
     measurements.push_back(std::move(m));

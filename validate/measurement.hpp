@@ -33,6 +33,10 @@ struct RankFigures {
   // Every measured iteration's exposed communication, in the order measured (empty when the
   // rank did not report them).
   std::vector<double> exposed_communication_steps_s = {};
+  // Of each measured iteration's exposed communication, the part spent waiting for a peer that
+  // had not yet started the collective (validate/peer_waits), in the same order; empty where the
+  // runtime could not tell (layouts, groups other than the world, ranks on several machines).
+  std::vector<double> peer_wait_steps_s = {};
 };
 
 // The middle half of a set of times: its quartiles (linear interpolation between ranks).

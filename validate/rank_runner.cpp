@@ -15,6 +15,7 @@
 #include "validate/compute_threads.hpp"
 #include "validate/launch.hpp"
 #include "validate/parallel_gpt.hpp"
+#include "validate/peer_waits.hpp"
 #include "validate/runtime_process.hpp"
 #include "validate/sharded_gpt.hpp"
 
@@ -23,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int figures_per_rank = 5;
+constexpr int figures_per_rank = 6;
 
 // The step's collectives (those that ended after it began, at `step_start_s` on the steady
 // clock) on the communication track, and its peak memory as a counter.
@@ -107,6 +108,91 @@ double earliest(Communicator& communicator, RankDevice& device, double value) {
   at::Tensor gathered = values.to(device.device());
   communicator.run(CollectiveKind::all_gather, gathered);
   return gathered.cpu().min().item<double>();
+}
+
+// A sharded plan's measured step as peer_wait_s needs it: the compute's waits and the starts
+// of the step's collectives on this rank's communication thread (steady clock).
+struct StepWaitRecord {
+  std::vector<TimeInterval> waits;
+  std::vector<double> collective_starts_s;  // in issue order, the same collectives on every rank
+  bool world_only = true;                   // every collective over all ranks (not HSDP's groups)
+};
+
+StepWaitRecord step_wait_record(const StepMetrics& metrics,
+                                const std::vector<CollectiveEvent>& collectives, int world) {
+  StepWaitRecord record;
+  for (const CollectiveWait& wait : metrics.waits) {
+    const double start_s = metrics.start_s + wait.start_s;
+    record.waits.push_back({start_s, start_s + wait.duration_s});
+  }
+  for (const CollectiveEvent& collective : collectives) {
+    if (collective.ranks <= 1) continue;  // a copy to or from the host, no peer
+    if (collective.end_s < metrics.start_s) continue;
+    if (collective.ranks != world) record.world_only = false;
+    record.collective_starts_s.push_back(collective.start_s);
+  }
+  return record;
+}
+
+at::Tensor gathered_on_every_rank(Communicator& communicator, RankDevice& device,
+                                  const at::Tensor& values) {
+  at::Tensor gathered = values.to(device.device());
+  communicator.run(CollectiveKind::all_gather, gathered);
+  return gathered.cpu();
+}
+
+// This rank's peer waits (validate/peer_waits) in each recorded step, from every rank's
+// collective starts (exchanged after the plan's steps, so the exchange does not pace them);
+// empty, alike on every rank, where the starts cannot be matched: other collective counts or
+// groups, or clocks more than a second apart (ranks on other machines).
+std::vector<double> exchange_peer_waits(Communicator& communicator, RankDevice& device,
+                                        const std::vector<StepWaitRecord>& steps) {
+  const int world = communicator.size();
+  const int64_t n = static_cast<int64_t>(steps.size());
+  if (world == 1) return std::vector<double>(steps.size(), 0.0);
+  // Each rank's collective count per step, then whether its steps were world-only.
+  at::Tensor counts = at::zeros({world * (n + 1)}, at::kDouble);
+  double* mine = counts.data_ptr<double>() + communicator.rank() * (n + 1);
+  bool world_only = true;
+  for (int64_t s = 0; s < n; ++s) {
+    mine[s] = static_cast<double>(steps[s].collective_starts_s.size());
+    world_only = world_only && steps[s].collective_starts_s.size() > 0 && steps[s].world_only;
+  }
+  mine[n] = world_only ? 1.0 : 0.0;
+  const at::Tensor all_counts = gathered_on_every_rank(communicator, device, counts);
+  const double* c = all_counts.data_ptr<double>();
+  int64_t most = 0;
+  for (int r = 0; r < world; ++r) {
+    if (c[r * (n + 1) + n] != 1.0) return {};
+    for (int64_t s = 0; s < n; ++s) {
+      if (c[r * (n + 1) + s] != c[s]) return {};
+      most = std::max(most, static_cast<int64_t>(c[s]));
+    }
+  }
+  at::Tensor starts = at::zeros({world * n * most}, at::kDouble);
+  double* own = starts.data_ptr<double>() + communicator.rank() * n * most;
+  for (int64_t s = 0; s < n; ++s) {
+    std::copy(steps[s].collective_starts_s.begin(), steps[s].collective_starts_s.end(),
+              own + s * most);
+  }
+  const at::Tensor all_starts = gathered_on_every_rank(communicator, device, starts);
+  const double* a = all_starts.data_ptr<double>();
+  std::vector<double> waits;
+  for (int64_t s = 0; s < n; ++s) {
+    const std::vector<double>& own_starts_s = steps[s].collective_starts_s;
+    std::vector<double> latest_s = own_starts_s;
+    for (std::size_t i = 0; i < own_starts_s.size(); ++i) {
+      double earliest_s = own_starts_s[i];
+      for (int r = 0; r < world; ++r) {
+        const double start_s = a[(r * n + s) * most + static_cast<int64_t>(i)];
+        latest_s[i] = std::max(latest_s[i], start_s);
+        earliest_s = std::min(earliest_s, start_s);
+      }
+      if (latest_s[i] - earliest_s > 1.0) return {};
+    }
+    waits.push_back(peer_wait_s(steps[s].waits, own_starts_s, latest_s));
+  }
+  return waits;
 }
 
 struct StepFigures {
@@ -264,6 +350,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
   std::vector<RankFigures> mine(plans.size());
   std::vector<std::vector<double>> exposed(plans.size());
   std::vector<std::vector<double>> pipeline_waits(plans.size());
+  std::vector<std::vector<StepWaitRecord>> wait_records(plans.size());
   std::vector<int> steps_done(plans.size(), 0);
   for (int round = 0; round < rounds; ++round) {
     // Iterations measured in this round: the remainder goes to the first rounds.
@@ -301,8 +388,8 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
         const TokenBatch global = make_token_batch(shape, world * b, options.seed, steps_done[p]++);
         (void)communicator.take_events();
         const StepMetrics metrics = model.train_step(global.rows(rank * b, b));
+        const std::vector<CollectiveEvent> collectives = communicator.take_events();
         if (last_round && step + 1 == total && !trace_directory.empty()) {
-          const std::vector<CollectiveEvent> collectives = communicator.take_events();
           // Ranks on other machines have other steady clocks: a skew beyond a second cannot
           // be one step's, so those traces stay on their own time base.
           double offset_s = metrics.start_s - earliest(communicator, device, metrics.start_s);
@@ -312,6 +399,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
               trace_events(shape, run.plan, metrics, collectives, rank, offset_s).dump());
         }
         if (step < warmup) continue;
+        wait_records[p].push_back(step_wait_record(metrics, collectives, world));
         mine[p].iteration_times_s.push_back(metrics.iteration_time_s);
         exposed[p].push_back(metrics.exposed_communication_s);
         mine[p].peak_memory_bytes =
@@ -326,9 +414,13 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     mine[p].exposed_communication_s = median_of(exposed[p]);
     mine[p].exposed_communication_steps_s = exposed[p];
     mine[p].pipeline_wait_s = median_of(pipeline_waits[p]);
+    if (!plans[p].layout) {
+      mine[p].peer_wait_steps_s = exchange_peer_waits(communicator, device, wait_records[p]);
+    }
+    const bool has_peer_waits = !mine[p].peer_wait_steps_s.empty();
     // Every rank's figures and iteration times, gathered on every rank.
     const int count = options.iterations;
-    const int per_rank = figures_per_rank + 2 * count;
+    const int per_rank = figures_per_rank + 3 * count;
     at::Tensor figures = at::zeros({world * per_rank}, at::kDouble);
     double* slot = figures.data_ptr<double>() + rank * per_rank;
     slot[0] = mine[p].iteration_time_s;
@@ -336,10 +428,13 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
     slot[2] = mine[p].peak_memory_bytes;
     slot[3] = mine[p].loss;
     slot[4] = mine[p].pipeline_wait_s;
+    slot[5] = has_peer_waits ? 1.0 : 0.0;
     std::copy(mine[p].iteration_times_s.begin(), mine[p].iteration_times_s.end(),
               slot + figures_per_rank);
     std::copy(mine[p].exposed_communication_steps_s.begin(),
               mine[p].exposed_communication_steps_s.end(), slot + figures_per_rank + count);
+    std::copy(mine[p].peer_wait_steps_s.begin(), mine[p].peer_wait_steps_s.end(),
+              slot + figures_per_rank + 2 * count);
     at::Tensor gathered = figures.to(device.device());
     communicator.run(CollectiveKind::all_gather, gathered);
     figures = gathered.cpu();
@@ -349,9 +444,12 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
       const double* f = figures.data_ptr<double>() + r * per_rank;
       const double* times = f + figures_per_rank;
       const double* exposed_steps = times + count;
+      const double* peer_steps = exposed_steps + count;
       measurement.ranks.push_back({f[0], f[1], f[2], f[3],
                                    std::vector<double>(times, times + count), f[4],
-                                   std::vector<double>(exposed_steps, exposed_steps + count)});
+                                   std::vector<double>(exposed_steps, exposed_steps + count),
+                                   f[5] == 1.0 ? std::vector<double>(peer_steps, peer_steps + count)
+                                               : std::vector<double>()});
     }
     measurements.push_back(std::move(measurement));
   }

@@ -1,5 +1,7 @@
 #include "validate/comparison.hpp"
 
+#include "validate/peer_waits.hpp"
+
 // libtorch pulls in glog, whose CHECK would shadow Catch's.
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -136,6 +138,59 @@ TEST_CASE("comparison: exposed communication per iteration, the rank that set th
   CHECK(medians.rows[0].measured_exposed_communication_s == Approx(0.020));
 }
 
+TEST_CASE("peer waits: the part of a wait before the group's last rank started the collective",
+          "[validate][comparison]") {
+  // Collective 0 started here at 1.0 s, on the last rank at 1.3 s; collective 1 at 2.0 s on
+  // both. The compute waited 1.1-1.5 s (on collective 0) and 2.0-2.2 s (on collective 1).
+  const std::vector<TimeInterval> waits = {{1.1, 1.5}, {2.0, 2.2}};
+  CHECK(peer_wait_s(waits, {1.0, 2.0}, {1.3, 2.0}) == Approx(0.2));  // 1.1-1.3 only
+  // A wait before this rank's own start (queued behind its own earlier collective) is not a
+  // peer's: collective 1 started here at 2.1 s, on the peer at 2.15 s.
+  CHECK(peer_wait_s(waits, {1.0, 2.1}, {1.3, 2.15}) == Approx(0.25));
+  // Nobody late: nothing.
+  CHECK(peer_wait_s(waits, {1.0, 2.0}, {1.0, 2.0}) == 0.0);
+  CHECK_THROWS(peer_wait_s(waits, {1.0}, {1.0, 2.0}));
+}
+
+TEST_CASE("comparison: the critical wait less the waits for a late peer",
+          "[validate][comparison]") {
+  Scenario scenario;
+  scenario.cluster.ranks = 2;
+  Plan plan;
+  plan.batch_size = 2;
+  plan.choices.assign(2, OperatorChoice::whole(Mode::z2));
+  // Each step one rank waits 30 ms at the end for the other, which itself waited 12 ms during
+  // its forward, 10 ms of them for the first rank's gathers (that rank started late).
+  PlanMeasurement measurement{"zero2", {}};
+  measurement.ranks.push_back(
+      {1.0, 0.030, 100, 1.0, {1, 1, 1}, 0.0, {0.030, 0.012, 0.030}, {0.029, 0.010, 0.028}});
+  measurement.ranks.push_back(
+      {1.0, 0.012, 100, 1.0, {1, 1, 1}, 0.0, {0.012, 0.030, 0.014}, {0.010, 0.029, 0.011}});
+  const SimulatedFigures simulated{1.0, 100, 0.002, {}};
+  Comparison comparison =
+      compare(scenario, {{"zero2", plan}}, {measurement}, {simulated}, "simgrid");
+  const ComparisonRow& row = comparison.rows[0];
+  // The critical wait: 12, 12 and 14 ms, median 12 ms; 2 ms simulated is outside the target.
+  CHECK(row.measured_exposed_communication_s == Approx(0.012));
+  CHECK_FALSE(row.exposed_within_target());
+  // Less each rank's peer waits: per step min(1, 2) = 1, min(2, 1) = 1, min(2, 3) = 2 ms.
+  REQUIRE(row.measured_exposed_without_peer_waits_s.has_value());
+  CHECK(*row.measured_exposed_without_peer_waits_s == Approx(0.001));
+  CHECK(row.exposed_without_peer_waits_within_target());
+  CHECK(comparison.plans_with_peer_waits() == 1);
+  CHECK(comparison.plans_with_exposed_without_peer_waits_within_target() == 1);
+  CHECK(comparison_table(comparison).find("ranks out of pace") != std::string::npos);
+  CHECK(comparison_json(comparison)["plans"][0]["measured_exposed_without_peer_waits_s"] ==
+        Approx(0.001));
+  // A rank without the split: no figure, no line.
+  measurement.ranks[1].peer_wait_steps_s.clear();
+  comparison = compare(scenario, {{"zero2", plan}}, {measurement}, {simulated}, "simgrid");
+  CHECK_FALSE(comparison.rows[0].measured_exposed_without_peer_waits_s.has_value());
+  CHECK(comparison_table(comparison).find("ranks out of pace") == std::string::npos);
+  CHECK_FALSE(
+      comparison_json(comparison)["plans"][0].contains("measured_exposed_without_peer_waits_s"));
+}
+
 TEST_CASE("comparison: a layout's stages, peak memory and bubble by pipeline stage",
           "[validate][comparison]") {
   Scenario scenario;
@@ -191,6 +246,16 @@ TEST_CASE("measurements: JSON round trip keeps each rank's pipeline wait",
   CHECK(back[0].ranks[0].pipeline_wait_s == 0.05);
   CHECK(back[0].ranks[0].iteration_times_s == std::vector<double>{0.9, 1.1});
   CHECK(back[0].ranks[0].exposed_communication_steps_s == std::vector<double>{0.1, 0.3});
+  CHECK(back[0].ranks[0].peer_wait_steps_s.empty());  // none measured: none written
+  PlanMeasurement split = measurement;
+  split.ranks[0].peer_wait_steps_s = {0.05, 0.0};
+  Json with_peers = measurements_to_json({split});
+  CHECK(measurements_from_json(with_peers)[0].ranks[0].peer_wait_steps_s ==
+        std::vector<double>{0.05, 0.0});
+  with_peers[0]["ranks"][0]["peer_wait_steps_s"].push_back(0.01);
+  CHECK_THROWS_WITH(measurements_from_json(with_peers, "m.json"),
+                    Catch::Contains("peer_wait_steps_s") &&
+                        Catch::Contains("one value per entry of exposed_communication_steps_s"));
   // Written before the field existed: it reads as no wait.
   Json old = measurements_to_json({measurement});
   old[0]["ranks"][0].erase("pipeline_wait_s");

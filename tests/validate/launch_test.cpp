@@ -154,6 +154,12 @@ TEST_CASE("measured runs on forked ranks", "[validate][launch]") {
       CHECK(rank.loss > 0);
       CHECK(rank.iteration_times_s.size() == 3);  // 3 rounds of one measured iteration
       CHECK(rank.exposed_communication_steps_s.size() == 3);
+      // Every collective over both ranks: each step's waits split, the peer's part within them.
+      REQUIRE(rank.peer_wait_steps_s.size() == 3);
+      for (std::size_t step = 0; step < 3; ++step) {
+        CHECK(rank.peer_wait_steps_s[step] >= 0.0);
+        CHECK(rank.peer_wait_steps_s[step] <= rank.exposed_communication_steps_s[step] + 1e-9);
+      }
     }
     const Spread spread = measurement.iteration_time_spread();
     CHECK(spread.first_quartile_s <= spread.median_s);
