@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "model/atomic_file.hpp"
@@ -141,6 +142,33 @@ at::Tensor gathered_on_every_rank(Communicator& communicator, RankDevice& device
   return gathered.cpu();
 }
 
+// The number of collectives of each recorded step, when every rank ran the same number over
+// all ranks in every step (so that the i-th start of a step is the same collective on every
+// rank); none otherwise, alike on every rank.
+std::optional<std::vector<int64_t>> agreed_collective_counts(
+    Communicator& communicator, RankDevice& device, const std::vector<StepWaitRecord>& steps) {
+  const int world = communicator.size();
+  const int64_t n = static_cast<int64_t>(steps.size());
+  // Each rank's count per step, then whether its steps were world-only.
+  at::Tensor counts = at::zeros({world * (n + 1)}, at::kDouble);
+  double* mine = counts.data_ptr<double>() + communicator.rank() * (n + 1);
+  bool world_only = true;
+  for (int64_t s = 0; s < n; ++s) {
+    mine[s] = static_cast<double>(steps[s].collective_starts_s.size());
+    world_only = world_only && !steps[s].collective_starts_s.empty() && steps[s].world_only;
+  }
+  mine[n] = world_only ? 1.0 : 0.0;
+  const at::Tensor all_counts = gathered_on_every_rank(communicator, device, counts);
+  const double* c = all_counts.data_ptr<double>();
+  for (int r = 0; r < world; ++r) {
+    if (c[r * (n + 1) + n] != 1.0) return std::nullopt;
+    for (int64_t s = 0; s < n; ++s) {
+      if (c[r * (n + 1) + s] != c[s]) return std::nullopt;
+    }
+  }
+  return std::vector<int64_t>(c, c + n);
+}
+
 // This rank's peer waits (validate/peer_waits) in each recorded step, from every rank's
 // collective starts (exchanged after the plan's steps, so the exchange does not pace them);
 // empty, alike on every rank, where the starts cannot be matched: other collective counts or
@@ -150,25 +178,9 @@ std::vector<double> exchange_peer_waits(Communicator& communicator, RankDevice& 
   const int world = communicator.size();
   const int64_t n = static_cast<int64_t>(steps.size());
   if (world == 1) return std::vector<double>(steps.size(), 0.0);
-  // Each rank's collective count per step, then whether its steps were world-only.
-  at::Tensor counts = at::zeros({world * (n + 1)}, at::kDouble);
-  double* mine = counts.data_ptr<double>() + communicator.rank() * (n + 1);
-  bool world_only = true;
-  for (int64_t s = 0; s < n; ++s) {
-    mine[s] = static_cast<double>(steps[s].collective_starts_s.size());
-    world_only = world_only && steps[s].collective_starts_s.size() > 0 && steps[s].world_only;
-  }
-  mine[n] = world_only ? 1.0 : 0.0;
-  const at::Tensor all_counts = gathered_on_every_rank(communicator, device, counts);
-  const double* c = all_counts.data_ptr<double>();
-  int64_t most = 0;
-  for (int r = 0; r < world; ++r) {
-    if (c[r * (n + 1) + n] != 1.0) return {};
-    for (int64_t s = 0; s < n; ++s) {
-      if (c[r * (n + 1) + s] != c[s]) return {};
-      most = std::max(most, static_cast<int64_t>(c[s]));
-    }
-  }
+  const auto counts = agreed_collective_counts(communicator, device, steps);
+  if (!counts) return {};
+  const int64_t most = *std::max_element(counts->begin(), counts->end());
   at::Tensor starts = at::zeros({world * n * most}, at::kDouble);
   double* own = starts.data_ptr<double>() + communicator.rank() * n * most;
   for (int64_t s = 0; s < n; ++s) {

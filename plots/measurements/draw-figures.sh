@@ -39,7 +39,7 @@ plot --title "Three models the calibration never saw, 2 ranks: 3 rounds, each on
 history() { python3 "$root/plots/fidelity_history.py" "$@"; }
 # In the order measured (a glob would put 12-06-afternoon before 12-06-noon).
 days2="11-29 11-30 12-06 12-06-noon 12-06-afternoon 12-06-evening 12-07 12-07-evening"
-days4="11-29 12-06 12-06-noon 12-06-afternoon 12-07"
+days4="11-29 12-06 12-06-noon 12-06-afternoon 12-07 12-07-evening"
 args=()
 # add_rounds SETTING KIND: each kept 2-rank round's roundN-KIND*.json, under SETTING@DAY rN.
 add_rounds() {
