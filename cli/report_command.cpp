@@ -147,8 +147,6 @@ Json modes_json(const CostModel& model, const Plan& osdp_plan, const PlanCost& o
   return modes;
 }
 
-// Memory limits for the throughput curve: the flag's, or 16 steps from a sixteenth of the GPU's
-// memory to all of it (of twice the scenario's limit when the GPU's memory is not given).
 Json throughput_curves(const CostModel& model, const SearchSpec& spec,
                        const std::vector<double>& limits) {
   Json curves = Json::object();

@@ -142,9 +142,8 @@ WorkEstimate collective_work(const Cluster& cluster, CollectiveKind kind, double
   estimate.seconds = estimate.memory_bytes * seconds_per_routing_byte;
   estimate.description =
       fmt::format("a routing table for {:.0f} ring endpoints ({} ranks)", endpoints, cluster.ranks);
-  const bool ring =
-      cluster.world.choice(kind, bytes, cluster.ranks).algorithm == CollectiveAlgorithm::ring;
-  if (every_step && ring && cluster.ranks > 1) {
+  if (every_step && cluster.ranks > 1 &&
+      cluster.world.choice(kind, bytes, cluster.ranks).algorithm == CollectiveAlgorithm::ring) {
     const double ranks = cluster.ranks;
     const double steps = ring_steps(kind, cluster.ranks);
     const double flows = steps * ranks;

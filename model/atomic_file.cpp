@@ -62,10 +62,8 @@ std::string file_type_name(fs::file_type type) {
       return "a FIFO";
     case fs::file_type::socket:
       return "a socket";
-    case fs::file_type::symlink:
-      return "a broken symbolic link";
     default:
-      return "not a directory";
+      return "another kind of file";
   }
 }
 

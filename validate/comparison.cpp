@@ -121,11 +121,6 @@ double ComparisonRow::memory_error_percent() const {
   return percent_error(simulated_peak_memory_bytes, measured_peak_memory_bytes);
 }
 
-// ComparisonRow::measured_exposed_communication_s: in each measured iteration, per group of
-// ranks that run the same passes the least wait (a rank that computed slower made the others
-// wait for it: their extra wait is its compute, not communication), the most over the groups
-// (a layout's stages); then the median (and middle half) over the iterations. From the ranks'
-// medians alone when they did not report every iteration.
 namespace {
 
 // The critical rank's figure each step: of each group of ranks running the same passes the one
@@ -151,24 +146,11 @@ std::vector<double> critical_steps(
 
 }  // namespace
 
-std::optional<Spread> critical_exposed_without_peer_waits(const PlanRun& plan,
-                                                          const PlanMeasurement& measurement) {
-  if (measurement.ranks.empty()) return std::nullopt;
-  const std::size_t steps = measurement.ranks.front().exposed_communication_steps_s.size();
-  for (const RankFigures& figures : measurement.ranks) {
-    if (steps == 0 || figures.exposed_communication_steps_s.size() != steps ||
-        figures.peer_wait_steps_s.size() != steps) {
-      return std::nullopt;
-    }
-  }
-  return spread_of(critical_steps(same_pass_ranks(plan, measurement), measurement, steps,
-                                  [](const RankFigures& figures, std::size_t step) {
-                                    return std::max(0.0,
-                                                    figures.exposed_communication_steps_s[step] -
-                                                        figures.peer_wait_steps_s[step]);
-                                  }));
-}
-
+// ComparisonRow::measured_exposed_communication_s: in each measured iteration, per group of
+// ranks that run the same passes the least wait (a rank that computed slower made the others
+// wait for it: their extra wait is its compute, not communication), the most over the groups
+// (a layout's stages); then the median (and middle half) over the iterations. From the ranks'
+// medians alone when they did not report every iteration.
 Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement& measurement) {
   const std::vector<std::vector<int>> groups = same_pass_ranks(plan, measurement);
   const std::size_t steps = measurement.ranks.empty()
@@ -191,6 +173,25 @@ Spread critical_exposed_communication(const PlanRun& plan, const PlanMeasurement
       critical_steps(groups, measurement, steps, [](const RankFigures& figures, std::size_t step) {
         return figures.exposed_communication_steps_s[step];
       }));
+}
+
+// The same, step by step, of each rank's wait less its peer waits.
+std::optional<Spread> critical_exposed_without_peer_waits(const PlanRun& plan,
+                                                          const PlanMeasurement& measurement) {
+  if (measurement.ranks.empty()) return std::nullopt;
+  const std::size_t steps = measurement.ranks.front().exposed_communication_steps_s.size();
+  for (const RankFigures& figures : measurement.ranks) {
+    if (steps == 0 || figures.exposed_communication_steps_s.size() != steps ||
+        figures.peer_wait_steps_s.size() != steps) {
+      return std::nullopt;
+    }
+  }
+  return spread_of(critical_steps(same_pass_ranks(plan, measurement), measurement, steps,
+                                  [](const RankFigures& figures, std::size_t step) {
+                                    return std::max(0.0,
+                                                    figures.exposed_communication_steps_s[step] -
+                                                        figures.peer_wait_steps_s[step]);
+                                  }));
 }
 
 bool exposed_within_target(double figure_s, double measured_s) {

@@ -102,13 +102,19 @@ Json trace_events(const GptShape& shape, const Plan& plan, const StepMetrics& me
   return events;
 }
 
+// `values` (each rank's slot filled, the others zero) with every rank's slot filled, on the CPU.
+at::Tensor gathered_on_every_rank(Communicator& communicator, RankDevice& device,
+                                  const at::Tensor& values) {
+  at::Tensor gathered = values.to(device.device());
+  communicator.run(CollectiveKind::all_gather, gathered);
+  return gathered.cpu();
+}
+
 // The smallest of every rank's `value` (steady clock readings: one clock on one machine).
 double earliest(Communicator& communicator, RankDevice& device, double value) {
   at::Tensor values = at::zeros({communicator.size()}, at::kDouble);
   values[communicator.rank()] = value;
-  at::Tensor gathered = values.to(device.device());
-  communicator.run(CollectiveKind::all_gather, gathered);
-  return gathered.cpu().min().item<double>();
+  return gathered_on_every_rank(communicator, device, values).min().item<double>();
 }
 
 // A sharded plan's measured step as peer_wait_s needs it: the compute's waits and the starts
@@ -133,13 +139,6 @@ StepWaitRecord step_wait_record(const StepMetrics& metrics,
     record.collective_starts_s.push_back(collective.start_s);
   }
   return record;
-}
-
-at::Tensor gathered_on_every_rank(Communicator& communicator, RankDevice& device,
-                                  const at::Tensor& values) {
-  at::Tensor gathered = values.to(device.device());
-  communicator.run(CollectiveKind::all_gather, gathered);
-  return gathered.cpu();
 }
 
 // The number of collectives of each recorded step, when every rank ran the same number over
@@ -447,9 +446,7 @@ std::vector<PlanMeasurement> measure_plans(const GptShape& shape, const std::vec
               mine[p].exposed_communication_steps_s.end(), slot + figures_per_rank + count);
     std::copy(mine[p].peer_wait_steps_s.begin(), mine[p].peer_wait_steps_s.end(),
               slot + figures_per_rank + 2 * count);
-    at::Tensor gathered = figures.to(device.device());
-    communicator.run(CollectiveKind::all_gather, gathered);
-    figures = gathered.cpu();
+    figures = gathered_on_every_rank(communicator, device, figures);
     PlanMeasurement measurement;
     measurement.name = plans[p].name;
     for (int r = 0; r < world; ++r) {
