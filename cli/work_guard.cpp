@@ -21,9 +21,11 @@ constexpr double search_seconds_per_unit = 3e-8;
 // 6.7 s to plan: 3.4e7 option pairs (about 92 options an operator), 0.2 us a pair.
 constexpr double seconds_per_option_pair = 2e-7;
 constexpr double simulator_events_per_second = 3e5;
-// Measured (2026-12-07, local-cpu-3d.json on 2 ranks): the layout search at a global batch of
-// 65,536 (2.6e6 passes) took 1.5 s, at 262,144 (1.0e7) 5.5 s.
-constexpr double layout_seconds_per_pass = 6e-7;
+// Measured (2026-12-07): local-cpu-3d.json on 2 ranks at a global batch of 65,536 (2.6e6
+// passes) 1.4 s, at 262,144 (1.0e7) 5.9 s: 5.7e-7 s a pass; the 13 B GPT on 32 H100s
+// (h100-4x8-gpt-13b-global-256.json) at 65,536 (6.2e7 passes) 66 s: 1.1e-6 s a pass (its OSDP
+// stages cost a layout several times). The larger, so that the estimate errs towards asking.
+constexpr double layout_seconds_per_pass = 1.1e-6;
 constexpr int step_mode_max_ranks = 32;
 // SimGrid's full routing zone: a pointer per ordered pair of endpoints. Measured (2026-12-07,
 // 8,192 H100s of a leaf-spine cluster, 24,576 endpoints): 5.9 GB resident, 30-36 s to build.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <stdexcept>
 #include <tuple>
 
@@ -56,36 +57,28 @@ PipelineStep interleaved_step(int k, int stages, int chunks_per_stage, int stage
 
 }  // namespace
 
-std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int chunks_per_stage,
-                                      int micro_batches, int stage) {
+StageOrder::StageOrder(PipelineSchedule schedule, int stages, int chunks_per_stage,
+                       int micro_batches, int stage)
+    : schedule_(schedule),
+      stages_(stages),
+      chunks_per_stage_(chunks_per_stage),
+      micro_batches_(micro_batches),
+      stage_(stage) {
   check_shape(stages, chunks_per_stage, micro_batches);
   if (stage < 0 || stage >= stages) {
     throw std::invalid_argument(fmt::format("stage {} outside 0..{}", stage, stages - 1));
   }
-  // Filled in place (every schedule runs each pass once): the layout search builds many.
-  std::vector<PipelineStep> order(2 * static_cast<std::size_t>(micro_batches) * chunks_per_stage);
-  std::size_t filled = 0;
-  auto put = [&](const PipelineStep& step) { order[filled++] = step; };
   const int m = micro_batches;
-  if (schedule != PipelineSchedule::interleaved && chunks_per_stage != 1) {
-    throw std::invalid_argument(fmt::format("{} runs one model chunk per stage (got {})",
-                                            pipeline_schedule_name(schedule), chunks_per_stage));
-  }
   switch (schedule) {
     case PipelineSchedule::gpipe:
-      for (int j = 0; j < m; ++j) put({stage, j, Pass::forward});
-      for (int j = 0; j < m; ++j) put({stage, j, Pass::backward});
-      break;
-    case PipelineSchedule::one_f_one_b: {
-      const int warmup = std::min(stages - stage - 1, m);
-      for (int j = 0; j < warmup; ++j) put({stage, j, Pass::forward});
-      for (int j = 0; j < m - warmup; ++j) {
-        put({stage, warmup + j, Pass::forward});
-        put({stage, j, Pass::backward});
+    case PipelineSchedule::one_f_one_b:
+      if (chunks_per_stage != 1) {
+        throw std::invalid_argument(fmt::format("{} runs one model chunk per stage (got {})",
+                                                pipeline_schedule_name(schedule),
+                                                chunks_per_stage));
       }
-      for (int j = m - warmup; j < m; ++j) put({stage, j, Pass::backward});
+      warmup_ = schedule == PipelineSchedule::gpipe ? m : std::min(stages - stage - 1, m);
       break;
-    }
     case PipelineSchedule::interleaved: {
       if (m % stages != 0) {
         throw std::invalid_argument(fmt::format(
@@ -94,30 +87,49 @@ std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int
             m, stages));
       }
       const int total = m * chunks_per_stage;
-      const int warmup =
-          m == stages ? total
-                      : std::min(total, (stages - stage - 1) * 2 + (chunks_per_stage - 1) * stages);
-      for (int k = 0; k < warmup; ++k) {
-        put(interleaved_step(k, stages, chunks_per_stage, stage, Pass::forward));
-      }
-      for (int k = 0; k < total - warmup; ++k) {
-        put(interleaved_step(warmup + k, stages, chunks_per_stage, stage, Pass::forward));
-        put(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
-      }
-      for (int k = total - warmup; k < total; ++k) {
-        put(interleaved_step(k, stages, chunks_per_stage, stage, Pass::backward));
-      }
+      warmup_ = m == stages
+                    ? total
+                    : std::min(total, (stages - stage - 1) * 2 + (chunks_per_stage - 1) * stages);
       break;
     }
   }
-  assert(filled == order.size());
-  return order;
+}
+
+PipelineStep StageOrder::step_of(int k, Pass pass) const {
+  if (schedule_ == PipelineSchedule::interleaved) {
+    return interleaved_step(k, stages_, chunks_per_stage_, stage_, pass);
+  }
+  return {stage_, k, pass};
+}
+
+// Every schedule runs `warmup` forwards, then forwards and backwards by turns while forwards are
+// left, then the remaining backwards (GPipe: all forwards first, its warmup is every one).
+PipelineStep StageOrder::operator[](int index) const {
+  assert(index >= 0 && index < size());
+  const int total = micro_batches_ * chunks_per_stage_;
+  if (index < warmup_) return step_of(index, Pass::forward);
+  const int steady = 2 * (total - warmup_);
+  if (index < warmup_ + steady) {
+    const int turn = (index - warmup_) / 2;
+    return (index - warmup_) % 2 == 0 ? step_of(warmup_ + turn, Pass::forward)
+                                      : step_of(turn, Pass::backward);
+  }
+  return step_of(index - total, Pass::backward);
+}
+
+std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int chunks_per_stage,
+                                      int micro_batches, int stage) {
+  const StageOrder order(schedule, stages, chunks_per_stage, micro_batches, stage);
+  std::vector<PipelineStep> steps(static_cast<std::size_t>(order.size()));
+  for (int k = 0; k < order.size(); ++k) steps[k] = order[k];
+  return steps;
 }
 
 double PipelineTimeline::bubble_fraction() const {
   const double span_s = makespan_s - first_start_s;
   if (span_s <= 0 || busy_s.empty()) return 0.0;
-  return 1.0 - *std::max_element(busy_s.begin(), busy_s.end()) / span_s;
+  // At least 0: a stage busy the whole span gives 1 - 1 with rounding (printed "-0.0 %").
+  return std::max(0.0, 1.0 - *std::max_element(busy_s.begin(), busy_s.end()) / span_s);
 }
 
 namespace {
@@ -150,8 +162,11 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
         chunks, chunks - 1));
   }
 
-  std::vector<std::vector<PipelineStep>> orders;
-  for (int stage = 0; stage < p; ++stage) orders.push_back(stage_order(schedule, p, v, m, stage));
+  std::vector<StageOrder> orders;
+  for (int stage = 0; stage < p; ++stage) orders.emplace_back(schedule, p, v, m, stage);
+  // Each stage's next pass, worked out once (a stage is often looked at before its input is in).
+  std::vector<PipelineStep> upcoming;
+  for (const StageOrder& order : orders) upcoming.push_back(order[0]);
 
   // End time of each (chunk, micro-batch, pass), and which stage slot holds it.
   auto key = [&](int chunk, int micro_batch, Pass pass) {
@@ -230,7 +245,7 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
     timeline.work_s[stage] += duration_of(step);
     in_flight[stage] += step.pass == Pass::forward ? 1 : -1;
     timeline.peak_in_flight[stage] = std::max(timeline.peak_in_flight[stage], in_flight[stage]);
-    ++next[stage];
+    if (++next[stage] < orders[stage].size()) upcoming[stage] = orders[stage][next[stage]];
   };
   const auto deadlocked = [&](int remaining) {
     return std::logic_error(fmt::format("pipeline schedule {} deadlocked ({} passes left)",
@@ -243,24 +258,35 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
                   [](double rate) { return rate != 1.0; });
   if (!shared_cores) {
     // Each stage runs its passes as soon as their inputs are in: a pass's times follow from the
-    // passes before it alone.
-    while (remaining > 0) {
-      bool progressed = false;
-      for (int stage = 0; stage < p; ++stage) {
-        while (next[stage] < total_passes) {
-          const PipelineStep step = orders[stage][next[stage]];
-          const auto [input_end, transfer] = input_of(step);
-          if (input_end < 0) break;
-          const double ready_s = input_end + transfer;
-          const double free_s = timeline.finish_s[stage];
-          const double start_s = std::max(ready_s, free_s);
-          complete(stage, step, start_s, start_s + duration_of(step), ready_s, free_s);
-          --remaining;
-          progressed = true;
+    // passes before it alone, so the order in which stages are visited does not change them. A
+    // stage is visited again only when a pass that feeds it has ended (a sweep over every stage
+    // until none moves costs stages x passes on deep pipelines).
+    std::vector<int> to_visit(p);
+    std::iota(to_visit.begin(), to_visit.end(), 0);
+    std::vector<char> queued(p, 1);
+    while (!to_visit.empty()) {
+      const int stage = to_visit.back();
+      to_visit.pop_back();
+      queued[stage] = 0;
+      while (next[stage] < total_passes) {
+        const PipelineStep step = upcoming[stage];
+        const auto [input_end, transfer] = input_of(step);
+        if (input_end < 0) break;
+        const double ready_s = input_end + transfer;
+        const double free_s = timeline.finish_s[stage];
+        const double start_s = std::max(ready_s, free_s);
+        complete(stage, step, start_s, start_s + duration_of(step), ready_s, free_s);
+        --remaining;
+        // The last chunk's forward feeds its own backward, the first chunk's backward nothing.
+        if (outgoing_boundary(step) < 0) continue;
+        const int fed = (step.pass == Pass::forward ? step.chunk + 1 : step.chunk - 1) % p;
+        if (!queued[fed]) {
+          queued[fed] = 1;
+          to_visit.push_back(fed);
         }
       }
-      if (!progressed) throw deadlocked(remaining);
     }
+    if (remaining > 0) throw deadlocked(remaining);
   } else {
     // On shared cores a pass's speed depends on how many stages compute beside it: advance all
     // stages together in time, from one pass's start or end to the next.
@@ -283,7 +309,7 @@ PipelineTimeline run_pipeline(PipelineSchedule schedule, const PipelineWork& wor
       for (int stage = 0; stage < p; ++stage) {
         Running& pass = running[stage];
         if (!pass.active && next[stage] < total_passes) {
-          const PipelineStep step = orders[stage][next[stage]];
+          const PipelineStep step = upcoming[stage];
           const auto [input_end, transfer] = input_of(step);
           if (input_end >= 0) {
             const double ready_s = input_end + transfer;

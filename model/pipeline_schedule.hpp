@@ -60,9 +60,32 @@ struct PipelineStep {
   Pass pass = Pass::forward;
 };
 
-// The order in which stage `stage` runs its passes under the schedule (2 m v passes).
-// Throws std::invalid_argument when the schedule cannot run this shape (interleaved with m not a
-// multiple of p).
+// The order in which stage `stage` runs its passes under the schedule (2 m v passes), each
+// pass computed when asked for: the layout search walks the orders of thousands of layouts of
+// up to millions of passes, and building them (and faulting their pages in) took a third of
+// its time.
+// The constructor throws std::invalid_argument when the schedule cannot run this shape
+// (interleaved with m not a multiple of p, or a stage outside the pipeline).
+class StageOrder {
+ public:
+  StageOrder(PipelineSchedule schedule, int stages, int chunks_per_stage, int micro_batches,
+             int stage);
+  int size() const { return 2 * micro_batches_ * chunks_per_stage_; }
+  // The pass at `index`, 0 <= index < size().
+  PipelineStep operator[](int index) const;
+
+ private:
+  PipelineStep step_of(int k, Pass pass) const;  // the stage's k-th forward or backward
+
+  PipelineSchedule schedule_;
+  int stages_;
+  int chunks_per_stage_;
+  int micro_batches_;
+  int stage_;
+  int warmup_ = 0;  // forwards before the first backward (GPipe: all of them)
+};
+
+// The same order, built (2 m v passes).
 std::vector<PipelineStep> stage_order(PipelineSchedule schedule, int stages, int chunks_per_stage,
                                       int micro_batches, int stage);
 

@@ -200,6 +200,24 @@ TEST_CASE("unequal stages and transfers: every pass once, after its input", "[pi
         }
       }
     }
+    // And as soon as both are in: no stage waits for more than its input and its last pass.
+    for (int r = 0; r < p; ++r) {
+      double free_s = 0;
+      for (const TimedStep& step : timeline.stages[r]) {
+        const auto [chunk, micro, pass] = std::make_tuple(step.step.chunk, step.step.micro_batch,
+                                                          static_cast<int>(step.step.pass));
+        double ready_s = 0;
+        if (pass == 0 && chunk > 0) {
+          ready_s = ran[{chunk - 1, micro, 0}].end_s + work.transfer_s[chunk - 1];
+        } else if (pass == 1 && chunk + 1 < work.chunks()) {
+          ready_s = ran[{chunk + 1, micro, 1}].end_s + work.transfer_s[chunk];
+        } else if (pass == 1) {
+          ready_s = ran[{chunk, micro, 0}].end_s;
+        }
+        CHECK(step.start_s == std::max(ready_s, free_s));
+        free_s = step.end_s;
+      }
+    }
     CHECK(critical_path_s(work, timeline) == Approx(timeline.makespan_s));
     // No schedule beats the one chain every micro-batch must follow, nor the busiest stage.
     double chain = 0;
@@ -265,6 +283,67 @@ TEST_CASE("the trace's compute waits are each stage's idle time before its passe
     }
     CHECK(waited_s[shape.stages - 1] > 0);  // the last stage waits for the first forwards
   }
+}
+
+// The orders as the schedules' papers write them, loop by loop: GPipe every forward then every
+// backward; 1F1B p - r - 1 warm-up forwards, then one forward and one backward by turns, then
+// the remaining backwards; interleaved likewise over the stage's chunks, Megatron's warm-up.
+std::vector<PipelineStep> order_by_loops(PipelineSchedule schedule, int p, int v, int m, int r) {
+  const auto interleaved = [&](int k, Pass pass) {
+    int chunk_in_stage = (k % (p * v)) / p;
+    if (pass == Pass::backward) chunk_in_stage = v - 1 - chunk_in_stage;
+    return PipelineStep{chunk_in_stage * p + r, (k / (p * v)) * p + k % p, pass};
+  };
+  const auto step = [&](int k, Pass pass) {
+    return schedule == PipelineSchedule::interleaved ? interleaved(k, pass)
+                                                     : PipelineStep{r, k, pass};
+  };
+  const int total = m * v;
+  int warmup = total;
+  if (schedule == PipelineSchedule::one_f_one_b) warmup = std::min(p - r - 1, m);
+  if (schedule == PipelineSchedule::interleaved && m != p) {
+    warmup = std::min(total, (p - r - 1) * 2 + (v - 1) * p);
+  }
+  std::vector<PipelineStep> order;
+  for (int k = 0; k < warmup; ++k) order.push_back(step(k, Pass::forward));
+  for (int k = 0; k < total - warmup; ++k) {
+    order.push_back(step(warmup + k, Pass::forward));
+    order.push_back(step(k, Pass::backward));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(step(k, Pass::backward));
+  return order;
+}
+
+TEST_CASE("a stage's order, worked out pass by pass, is its schedule's", "[pipeline]") {
+  int compared = 0;
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
+    for (int p = 1; p <= 6; ++p) {
+      for (int v = 1; v <= (schedule == PipelineSchedule::interleaved ? 3 : 1); ++v) {
+        for (int m = 1; m <= 13; ++m) {
+          if (schedule == PipelineSchedule::interleaved && m % p != 0) {
+            CHECK_THROWS_AS(StageOrder(schedule, p, v, m, 0), std::invalid_argument);
+            continue;
+          }
+          for (int r = 0; r < p; ++r) {
+            CAPTURE(pipeline_schedule_name(schedule), p, v, m, r);
+            const StageOrder order(schedule, p, v, m, r);
+            const std::vector<PipelineStep> expected = order_by_loops(schedule, p, v, m, r);
+            REQUIRE(order.size() == static_cast<int>(expected.size()));
+            for (int k = 0; k < order.size(); ++k) {
+              CHECK(order[k].chunk == expected[k].chunk);
+              CHECK(order[k].micro_batch == expected[k].micro_batch);
+              CHECK(order[k].pass == expected[k].pass);
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared > 4000);
+  CHECK_THROWS_AS(StageOrder(PipelineSchedule::one_f_one_b, 4, 2, 8, 0), std::invalid_argument);
+  CHECK_THROWS_AS(StageOrder(PipelineSchedule::gpipe, 4, 1, 8, 4), std::invalid_argument);
 }
 
 TEST_CASE("schedule names round-trip", "[pipeline]") {
