@@ -43,6 +43,14 @@ void check_shape(int stages, int chunks_per_stage, int micro_batches) {
         fmt::format("a pipeline needs at least one stage, chunk and micro-batch (got {}, {}, {})",
                     stages, chunks_per_stage, micro_batches));
   }
+  // Passes are counted and indexed in int: every chunk's forward and backward of every
+  // micro-batch must fit.
+  const double passes = 2.0 * stages * chunks_per_stage * micro_batches;
+  if (passes > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument(fmt::format(
+        "a pipeline of {} stages x {} chunks x {} micro-batches is {:.3g} passes, more than {}",
+        stages, chunks_per_stage, micro_batches, passes, std::numeric_limits<int>::max()));
+  }
 }
 
 // Megatron's interleaved schedule: the k-th forward (or backward) a stage runs belongs to model

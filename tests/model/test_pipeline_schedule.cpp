@@ -344,6 +344,10 @@ TEST_CASE("a stage's order, worked out pass by pass, is its schedule's", "[pipel
   CHECK(compared > 4000);
   CHECK_THROWS_AS(StageOrder(PipelineSchedule::one_f_one_b, 4, 2, 8, 0), std::invalid_argument);
   CHECK_THROWS_AS(StageOrder(PipelineSchedule::gpipe, 4, 1, 8, 4), std::invalid_argument);
+  // More passes than an int counts: refused, not wrapped around.
+  CHECK_THROWS_AS(StageOrder(PipelineSchedule::interleaved, 2, 40, 1 << 24, 0),
+                  std::invalid_argument);
+  CHECK(StageOrder(PipelineSchedule::gpipe, 2, 1, 1 << 24, 1).size() == 1 << 25);
 }
 
 TEST_CASE("schedule names round-trip", "[pipeline]") {
