@@ -9,21 +9,29 @@
 #      of calibrate's probe shapes is (scenarios/local-cpu-{deep,wide,long}.json);
 #   6. osdp validate scenarios/local-cpu-3d.json --cluster C.json --json: the tensor, pipeline
 #      and 3D + OSDP layouts on real ranks beside the data-parallel plans.
-# OSDP_FIDELITY_ITERATIONS=N measures N iterations per plan in every step instead of the
-# scenarios' (9): steadier medians of the waits, three times the time at 27.
+# Every plan is measured for 27 iterations (9 in each of 3 rounds) in every step, not the
+# scenarios' 9: the medians of the waits move less from run to run (docs/fidelity.md, "27 steps
+# against 9, paired"), for about 1.6 times the time. OSDP_FIDELITY_ITERATIONS=N measures N
+# instead (9: the protocol of the rounds kept before 2026-12-08).
 # Prints one summary line per step (median and largest |time error|, median |peak memory
 # error|, the machine's load) and keeps every output in the directory given (default: a new one
 # under /tmp). Run it on a quiet machine: a compiler beside it is measured too.
 #   scripts/fidelity-rounds.sh [ROUNDS] [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# require_count NAME VALUE WHAT: exit 2 unless VALUE is a whole number from 1.
+require_count() {
+  case "$2" in
+    '' | *[!0-9]* | 0*)
+      echo "fidelity-rounds: $1: got '$2': expected a whole number of $3 from 1" >&2
+      exit 2
+      ;;
+  esac
+}
 rounds="${1:-3}"
-case "$rounds" in
-  '' | *[!0-9]* | 0*)
-    echo "fidelity-rounds: ROUNDS: got '$rounds': expected a whole number of rounds from 1" >&2
-    exit 2
-    ;;
-esac
+require_count ROUNDS "$rounds" rounds
+iterations="${OSDP_FIDELITY_ITERATIONS:-27}"
+require_count OSDP_FIDELITY_ITERATIONS "$iterations" iterations
 out="${2:-$(mktemp -d /tmp/osdp-fidelity.XXXXXX)}"
 mkdir -p "$out"
 build=build/release
@@ -74,8 +82,7 @@ print(line)
 EOF
 }
 
-steps=()
-if [ -n "${OSDP_FIDELITY_ITERATIONS:-}" ]; then steps=(--iterations "$OSDP_FIDELITY_ITERATIONS"); fi
+steps=(--iterations "$iterations")
 
 for round in $(seq 1 "$rounds"); do
   dir="$out/round$round"
