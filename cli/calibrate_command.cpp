@@ -2,17 +2,23 @@
 // over message sizes, operator compute rates, memory bandwidth, launch cost, overlap slowdown.
 //   osdp calibrate --ranks N [--model SCENARIO] [--out cluster.json] [--report report.json]
 //   [--json] [--device cpu|cuda]
+//   osdp calibrate --refit report.json --cluster cluster.json [--out cluster.json] [--json]
+//     measures nothing: the cluster's compute laws fitted again on a kept report's timings.
 // Writes a cluster description that `plan`, `simulate` and `validate --cluster` load. Runs in
 // osdp-runtime (it loads libtorch); `osdp calibrate` hands its arguments over.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "cli/command.hpp"
 #include "model/atomic_file.hpp"
+#include "model/cluster_json.hpp"
+#include "model/json_reader.hpp"
 #include "model/scenario.hpp"
 #include "model/units.hpp"
 #include "validate/calibration.hpp"
@@ -33,9 +39,102 @@ struct CalibrateOptions {
   bool json = false;
   bool quick = false;
   std::string device = "cpu";
+  std::string refit;    // a kept report: fit its operator timings again, measure nothing
+  std::string cluster;  // with --refit: the cluster that report calibrated
 };
 
+// A kept report's operator timings and slicing points, with its file named in errors.
+validate::CalibrationResult read_report(const std::string& path) {
+  const Json document = read_json_file(path);
+  try {
+    return validate::calibration_result_from_report(document);
+  } catch (const Json::exception& error) {
+    throw InputError(
+        path, "$", "(the report)",
+        std::string("a report `osdp calibrate --report` wrote (") + error.what() + ")");
+  }
+}
+
+int refit(const CalibrateOptions& options) {
+  if (options.cluster.empty()) {
+    throw InputError("command line", "--refit", options.refit,
+                     "--cluster too: the cluster JSON that calibration wrote (--refit replaces "
+                     "its compute laws)");
+  }
+  if (!options.out.empty()) {
+    if (const auto why = unusable_output(options.out)) {
+      throw InputError("command line", "--out", options.out,
+                       "a file path osdp can write to (this is " + *why + ")");
+    }
+  }
+  const validate::CalibrationResult measured = read_report(options.refit);
+  if (measured.operators.empty()) {
+    throw InputError(options.refit, "$.operators", "[]",
+                     "the operator timings of a calibration (a report of `osdp calibrate` on "
+                     "CPU ranks or one GPU)");
+  }
+  for (std::size_t i = 0; i < measured.operators.size(); ++i) {
+    const validate::OperatorPoint& point = measured.operators[i];
+    const auto refuse = [&](const char* key, double value, const char* expected) {
+      throw InputError(options.refit, fmt::format("$.operators[{}].{}", i, key),
+                       fmt::format("{}", value), expected);
+    };
+    for (const auto& [key, seconds] :
+         {std::pair{"forward_s", point.forward_s}, std::pair{"backward_s", point.backward_s}}) {
+      if (!(seconds > 0 && std::isfinite(seconds))) refuse(key, seconds, "a time above zero");
+    }
+    if (point.batch_size < 1) refuse("batch_size", point.batch_size, "a batch size from 1");
+    if (point.calls < 1) refuse("calls", point.calls, "a count of calls from 1");
+    for (const auto& [key, amount] :
+         {std::pair{"forward_flops_per_sample", point.forward_flops_per_sample},
+          std::pair{"backward_flops_per_sample", point.backward_flops_per_sample},
+          std::pair{"activation_bytes_per_sample", point.activation_bytes_per_sample}}) {
+      if (!(amount >= 0 && std::isfinite(amount))) refuse(key, amount, "a number from 0");
+    }
+  }
+  const Cluster kept = load_cluster(JsonReader(read_json_file(options.cluster), options.cluster));
+  Cluster refitted;
+  try {
+    refitted = validate::refit_operator_compute(kept, measured);
+  } catch (const std::exception& error) {  // timings no law fits (a report edited by hand)
+    throw InputError(options.refit, "$.operators", "(the operator timings)",
+                     std::string("timings a compute law can be fitted on (") + error.what() + ")");
+  }
+  const Json cluster = cluster_to_json(refitted);
+  // Laws a cluster cannot hold (an unknown operator kind, a rate that is not a number) are the
+  // report's error, found before anything is written.
+  (void)load_cluster(JsonReader(cluster, options.refit, "$ (its laws in a cluster)"));
+  if (!options.out.empty()) write_files_atomically({{options.out, cluster.dump(2) + "\n"}});
+  if (options.json) {
+    fmt::print("{}\n", cluster.dump(2));
+    return exit_ok;
+  }
+  fmt::print("compute laws of {} fitted again on the {} operator timings of {}\n", options.cluster,
+             measured.operators.size(), options.refit);
+  fmt::print("  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12}\n", "operator", "pass", "fixed was",
+             "fixed now", "GFLOP/s was", "GFLOP/s now");
+  const auto gflops = [](const ComputeLaw& law) {
+    return law.flops_per_s ? fmt::format("{:.1f}", *law.flops_per_s / 1e9) : std::string("-");
+  };
+  const auto row = [&](const std::string& kind, const char* pass, const ComputeLaw& was,
+                       const ComputeLaw& now) {
+    fmt::print("  {:<10} {:<8} {:>12} {:>12} {:>12} {:>12}\n", kind, pass,
+               units::format_seconds(was.fixed_s), units::format_seconds(now.fixed_s), gflops(was),
+               gflops(now));
+  };
+  for (const auto& [kind, law] : refitted.gpu.operator_compute) {
+    const auto found = kept.gpu.operator_compute.find(kind);
+    const OperatorCompute was =
+        found == kept.gpu.operator_compute.end() ? OperatorCompute{} : found->second;
+    row(kind, "forward", was.forward, law.forward);
+    row(kind, "backward", was.backward, law.backward);
+  }
+  if (!options.out.empty()) fmt::print("  cluster written to {}\n", options.out);
+  return exit_ok;
+}
+
 int run(const CalibrateOptions& options) {
+  if (!options.refit.empty()) return refit(options);
   // Outputs that cannot be written are bad input found before a minute of measuring.
   for (const auto& [flag, path] : {std::pair{"--out", options.out}, {"--report", options.report}}) {
     if (path.empty()) continue;
@@ -304,6 +403,18 @@ Subcommand add_calibrate_command(CLI::App& root) {
                   "laws; needs a build with -DOSDP_WITH_CUDA=ON)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_flag("--json", options->json, "Print the cluster and the measurements as JSON");
+  CLI::Option* refit =
+      app->add_option("--refit", options->refit,
+                      "Measure nothing: fit the compute laws of --cluster again on the operator "
+                      "timings of this kept --report (the rest of the cluster as it is), e.g. to "
+                      "score a change to the fit on calibrations kept in plots/measurements/");
+  app->add_option("--cluster", options->cluster,
+                  "With --refit: the cluster JSON the report's calibration wrote")
+      ->needs(refit);
+  for (const char* measuring :
+       {"--ranks", "--report", "--name", "--model", "--quick", "--device"}) {
+    refit->excludes(app->get_option(measuring));
+  }
   return {app, [options]() { return run(*options); }};
 }
 

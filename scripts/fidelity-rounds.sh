@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The validator's fidelity as a new user meets it (issue 11's protocol), in rounds. Each round:
 #   1. bench/fidelity_bench against the shipped cluster (scenarios/local-cpu-cluster.json);
-#   2. osdp calibrate --ranks 2 --out C.json (a fresh calibration of this machine);
+#   2. osdp calibrate --ranks 2 --out C.json --report calibration-report.json (a fresh
+#      calibration of this machine; the report keeps every probe timing it was fitted on);
 #   3. bench/fidelity_bench --cluster C.json;
 #   4. osdp validate scenarios/local-cpu.json --cluster C.json --strategies osdp,ddp,fsdp,zero2
 #      --ranks 2 --json;
@@ -90,7 +91,8 @@ for round in $(seq 1 "$rounds"); do
   "$bench" "${steps[@]}" --out "$dir/shipped" > "$dir/shipped.txt" 2>&1 || true
   echo "round $round, shipped cluster, fidelity_bench: $(summarize "$dir/shipped/fidelity.json")"
   grep -h "machine load\|compute alone" "$dir/shipped.txt" | sed 's/^/    /' || true
-  "$osdp" calibrate --ranks 2 --out "$dir/C.json" > "$dir/calibrate.txt" 2>&1
+  "$osdp" calibrate --ranks 2 --out "$dir/C.json" --report "$dir/calibration-report.json" \
+    > "$dir/calibrate.txt" 2>&1
   "$bench" "${steps[@]}" --cluster "$dir/C.json" --out "$dir/fresh" > "$dir/fresh.txt" 2>&1 || true
   echo "round $round, fresh calibration, fidelity_bench: $(summarize "$dir/fresh/fidelity.json")"
   grep -h "machine load\|compute alone\|speed reference" "$dir/fresh.txt" | sed 's/^/    /' || true

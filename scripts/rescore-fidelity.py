@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score the simulator of this build against measurements kept from earlier fidelity runs.
 
-Usage: scripts/rescore-fidelity.py [--build DIR] [--plans] DIR [DIR ...]
+Usage: scripts/rescore-fidelity.py [--build DIR] [--plans] [--refit] DIR [DIR ...]
 
 Each DIR is a folder of plots/measurements/ that keeps runs with the calibration they ran with:
   roundN-cluster.json with roundN-unseen-{deep,wide,long}.json  (bench/fidelity_bench --unseen
@@ -14,6 +14,11 @@ set against the measurement kept for it, beside the simulation kept with it. So 
 simulator is scored against every kept run, plan by plan and paired, in seconds instead of new
 rounds of minutes each (whose run-to-run spread is as large as most changes' effect).
 
+--refit scores a change to the compute laws' fit instead: each run's calibration is fitted
+again by this build (`osdp calibrate --refit`) from the report kept beside it
+(roundN-calibration-report.json, or calibration-report.json beside cluster.json: what
+`osdp calibrate --report` wrote), and runs without one are left out (and counted).
+
 Prints a line per run and totals per kind of run and over all: median and largest |time error|,
 and the plans whose exposed communication is within 30 % or 5 ms of the measured (the
 validator's target), for this build and for the kept simulation; then in how many plan-runs the
@@ -23,9 +28,11 @@ or a file that is not what it should be.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("deep", "wide", "long")
@@ -82,6 +89,24 @@ def kept_runs(directory):
         fail(f"{directory}: no kept run (roundN-cluster.json with roundN-unseen-*.json or "
              "roundN-validate-3d.json, or cluster.json with runN.json)")
     return runs
+
+
+def refitted_cluster(build, cluster, scratch):
+    """The kept cluster with its compute laws fitted again from the report beside it (None when
+    there is none): `osdp calibrate --refit` of this build, written under `scratch`."""
+    directory = os.path.dirname(cluster)
+    name = os.path.basename(cluster)
+    prefix = name[: -len("cluster.json")]  # "roundN-" or ""
+    report = os.path.join(directory, f"{prefix}calibration-report.json")
+    if not os.path.isfile(report):
+        return None
+    out = os.path.join(scratch, f"{len(os.listdir(scratch))}-{name}")
+    command = [os.path.join(build, "cli/osdp"), "calibrate", "--refit", report, "--cluster",
+               cluster, "--out", out]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        fail(f"{' '.join(command)}: exit {result.returncode}\n{result.stderr.strip()}")
+    return out
 
 
 def row(model, plan, measured_s, measured_exposed_s, now_time_s, now_exposed_s, kept_time_error,
@@ -159,6 +184,9 @@ def main():
                         help="the build whose bench/fidelity_bench and cli/osdp simulate "
                              "(default: build/release)")
     parser.add_argument("--plans", action="store_true", help="a row per plan as well")
+    parser.add_argument("--refit", action="store_true",
+                        help="fit each run's compute laws again from its kept calibration "
+                             "report (runs without one are left out)")
     parser.add_argument("directories", nargs="+", metavar="DIR")
     arguments = parser.parse_args()
     for program in ("bench/fidelity_bench", "cli/osdp"):
@@ -166,10 +194,17 @@ def main():
             fail(f"{os.path.join(arguments.build, program)}: not built (build it, or give --build)")
 
     by_kind = {}
+    left_out = 0
+    scratch = tempfile.mkdtemp(prefix="rescore-fidelity-")
     for directory in arguments.directories:
         if not os.path.isdir(directory):
             fail(f"{directory}: not a directory")
         for kind, label, cluster, files in kept_runs(directory):
+            if arguments.refit:
+                cluster = refitted_cluster(arguments.build, cluster, scratch)
+                if cluster is None:
+                    left_out += 1
+                    continue
             if kind == "unseen":
                 rows, total = unseen_rows(arguments.build, cluster, files), "unseen models, 2 ranks"
             else:
@@ -179,6 +214,12 @@ def main():
             if arguments.plans:
                 print_plans(rows)
             by_kind.setdefault(total, []).extend(rows)
+    shutil.rmtree(scratch, ignore_errors=True)
+    if arguments.refit:
+        print(f"--refit: {left_out} runs left out (no calibration report kept beside them)")
+        if not by_kind:
+            fail("--refit: no kept run has a calibration report (rounds kept since 2026-12-08 "
+                 "by scripts/fidelity-rounds.sh have one)")
     every_row = []
     for total, rows in by_kind.items():
         print(describe(f"all {total} ({len(rows)} plan-runs)", rows))

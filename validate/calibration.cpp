@@ -539,6 +539,21 @@ std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
   return laws;
 }
 
+Cluster refit_operator_compute(Cluster kept, const CalibrationResult& measured) {
+  // Kinds the report timed get new laws; any other keeps its own.
+  for (auto& [kind, law] : fit_operator_compute(measured.operators)) {
+    kept.gpu.operator_compute[kind] = law;
+  }
+  for (const SlicingPoint& point : measured.slicing) {
+    // A kind sliced but never timed whole has no law to add the slices to.
+    const auto law = kept.gpu.operator_compute.find(point.kind);
+    if (law == kept.gpu.operator_compute.end()) continue;
+    law->second.forward.extra_slice_s = point.forward_s;
+    law->second.backward.extra_slice_s = point.backward_s;
+  }
+  return kept;
+}
+
 double operator_law_s(const OperatorCompute& law, const OperatorPoint& point) {
   const auto [forward, backward] = samples_of(point);
   return compute_law_s(law.forward, forward) + compute_law_s(law.backward, backward);
@@ -786,15 +801,11 @@ Cluster standalone_cluster(const CalibrationResult& result, const CalibrationOpt
   cluster.gpu.memory_bandwidth_Bps = result.memory_bandwidth_Bps;
   cluster.gpu.optimizer_bandwidth_Bps = result.optimizer_bandwidth_Bps;
   cluster.gpu.kernel_launch_s = result.kernel_launch_s;
-  cluster.gpu.operator_compute = fit_operator_compute(result.operators);
+  cluster = refit_operator_compute(std::move(cluster), result);
   // Ranks meet at every collective, so a step goes at the pace of the slowest rank's compute:
   // the jitter between ranks computing at once, measured with no collective among them.
   cluster.gpu.straggler_slowdown = result.compute_straggler_slowdown;
   cluster.gpu.speed_reference = speed_reference(result.operators, options);
-  for (const SlicingPoint& point : result.slicing) {
-    cluster.gpu.operator_compute[point.kind].forward.extra_slice_s = point.forward_s;
-    cluster.gpu.operator_compute[point.kind].backward.extra_slice_s = point.backward_s;
-  }
   cluster.world = fit_group_timing(result.collectives);
   if (!result.pair_collectives.empty()) {
     cluster.timing_by_group_size[2] = fit_group_timing(result.pair_collectives);

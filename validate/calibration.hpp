@@ -195,6 +195,11 @@ std::vector<OperatorPoint> time_compute_by_kind(Communicator& comm, const GptSha
 // backward, fitted over the batch sizes and probe shapes timed.
 std::map<std::string, OperatorCompute, std::less<>> fit_operator_compute(
     const std::vector<OperatorPoint>& points);
+// `kept` (a calibrated cluster) with the compute laws of the operator kinds a calibration timed
+// fitted again by this build on its timings and slicing points (its report,
+// calibration_report.hpp); the rest of the cluster, other kinds' laws included, as kept. A change
+// to the law fit is scored on kept calibrations this way, with nothing measured again.
+Cluster refit_operator_compute(Cluster kept, const CalibrationResult& measured);
 // What a kind's law gives for one point's forward and backward (seconds, summed).
 double operator_law_s(const OperatorCompute& law, const OperatorPoint& point);
 
