@@ -38,7 +38,7 @@ plot --title "Three models the calibration never saw, 2 ranks: 3 rounds, each on
 # unseen models (pooled per round) and 3D layouts, and the 4-rank runs.
 history() { python3 "$root/plots/fidelity_history.py" "$@"; }
 # In the order measured (a glob would put 12-06-afternoon before 12-06-noon).
-days2="11-29 11-30 12-06 12-06-noon 12-06-afternoon 12-06-evening 12-07 12-07-evening 12-08-27steps"
+days2="11-29 11-30 12-06 12-06-noon 12-06-afternoon 12-06-evening 12-07 12-07-evening 12-08-27steps 12-08-night"
 days4="11-29 12-06 12-06-noon 12-06-afternoon 12-07 12-07-evening 12-08-27steps"
 args=()
 # add_rounds SETTING KIND: each kept 2-rank round's roundN-KIND*.json, under SETTING@DAY rN.
