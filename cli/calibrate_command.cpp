@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "cli/command.hpp"
 #include "model/atomic_file.hpp"
@@ -43,6 +45,17 @@ struct CalibrateOptions {
   std::string cluster;  // with --refit: the cluster that report calibrated
 };
 
+// Each (flag, path) given whose path cannot be written is bad input, found before any work.
+void refuse_unwritable(std::initializer_list<std::pair<const char*, std::string>> outputs) {
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    if (const auto why = unusable_output(path)) {
+      throw InputError("command line", flag, path,
+                       "a file path osdp can write to (this is " + *why + ")");
+    }
+  }
+}
+
 // A kept report's operator timings and slicing points, with its file named in errors.
 validate::CalibrationResult read_report(const std::string& path) {
   const Json document = read_json_file(path);
@@ -61,12 +74,7 @@ int refit(const CalibrateOptions& options) {
                      "--cluster too: the cluster JSON that calibration wrote (--refit replaces "
                      "its compute laws)");
   }
-  if (!options.out.empty()) {
-    if (const auto why = unusable_output(options.out)) {
-      throw InputError("command line", "--out", options.out,
-                       "a file path osdp can write to (this is " + *why + ")");
-    }
-  }
+  refuse_unwritable({{"--out", options.out}});
   const validate::CalibrationResult measured = read_report(options.refit);
   if (measured.operators.empty()) {
     throw InputError(options.refit, "$.operators", "[]",
@@ -136,13 +144,7 @@ int refit(const CalibrateOptions& options) {
 int run(const CalibrateOptions& options) {
   if (!options.refit.empty()) return refit(options);
   // Outputs that cannot be written are bad input found before a minute of measuring.
-  for (const auto& [flag, path] : {std::pair{"--out", options.out}, {"--report", options.report}}) {
-    if (path.empty()) continue;
-    if (const auto why = unusable_output(path)) {
-      throw InputError("command line", flag, path,
-                       "a file path osdp can write to (this is " + *why + ")");
-    }
-  }
+  refuse_unwritable({{"--out", options.out}, {"--report", options.report}});
   validate::CalibrationOptions calibration;
   if (options.device == "cuda") {
     // One GPU: its compute. A collective needs two ranks; between GPUs the NCCL probe times them.

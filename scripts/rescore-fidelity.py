@@ -28,7 +28,6 @@ or a file that is not what it should be.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -195,26 +194,27 @@ def main():
 
     by_kind = {}
     left_out = 0
-    scratch = tempfile.mkdtemp(prefix="rescore-fidelity-")
-    for directory in arguments.directories:
-        if not os.path.isdir(directory):
-            fail(f"{directory}: not a directory")
-        for kind, label, cluster, files in kept_runs(directory):
-            if arguments.refit:
-                cluster = refitted_cluster(arguments.build, cluster, scratch)
-                if cluster is None:
-                    left_out += 1
-                    continue
-            if kind == "unseen":
-                rows, total = unseen_rows(arguments.build, cluster, files), "unseen models, 2 ranks"
-            else:
-                rows, scenario = validate_rows(arguments.build, cluster, files)
-                total = f"osdp validate {scenario}"
-            print(describe(f"{os.path.basename(os.path.normpath(directory))} {label}", rows))
-            if arguments.plans:
-                print_plans(rows)
-            by_kind.setdefault(total, []).extend(rows)
-    shutil.rmtree(scratch, ignore_errors=True)
+    # The refitted clusters; removed on every exit, fail()'s included.
+    with tempfile.TemporaryDirectory(prefix="rescore-fidelity-") as scratch:
+        for directory in arguments.directories:
+            if not os.path.isdir(directory):
+                fail(f"{directory}: not a directory")
+            for kind, label, cluster, files in kept_runs(directory):
+                if arguments.refit:
+                    cluster = refitted_cluster(arguments.build, cluster, scratch)
+                    if cluster is None:
+                        left_out += 1
+                        continue
+                if kind == "unseen":
+                    rows = unseen_rows(arguments.build, cluster, files)
+                    total = "unseen models, 2 ranks"
+                else:
+                    rows, scenario = validate_rows(arguments.build, cluster, files)
+                    total = f"osdp validate {scenario}"
+                print(describe(f"{os.path.basename(os.path.normpath(directory))} {label}", rows))
+                if arguments.plans:
+                    print_plans(rows)
+                by_kind.setdefault(total, []).extend(rows)
     if arguments.refit:
         print(f"--refit: {left_out} runs left out (no calibration report kept beside them)")
         if not by_kind:
